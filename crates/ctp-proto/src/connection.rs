@@ -1,0 +1,425 @@
+//! One connection: its handshake state, the composed engine once negotiated, and the
+//! application-facing operations (byte stream, messages, close).
+
+use crate::engine::app::Outgoing;
+use crate::engine::event::Event;
+use crate::engine::session::CloseReason;
+use crate::engine::Engine;
+use crate::profile::{Isn, MicroSet, Params};
+use crate::stats::ConnectionStats;
+use crate::time::Instant;
+use crate::wire::frame::{close_code, Frame};
+use crate::wire::header::ConnectionId;
+use bytes::Bytes;
+use core::time::Duration;
+use std::net::SocketAddr;
+
+/// Where a connection is in its life.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConnectionState {
+    /// Initiator: INIT sent, waiting for INIT_ACK.
+    Initiating,
+    /// Initiator: COOKIE_ECHO sent, waiting for the responder's first packet.
+    Echoing,
+    /// Data flows.
+    Established,
+    /// Graceful close requested: waiting for outstanding data to be acknowledged.
+    Closing,
+    /// CLOSE sent; lingering to repeat it if the peer keeps talking.
+    Draining,
+    /// Finished, with the reason.
+    Closed(CloseReason),
+}
+
+/// Why a write did not go through.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WriteError {
+    /// The send buffer is full; retry when the connection reports activity.
+    #[error("send buffer full")]
+    Blocked,
+    /// The message is larger than the negotiated maximum.
+    #[error("message of {len} bytes exceeds the negotiated maximum of {max} bytes")]
+    TooLarge {
+        /// Message length.
+        len: usize,
+        /// Negotiated maximum.
+        max: usize,
+    },
+    /// The byte stream was already finished.
+    #[error("stream already finished")]
+    Finished,
+    /// The connection is not (or no longer) established.
+    #[error("connection not open: {0}")]
+    NotOpen(String),
+}
+
+/// Why a read returned nothing.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    /// Nothing to read yet.
+    #[error("nothing to read yet")]
+    Blocked,
+    /// The connection ended before the peer finished; the reason.
+    #[error("{0}")]
+    Closed(CloseReason),
+}
+
+/// Handshake retransmission: first timeout, doubled on each retry.
+pub const HANDSHAKE_RTO: Duration = Duration::from_millis(250);
+
+/// One connection of an [`crate::Endpoint`].
+pub struct Connection {
+    pub(crate) local_cid: ConnectionId,
+    pub(crate) peer_cid: ConnectionId,
+    pub(crate) remote: SocketAddr,
+    pub(crate) state: ConnectionState,
+    pub(crate) engine: Option<Engine>,
+    pub(crate) micros: MicroSet,
+    pub(crate) params: Params,
+    pub(crate) local_isn: Isn,
+    /// Initiator: the requested profile; responder: unused.
+    pub(crate) requested: (MicroSet, Params),
+    pub(crate) cookie: Vec<u8>,
+    pub(crate) handshake_deadline: Option<Instant>,
+    pub(crate) handshake_give_up: Instant,
+    pub(crate) handshake_rto: Duration,
+    pub(crate) handshake_due: bool,
+    pub(crate) owe_handshake_done: bool,
+    pub(crate) close_frame: Option<(u64, String)>,
+    pub(crate) close_after_drain: Option<CloseReason>,
+    pub(crate) drain_until: Option<Instant>,
+    pub(crate) stream_finished: bool,
+    pub(crate) activity: bool,
+    pub(crate) malformed: u64,
+}
+
+impl Connection {
+    /// Current state.
+    pub fn state(&self) -> &ConnectionState {
+        &self.state
+    }
+
+    /// True once data can flow.
+    pub fn is_established(&self) -> bool {
+        matches!(self.state, ConnectionState::Established | ConnectionState::Closing)
+    }
+
+    /// The close reason once closed.
+    pub fn close_reason(&self) -> Option<&CloseReason> {
+        match &self.state {
+            ConnectionState::Closed(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The peer's address.
+    pub fn remote(&self) -> SocketAddr {
+        self.remote
+    }
+
+    /// The negotiated microprotocols.
+    pub fn micros(&self) -> MicroSet {
+        self.micros
+    }
+
+    /// The negotiated parameters.
+    pub fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// Snapshot of every counter.
+    pub fn stats(&self) -> ConnectionStats {
+        let Some(e) = &self.engine else { return ConnectionStats { malformed_dropped: self.malformed, ..Default::default() } };
+        let s = &e.st.session;
+        let mut st = e.st.stats;
+        st.malformed_dropped += self.malformed;
+        st.srtt_us = s.srtt_us;
+        st.rttvar_us = s.rttvar_us;
+        st.min_rtt_us = if s.min_rtt_us == u64::MAX { 0 } else { s.min_rtt_us };
+        st.rto_us = s.rto_us;
+        st.cwnd = if s.cwnd == u64::MAX { 0 } else { s.cwnd };
+        st.bytes_in_flight = s.bytes_in_flight;
+        st.pacing_rate = s.pacing_rate;
+        st
+    }
+
+    fn open_engine(&mut self) -> Result<&mut Engine, WriteError> {
+        if !matches!(self.state, ConnectionState::Established) {
+            return Err(WriteError::NotOpen(format!("{:?}", self.state)));
+        }
+        self.engine.as_mut().ok_or_else(|| WriteError::NotOpen("no engine".into()))
+    }
+
+    /// Queues bytes of the ordered byte stream; returns how many were accepted.
+    pub fn stream_write(&mut self, now: Instant, data: &[u8]) -> Result<usize, WriteError> {
+        if self.stream_finished {
+            return Err(WriteError::Finished);
+        }
+        let e = self.open_engine()?;
+        let room = e.st.app.tx_room();
+        if room == 0 {
+            return Err(WriteError::Blocked);
+        }
+        let n = data.len().min(room);
+        if n == 0 {
+            return Ok(0);
+        }
+        e.st.app.tx.push_back(Outgoing { data: Bytes::copy_from_slice(&data[..n]), cut: 0, stream: true, fin: false, msg: None });
+        e.st.app.tx_bytes += n;
+        e.dispatch(now, Event::UserData);
+        Ok(n)
+    }
+
+    /// Ends the byte stream: the peer reads end-of-stream after everything written before.
+    pub fn stream_finish(&mut self, now: Instant) -> Result<(), WriteError> {
+        if self.stream_finished {
+            return Ok(());
+        }
+        let e = self.open_engine()?;
+        e.st.app.tx.push_back(Outgoing { data: Bytes::new(), cut: 0, stream: true, fin: true, msg: None });
+        e.dispatch(now, Event::UserData);
+        self.stream_finished = true;
+        Ok(())
+    }
+
+    /// Queues one message. A message larger than the send buffer is accepted when the
+    /// buffer is empty, so any message up to the negotiated maximum can be sent.
+    pub fn send_msg(&mut self, now: Instant, data: Bytes) -> Result<(), WriteError> {
+        let max = self.params.max_message as usize;
+        if data.len() > max {
+            return Err(WriteError::TooLarge { len: data.len(), max });
+        }
+        let e = self.open_engine()?;
+        if data.len() > e.st.app.tx_room() && !e.st.app.tx.is_empty() {
+            return Err(WriteError::Blocked);
+        }
+        e.st.app.tx_bytes += data.len();
+        e.st.app.tx.push_back(Outgoing { data, cut: 0, stream: false, fin: false, msg: None });
+        e.dispatch(now, Event::UserData);
+        Ok(())
+    }
+
+    fn read_gate(&self) -> ReadError {
+        match &self.state {
+            ConnectionState::Closed(r) => ReadError::Closed(r.clone()),
+            _ => ReadError::Blocked,
+        }
+    }
+
+    /// Reads from the byte stream. `Ok(0)` means the peer finished the stream.
+    pub fn stream_read(&mut self, now: Instant, buf: &mut [u8]) -> Result<usize, ReadError> {
+        let gate = self.read_gate();
+        let Some(e) = self.engine.as_mut() else { return Err(gate) };
+        let app = &mut e.st.app;
+        let mut n = 0;
+        while n < buf.len() {
+            let Some(front) = app.rx_stream.front_mut() else { break };
+            let take = front.len().min(buf.len() - n);
+            buf[n..n + take].copy_from_slice(&front[..take]);
+            let _ = front.split_to(take);
+            if front.is_empty() {
+                app.rx_stream.pop_front();
+            }
+            n += take;
+        }
+        app.rx_bytes -= n;
+        if n > 0 {
+            e.dispatch(now, Event::UserRead);
+            return Ok(n);
+        }
+        if app.rx_fin || buf.is_empty() {
+            return Ok(0);
+        }
+        Err(gate)
+    }
+
+    /// Takes the next received message.
+    pub fn recv_msg(&mut self, now: Instant) -> Result<Bytes, ReadError> {
+        let gate = self.read_gate();
+        let Some(e) = self.engine.as_mut() else { return Err(gate) };
+        match e.st.app.rx_msgs.pop_front() {
+            Some(m) => {
+                e.st.app.rx_bytes -= m.len();
+                e.dispatch(now, Event::UserRead);
+                Ok(m)
+            }
+            None => Err(gate),
+        }
+    }
+
+    /// Bytes that can be written now without blocking.
+    pub fn send_room(&self) -> usize {
+        self.engine.as_ref().map_or(0, |e| e.st.app.tx_room())
+    }
+
+    /// True when everything written was acknowledged (or, unreliably, sent).
+    pub fn is_flushed(&self) -> bool {
+        self.engine.as_ref().is_none_or(|e| e.st.app.tx.is_empty() && e.st.segs.live() == 0)
+    }
+
+    /// Asks for an orderly close: outstanding data is delivered first, then CLOSE is sent.
+    pub fn close(&mut self, now: Instant) {
+        match self.state {
+            ConnectionState::Established => {
+                self.state = ConnectionState::Closing;
+                self.progress_close(now);
+            }
+            ConnectionState::Initiating | ConnectionState::Echoing => {
+                self.state = ConnectionState::Closed(CloseReason::LocalAbort("closed before set-up finished".into()))
+            }
+            _ => {}
+        }
+    }
+
+    /// Aborts at once: the peer is told the reason; buffered data is discarded.
+    pub fn abort(&mut self, now: Instant, reason: &str) {
+        if matches!(self.state, ConnectionState::Closed(_) | ConnectionState::Draining) {
+            return;
+        }
+        if self.engine.is_some() {
+            self.close_frame = Some((close_code::ABORT, reason.to_string()));
+            self.enter_draining(now, CloseReason::LocalAbort(reason.to_string()));
+        } else {
+            self.state = ConnectionState::Closed(CloseReason::LocalAbort(reason.to_string()));
+        }
+        self.activity = true;
+    }
+
+    fn drain_time(&self) -> Duration {
+        let rto = self.engine.as_ref().map_or(200_000, |e| e.st.session.rto_us);
+        Duration::from_micros(3 * rto).max(Duration::from_millis(30))
+    }
+
+    fn enter_draining(&mut self, now: Instant, reason: CloseReason) {
+        self.drain_until = Some(now + self.drain_time());
+        self.close_after_drain = Some(reason);
+        self.state = ConnectionState::Draining;
+    }
+
+    /// Advances a graceful close once everything was delivered.
+    pub(crate) fn progress_close(&mut self, now: Instant) {
+        if self.state == ConnectionState::Closing && self.is_flushed() {
+            self.close_frame = Some((close_code::GRACEFUL, String::new()));
+            self.enter_draining(now, CloseReason::Graceful);
+        }
+    }
+
+    /// Ends the connection with `reason` (no CLOSE sent).
+    pub(crate) fn terminate(&mut self, reason: CloseReason) {
+        if !matches!(self.state, ConnectionState::Closed(_)) {
+            self.state = ConnectionState::Closed(reason);
+            self.activity = true;
+        }
+    }
+
+    /// Handles the connection-level parts of a received short packet.
+    pub(crate) fn on_short_packet(&mut self, now: Instant, pn: u64, body: &[u8], wire_len: usize) {
+        if matches!(self.state, ConnectionState::Closed(_)) {
+            return;
+        }
+        if self.state == ConnectionState::Draining {
+            // The peer has not seen our CLOSE yet: say it again.
+            if self.close_frame.is_none() {
+                if let Some(r) = &self.close_after_drain {
+                    let code = if *r == CloseReason::Graceful { close_code::GRACEFUL } else { close_code::ABORT };
+                    self.close_frame = Some((code, r.to_string()));
+                }
+            }
+            return;
+        }
+        let Some(e) = self.engine.as_mut() else { return };
+        match e.receive(now, pn, body, wire_len) {
+            Ok(rx) => {
+                self.activity = true;
+                if self.state == ConnectionState::Echoing {
+                    self.state = ConnectionState::Established;
+                    self.handshake_deadline = None;
+                }
+                if let Some((code, reason)) = rx.close {
+                    let r = if code == close_code::GRACEFUL { CloseReason::Graceful } else { CloseReason::Peer { code, reason } };
+                    self.terminate(r);
+                }
+            }
+            Err(_) => self.malformed += 1,
+        }
+        self.after_engine(now);
+    }
+
+    /// Checks what the microprotocols decided (idle timeout, close progress).
+    pub(crate) fn after_engine(&mut self, now: Instant) {
+        if let Some(r) = self.engine.as_mut().and_then(|e| e.st.session.close.take()) {
+            self.terminate(r);
+        }
+        self.progress_close(now);
+    }
+
+    /// Fires due timers.
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        if let Some(d) = self.handshake_deadline {
+            if d <= now {
+                if now >= self.handshake_give_up {
+                    self.terminate(CloseReason::Handshake(format!("no answer from {} (handshake timed out)", self.remote)));
+                    self.handshake_deadline = None;
+                    return;
+                }
+                self.handshake_due = true;
+                self.handshake_rto *= 2;
+                self.handshake_deadline = Some(now + self.handshake_rto);
+            }
+        }
+        if let Some(d) = self.drain_until {
+            if d <= now {
+                self.drain_until = None;
+                let r = self.close_after_drain.take().unwrap_or(CloseReason::Graceful);
+                self.state = ConnectionState::Closed(r);
+                self.activity = true;
+                return;
+            }
+        }
+        if matches!(self.state, ConnectionState::Established | ConnectionState::Closing) {
+            if let Some(e) = self.engine.as_mut() {
+                e.handle_timeout(now);
+                self.activity = true;
+            }
+            self.after_engine(now);
+        }
+    }
+
+    /// The earliest deadline of this connection.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        let engine = match self.state {
+            ConnectionState::Established | ConnectionState::Closing => self.engine.as_ref().and_then(|e| e.next_timeout()),
+            _ => None,
+        };
+        [engine, self.handshake_deadline, self.drain_until].into_iter().flatten().min()
+    }
+
+    /// Builds the next short packet, if any, into `out`.
+    pub(crate) fn build_short(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        let max = self.params.max_udp_payload as usize;
+        let Some(e) = self.engine.as_mut() else { return false };
+        if let Some((code, reason)) = self.close_frame.take() {
+            // A packet with only CLOSE, never held back by congestion control.
+            out.clear();
+            crate::wire::header::Header::Short { dcid: self.peer_cid, pn: e.st.next_pn }.emit(out);
+            Frame::emit_close(out, code, &reason);
+            crate::wire::integrity::seal(out);
+            e.st.next_pn += 1;
+            e.st.stats.packets_sent += 1;
+            e.st.stats.bytes_sent += out.len() as u64;
+            return true;
+        }
+        if !matches!(self.state, ConnectionState::Established | ConnectionState::Closing) {
+            return false;
+        }
+        if self.owe_handshake_done {
+            // The responder's first short packet tells the initiator that the connection
+            // exists; make sure one goes out (and is acknowledged) even without data.
+            e.st.session.ping_owed = true;
+            self.owe_handshake_done = false;
+        }
+        let built = e.build_packet(now, self.peer_cid, max, out);
+        self.after_engine(now);
+        built
+    }
+}

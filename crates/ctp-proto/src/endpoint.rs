@@ -1,0 +1,490 @@
+//! An endpoint: one UDP socket's worth of connections. It demultiplexes datagrams by
+//! connection id, answers handshakes statelessly, and hands out datagrams to send.
+
+use crate::connection::{Connection, ConnectionState, HANDSHAKE_RTO};
+use crate::engine::session::CloseReason;
+use crate::handshake::{self, CookieContents, MIN_INIT_SIZE};
+use crate::profile::{self, compose, decode_offer, encode_offer, Isn, MicroSet, Negotiated, Params, Profile, ProfileError};
+use crate::stats::EndpointStats;
+use crate::time::Instant;
+use crate::wire::header::{ConnectionId, Header, LongType, VERSION};
+use crate::wire::{integrity, varint, Reader, WireError};
+use core::time::Duration;
+use rand_chacha::rand_core::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+
+/// Handle of a connection inside its endpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnectionHandle(pub usize);
+
+/// Configuration of an endpoint.
+#[derive(Clone, Debug)]
+pub struct EndpointConfig {
+    /// Accept incoming connections.
+    pub accept: bool,
+    /// Microprotocols this endpoint will run for a peer that asks.
+    pub supported: MicroSet,
+    /// Local limits and defaults (a responder narrows requests to these).
+    pub params: Params,
+    /// Give up a handshake after this long.
+    pub handshake_timeout: Duration,
+    /// Secret keying the handshake cookie; random per endpoint.
+    pub cookie_secret: [u8; 32],
+    /// Seed of the endpoint's random numbers (connection ids, initial sequence numbers).
+    pub seed: [u8; 32],
+    /// Most connections at once.
+    pub max_connections: usize,
+}
+
+impl EndpointConfig {
+    /// A configuration with the given randomness; everything else at defaults.
+    pub fn new(seed: [u8; 32], cookie_secret: [u8; 32]) -> Self {
+        EndpointConfig {
+            accept: false,
+            supported: MicroSet::of(profile::MicroId::ALL),
+            params: Params::default(),
+            handshake_timeout: Duration::from_secs(10),
+            cookie_secret,
+            seed,
+            max_connections: 4096,
+        }
+    }
+}
+
+/// Something the application should learn about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EndpointEvent {
+    /// An outgoing connection finished its handshake.
+    Connected(ConnectionHandle),
+    /// A peer connected; accept it.
+    Incoming(ConnectionHandle),
+    /// Data, credit or state changed on this connection: wake its readers and writers.
+    Activity(ConnectionHandle),
+    /// The connection ended.
+    Closed(ConnectionHandle, CloseReason),
+}
+
+/// A datagram to send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    /// Destination.
+    pub destination: SocketAddr,
+    /// Bytes written into the caller's buffer.
+    pub size: usize,
+}
+
+/// Stateless replies queued at most (beyond this, handshakes are dropped).
+const MAX_STATELESS_QUEUE: usize = 1024;
+
+/// The sans-IO endpoint.
+pub struct Endpoint {
+    cfg: EndpointConfig,
+    rng: ChaCha8Rng,
+    conns: Vec<Option<Connection>>,
+    by_cid: HashMap<ConnectionId, usize>,
+    events: VecDeque<EndpointEvent>,
+    stateless: VecDeque<(SocketAddr, Vec<u8>)>,
+    stats: EndpointStats,
+    next_poll: usize,
+    reported_closed: Vec<bool>,
+}
+
+impl Endpoint {
+    /// Creates an endpoint.
+    pub fn new(cfg: EndpointConfig) -> Self {
+        let rng = ChaCha8Rng::from_seed(cfg.seed);
+        Endpoint {
+            cfg,
+            rng,
+            conns: Vec::new(),
+            by_cid: HashMap::new(),
+            events: VecDeque::new(),
+            stateless: VecDeque::new(),
+            stats: EndpointStats::default(),
+            next_poll: 0,
+            reported_closed: Vec::new(),
+        }
+    }
+
+    /// Endpoint-level counters.
+    pub fn stats(&self) -> EndpointStats {
+        self.stats
+    }
+
+    /// Accepts (or stops accepting) incoming connections.
+    pub fn set_accept(&mut self, accept: bool) {
+        self.cfg.accept = accept;
+    }
+
+    /// The connection behind a handle.
+    pub fn connection(&self, h: ConnectionHandle) -> Option<&Connection> {
+        self.conns.get(h.0)?.as_ref()
+    }
+
+    /// Mutable access to the connection behind a handle.
+    pub fn connection_mut(&mut self, h: ConnectionHandle) -> Option<&mut Connection> {
+        self.conns.get_mut(h.0)?.as_mut()
+    }
+
+    /// Number of live connection slots.
+    pub fn connection_count(&self) -> usize {
+        self.conns.iter().flatten().count()
+    }
+
+    fn fresh_cid(&mut self) -> ConnectionId {
+        loop {
+            let c = self.rng.next_u64();
+            if c != 0 && !self.by_cid.contains_key(&c) {
+                return c;
+            }
+        }
+    }
+
+    fn fresh_isn(&mut self) -> Isn {
+        // Below 2^30 so that sequence numbers stay short varints for a long while.
+        let mut r = || self.rng.next_u64() & ((1 << 30) - 1);
+        Isn { seg: r(), msg: r(), pn: r() }
+    }
+
+    fn insert(&mut self, c: Connection) -> ConnectionHandle {
+        let cid = c.local_cid;
+        let idx = match self.conns.iter().position(Option::is_none) {
+            Some(i) => {
+                self.conns[i] = Some(c);
+                self.reported_closed[i] = false;
+                i
+            }
+            None => {
+                self.conns.push(Some(c));
+                self.reported_closed.push(false);
+                self.conns.len() - 1
+            }
+        };
+        self.by_cid.insert(cid, idx);
+        ConnectionHandle(idx)
+    }
+
+    /// Starts a connection to `remote` with `profile`. The profile is checked first.
+    pub fn connect(&mut self, now: Instant, remote: SocketAddr, profile: &Profile) -> Result<ConnectionHandle, ProfileError> {
+        profile.check()?;
+        let local_cid = self.fresh_cid();
+        let local_isn = self.fresh_isn();
+        let c = Connection {
+            local_cid,
+            peer_cid: 0,
+            remote,
+            state: ConnectionState::Initiating,
+            engine: None,
+            micros: profile.micros,
+            params: profile.params,
+            local_isn,
+            requested: (profile.micros, profile.params),
+            cookie: Vec::new(),
+            handshake_deadline: Some(now + HANDSHAKE_RTO),
+            handshake_give_up: now + self.cfg.handshake_timeout,
+            handshake_rto: HANDSHAKE_RTO,
+            handshake_due: true,
+            owe_handshake_done: false,
+            close_frame: None,
+            close_after_drain: None,
+            drain_until: None,
+            stream_finished: false,
+            activity: false,
+            malformed: 0,
+        };
+        Ok(self.insert(c))
+    }
+
+    /// Processes one received datagram. Anything malformed is dropped and counted.
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
+        self.stats.datagrams_received += 1;
+        let body = match integrity::open(data) {
+            Ok(b) => b,
+            Err(_) => {
+                self.stats.bad_checksum += 1;
+                return;
+            }
+        };
+        let mut r = Reader::new(body);
+        let header = match Header::parse(&mut r) {
+            Ok(h) => h,
+            Err(WireError::UnsupportedVersion(_)) => {
+                self.stats.unknown_version += 1;
+                return;
+            }
+            Err(_) => {
+                self.stats.bad_header += 1;
+                return;
+            }
+        };
+        match header {
+            Header::Short { dcid, pn } => {
+                let Some(&idx) = self.by_cid.get(&dcid) else {
+                    self.stats.unknown_connection += 1;
+                    return;
+                };
+                let Some(c) = self.conns[idx].as_mut() else { return };
+                if c.remote != from {
+                    self.stats.unknown_connection += 1;
+                    return;
+                }
+                let was = c.state.clone();
+                c.on_short_packet(now, pn, r.rest(), data.len());
+                if was == ConnectionState::Echoing && c.state == ConnectionState::Established {
+                    self.events.push_back(EndpointEvent::Connected(ConnectionHandle(idx)));
+                }
+            }
+            Header::Long { ty, dcid, scid, .. } => {
+                let rest = r.rest();
+                let ok = match ty {
+                    LongType::Init => self.on_init(now, from, scid, rest, data.len()),
+                    LongType::InitAck => self.on_init_ack(now, from, dcid, scid, rest),
+                    LongType::CookieEcho => self.on_cookie_echo(now, from, dcid, rest),
+                    LongType::Refuse => self.on_refuse(from, dcid, rest),
+                };
+                if !ok {
+                    self.stats.handshake_dropped += 1;
+                }
+            }
+        }
+    }
+
+    fn long_packet(ty: LongType, dcid: ConnectionId, scid: ConnectionId, body: &[u8], pad_to: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(pad_to.max(64));
+        Header::Long { ty, version: VERSION, dcid, scid }.emit(&mut out);
+        out.extend_from_slice(body);
+        if out.len() + integrity::TRAILER_LEN < pad_to {
+            out.resize(pad_to - integrity::TRAILER_LEN, 0);
+        }
+        integrity::seal(&mut out);
+        out
+    }
+
+    fn queue_stateless(&mut self, to: SocketAddr, packet: Vec<u8>) {
+        if self.stateless.len() < MAX_STATELESS_QUEUE {
+            self.stateless.push_back((to, packet));
+        }
+    }
+
+    fn on_init(&mut self, now: Instant, from: SocketAddr, peer_cid: ConnectionId, body: &[u8], size: usize) -> bool {
+        if !self.cfg.accept || size < MIN_INIT_SIZE || peer_cid == 0 {
+            return false;
+        }
+        let mut r = Reader::new(body);
+        let Ok((micros, asked, peer_isn)) = decode_offer(&mut r, &self.cfg.params) else { return false };
+        if r.rest().iter().any(|&b| b != 0) {
+            return false;
+        }
+        let reply = match profile::negotiate(micros, &asked, self.cfg.supported, &self.cfg.params) {
+            Negotiated::Refuse(reason) => {
+                self.stats.refused += 1;
+                let mut b = Vec::new();
+                varint::put(&mut b, reason.len() as u64);
+                b.extend_from_slice(reason.as_bytes());
+                Self::long_packet(LongType::Refuse, peer_cid, 0, &b, 0)
+            }
+            Negotiated::Accept(set, params) => {
+                let local_cid = self.fresh_cid();
+                let local_isn = self.fresh_isn();
+                let contents = CookieContents { local_cid, peer_cid, micros: set, params, local_isn, peer_isn, minted: now };
+                let cookie = handshake::mint(&self.cfg.cookie_secret, &contents, from);
+                let mut b = Vec::new();
+                encode_offer(&mut b, set, &params, &local_isn);
+                varint::put(&mut b, local_isn.pn);
+                varint::put(&mut b, cookie.len() as u64);
+                b.extend_from_slice(&cookie);
+                Self::long_packet(LongType::InitAck, peer_cid, local_cid, &b, 0)
+            }
+        };
+        // Anti-amplification: never more than 3× what the unvalidated address sent.
+        if reply.len() > 3 * size {
+            return false;
+        }
+        self.queue_stateless(from, reply);
+        true
+    }
+
+    fn initiating(&mut self, dcid: ConnectionId, from: SocketAddr, state: ConnectionState) -> Option<usize> {
+        let &idx = self.by_cid.get(&dcid)?;
+        let c = self.conns[idx].as_ref()?;
+        (c.remote == from && c.state == state).then_some(idx)
+    }
+
+    fn on_init_ack(&mut self, now: Instant, from: SocketAddr, dcid: ConnectionId, scid: ConnectionId, body: &[u8]) -> bool {
+        let Some(idx) = self.initiating(dcid, from, ConnectionState::Initiating) else { return false };
+        let c = self.conns[idx].as_mut().expect("checked");
+        let mut r = Reader::new(body);
+        let Ok((set, params, mut peer_isn)) = decode_offer(&mut r, &c.requested.1) else { return false };
+        let Ok(pn) = r.varint() else { return false };
+        peer_isn.pn = pn;
+        let Ok(cookie) = r.length_prefixed(handshake::MAX_COOKIE, "cookie") else { return false };
+        // The responder may only narrow what we asked for.
+        let (asked_set, asked) = c.requested;
+        let narrowed = set.0 & !asked_set.0 == 0
+            && params.max_udp_payload <= asked.max_udp_payload
+            && params.flow_window <= asked.flow_window
+            && params.max_message <= asked.max_message;
+        if !narrowed || profile::check_micros(set).is_err() || params.check().is_err() {
+            c.terminate(CloseReason::Handshake("responder answered with a profile wider than requested".into()));
+            return false;
+        }
+        let params = Params { keepalive_ms: asked.keepalive_ms, ..params };
+        let Ok(engine) = compose(set, &params, c.local_isn, peer_isn) else { return false };
+        c.engine = Some(engine);
+        c.micros = set;
+        c.params = params;
+        c.peer_cid = scid;
+        c.cookie = cookie.to_vec();
+        c.state = ConnectionState::Echoing;
+        c.handshake_due = true;
+        c.handshake_rto = HANDSHAKE_RTO;
+        c.handshake_deadline = Some(now + HANDSHAKE_RTO);
+        true
+    }
+
+    fn on_refuse(&mut self, from: SocketAddr, dcid: ConnectionId, body: &[u8]) -> bool {
+        let Some(idx) = self.initiating(dcid, from, ConnectionState::Initiating) else { return false };
+        let mut r = Reader::new(body);
+        let Ok(reason) = r.length_prefixed(crate::wire::frame::MAX_REASON, "reason") else { return false };
+        let reason = String::from_utf8_lossy(reason).into_owned();
+        if let Some(c) = self.conns[idx].as_mut() {
+            c.terminate(CloseReason::Handshake(format!("refused by {from}: {reason}")));
+        }
+        true
+    }
+
+    fn on_cookie_echo(&mut self, now: Instant, from: SocketAddr, dcid: ConnectionId, body: &[u8]) -> bool {
+        if let Some(&idx) = self.by_cid.get(&dcid) {
+            // A repeated echo: our first packet was lost; send one again.
+            if let Some(c) = self.conns[idx].as_mut() {
+                if c.remote == from && c.is_established() {
+                    c.owe_handshake_done = true;
+                    return true;
+                }
+            }
+            return false;
+        }
+        if !self.cfg.accept || self.connection_count() >= self.cfg.max_connections {
+            return false;
+        }
+        let mut r = Reader::new(body);
+        let Ok(cookie) = r.length_prefixed(handshake::MAX_COOKIE, "cookie") else { return false };
+        let Ok(k) = handshake::open(&self.cfg.cookie_secret, cookie, from, now, &self.cfg.params) else { return false };
+        if k.local_cid != dcid {
+            return false;
+        }
+        let Ok(engine) = compose(k.micros, &k.params, k.local_isn, k.peer_isn) else { return false };
+        let c = Connection {
+            local_cid: k.local_cid,
+            peer_cid: k.peer_cid,
+            remote: from,
+            state: ConnectionState::Established,
+            engine: Some(engine),
+            micros: k.micros,
+            params: k.params,
+            local_isn: k.local_isn,
+            requested: (k.micros, k.params),
+            cookie: Vec::new(),
+            handshake_deadline: None,
+            handshake_give_up: now,
+            handshake_rto: HANDSHAKE_RTO,
+            handshake_due: false,
+            owe_handshake_done: true,
+            close_frame: None,
+            close_after_drain: None,
+            drain_until: None,
+            stream_finished: false,
+            activity: false,
+            malformed: 0,
+        };
+        let h = self.insert(c);
+        self.stats.accepted += 1;
+        self.events.push_back(EndpointEvent::Incoming(h));
+        true
+    }
+
+    /// Fires every due timer.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for c in self.conns.iter_mut().flatten() {
+            if c.poll_timeout().is_some_and(|t| t <= now) {
+                c.handle_timeout(now);
+            }
+        }
+    }
+
+    /// The earliest deadline of any connection.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.conns.iter().flatten().filter_map(|c| c.poll_timeout()).min()
+    }
+
+    /// Writes the next datagram to send into `buf`.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if let Some((to, p)) = self.stateless.pop_front() {
+            buf.clear();
+            buf.extend_from_slice(&p);
+            return Some(Transmit { destination: to, size: buf.len() });
+        }
+        let n = self.conns.len();
+        for k in 0..n {
+            let idx = (self.next_poll + k) % n;
+            let Some(c) = self.conns[idx].as_mut() else { continue };
+            let sent = if c.handshake_due {
+                c.handshake_due = false;
+                match c.state {
+                    ConnectionState::Initiating => {
+                        let mut b = Vec::new();
+                        encode_offer(&mut b, c.requested.0, &c.requested.1, &c.local_isn);
+                        *buf = Self::long_packet(LongType::Init, 0, c.local_cid, &b, MIN_INIT_SIZE);
+                        true
+                    }
+                    ConnectionState::Echoing => {
+                        let mut b = Vec::new();
+                        varint::put(&mut b, c.cookie.len() as u64);
+                        b.extend_from_slice(&c.cookie);
+                        *buf = Self::long_packet(LongType::CookieEcho, c.peer_cid, c.local_cid, &b, 0);
+                        true
+                    }
+                    _ => c.build_short(now, buf),
+                }
+            } else {
+                c.build_short(now, buf)
+            };
+            if sent {
+                self.next_poll = (idx + 1) % n;
+                return Some(Transmit { destination: c.remote, size: buf.len() });
+            }
+        }
+        None
+    }
+
+    /// The next thing the application should learn about.
+    pub fn poll_event(&mut self) -> Option<EndpointEvent> {
+        if let Some(e) = self.events.pop_front() {
+            return Some(e);
+        }
+        for (i, slot) in self.conns.iter_mut().enumerate() {
+            let Some(c) = slot.as_mut() else { continue };
+            if let ConnectionState::Closed(r) = &c.state {
+                if !self.reported_closed[i] {
+                    self.reported_closed[i] = true;
+                    c.activity = false;
+                    return Some(EndpointEvent::Closed(ConnectionHandle(i), r.clone()));
+                }
+            }
+            if c.activity {
+                c.activity = false;
+                return Some(EndpointEvent::Activity(ConnectionHandle(i)));
+            }
+        }
+        None
+    }
+
+    /// Forgets a closed connection (its handle becomes invalid).
+    pub fn remove(&mut self, h: ConnectionHandle) {
+        if let Some(c) = self.conns.get_mut(h.0).and_then(Option::take) {
+            self.by_cid.remove(&c.local_cid);
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! The typed events microprotocols bind to, and the bounded queue they travel through.
+//!
+//! Events form causal chains (user data → segment ready → packet sent → packet acked / lost …);
+//! each link is a distinct event, so correctness never depends on the order in which two
+//! handlers of the same event run. Events are small `Copy` values: they name segments by
+//! [`SegId`] and borrow frames from the datagram being processed, so raising one never
+//! allocates.
+
+use super::segment::SegId;
+use crate::time::Instant;
+use crate::wire::frame::{AckFrame, DataFrame, NakFrame};
+
+/// A hold bit index (see [`super::hold`]).
+pub type HoldBit = u8;
+
+/// The kinds of events, used to build binding tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum EventKind {
+    /// The application queued bytes or messages.
+    UserData,
+    /// A segment needs (re)transmission and waits for its send bits.
+    SegmentReady,
+    /// Only one send bit is still unset on a segment.
+    HoldLast,
+    /// A packet left the connection.
+    PacketSent,
+    /// A packet was acknowledged.
+    PacketAcked,
+    /// A packet was declared lost.
+    PacketLost,
+    /// The retransmission timer expired.
+    RtoExpired,
+    /// A new round-trip-time sample.
+    RttSample,
+    /// Congestion variables (window, rate) changed.
+    CongestionChanged,
+    /// Every done bit of a segment is set: it will never be sent again.
+    SegmentDone,
+    /// A packet arrived and passed integrity checks.
+    PacketReceived,
+    /// An ACK frame arrived.
+    AckFrame,
+    /// A NAK frame arrived.
+    NakFrame,
+    /// An ACK_FLOOR frame arrived.
+    AckFloor,
+    /// A MAX_SEG frame arrived.
+    MaxSeg,
+    /// A PING frame arrived.
+    Ping,
+    /// A DATA frame (segment) arrived.
+    SegmentArrived,
+    /// A segment arrived that was not seen before.
+    SegmentAccepted,
+    /// A message was completely reassembled.
+    MessageComplete,
+    /// The application consumed received data.
+    UserRead,
+    /// The application asked for an orderly close.
+    CloseRequested,
+}
+
+/// Number of event kinds.
+pub const EVENT_KINDS: usize = EventKind::CloseRequested as usize + 1;
+
+/// An event and its arguments.
+#[derive(Clone, Copy, Debug)]
+pub enum Event<'a> {
+    /// See [`EventKind::UserData`].
+    UserData,
+    /// See [`EventKind::SegmentReady`].
+    SegmentReady {
+        /// The segment.
+        seg: SegId,
+        /// True when this is a retransmission.
+        retransmit: bool,
+    },
+    /// See [`EventKind::HoldLast`].
+    HoldLast {
+        /// The segment.
+        seg: SegId,
+        /// The one bit still unset.
+        bit: HoldBit,
+    },
+    /// See [`EventKind::PacketSent`].
+    PacketSent(PacketInfo),
+    /// See [`EventKind::PacketAcked`].
+    PacketAcked(PacketInfo),
+    /// See [`EventKind::PacketLost`].
+    PacketLost(PacketInfo),
+    /// See [`EventKind::RtoExpired`].
+    RtoExpired {
+        /// Consecutive expiries without progress.
+        backoff: u32,
+    },
+    /// See [`EventKind::RttSample`].
+    RttSample {
+        /// Raw sample, microseconds.
+        rtt_us: u64,
+        /// Acknowledgement delay reported by the peer, microseconds.
+        ack_delay_us: u64,
+    },
+    /// See [`EventKind::CongestionChanged`].
+    CongestionChanged,
+    /// See [`EventKind::SegmentDone`].
+    SegmentDone(SegId),
+    /// See [`EventKind::PacketReceived`].
+    PacketReceived {
+        /// Packet number.
+        pn: u64,
+        /// True when the packet must be acknowledged.
+        ack_eliciting: bool,
+        /// Size on the wire.
+        bytes: usize,
+    },
+    /// See [`EventKind::AckFrame`].
+    AckFrame(AckFrame<'a>),
+    /// See [`EventKind::NakFrame`].
+    NakFrame(NakFrame<'a>),
+    /// See [`EventKind::AckFloor`].
+    AckFloor(u64),
+    /// See [`EventKind::MaxSeg`].
+    MaxSeg(u64),
+    /// See [`EventKind::Ping`].
+    Ping,
+    /// See [`EventKind::SegmentArrived`].
+    SegmentArrived(DataFrame<'a>),
+    /// See [`EventKind::SegmentAccepted`].
+    SegmentAccepted(DataFrame<'a>),
+    /// See [`EventKind::MessageComplete`].
+    MessageComplete(Reassembled),
+    /// See [`EventKind::UserRead`].
+    UserRead,
+    /// See [`EventKind::CloseRequested`].
+    CloseRequested,
+}
+
+impl Event<'_> {
+    /// The kind used for binding look-up.
+    pub fn kind(&self) -> EventKind {
+        match self {
+            Event::UserData => EventKind::UserData,
+            Event::SegmentReady { .. } => EventKind::SegmentReady,
+            Event::HoldLast { .. } => EventKind::HoldLast,
+            Event::PacketSent(_) => EventKind::PacketSent,
+            Event::PacketAcked(_) => EventKind::PacketAcked,
+            Event::PacketLost(_) => EventKind::PacketLost,
+            Event::RtoExpired { .. } => EventKind::RtoExpired,
+            Event::RttSample { .. } => EventKind::RttSample,
+            Event::CongestionChanged => EventKind::CongestionChanged,
+            Event::SegmentDone(_) => EventKind::SegmentDone,
+            Event::PacketReceived { .. } => EventKind::PacketReceived,
+            Event::AckFrame(_) => EventKind::AckFrame,
+            Event::NakFrame(_) => EventKind::NakFrame,
+            Event::AckFloor(_) => EventKind::AckFloor,
+            Event::MaxSeg(_) => EventKind::MaxSeg,
+            Event::Ping => EventKind::Ping,
+            Event::SegmentArrived(_) => EventKind::SegmentArrived,
+            Event::SegmentAccepted(_) => EventKind::SegmentAccepted,
+            Event::MessageComplete(_) => EventKind::MessageComplete,
+            Event::UserRead => EventKind::UserRead,
+            Event::CloseRequested => EventKind::CloseRequested,
+        }
+    }
+}
+
+/// What the packet events say about one packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacketInfo {
+    /// Packet number.
+    pub pn: u64,
+    /// Size on the wire.
+    pub bytes: usize,
+    /// When it was sent.
+    pub sent_at: Instant,
+    /// The data segment it carried, if any.
+    pub seg: Option<SegId>,
+    /// True when it counts toward bytes in flight.
+    pub in_flight: bool,
+}
+
+/// A reassembled message waiting in the connection's message store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reassembled {
+    /// Message sequence number.
+    pub msg: u64,
+    /// Index in the completed-message store.
+    pub slot: u32,
+}
+
+impl<'a> Event<'a> {
+    /// The same event with a `'static` lifetime, or `None` if it borrows the datagram.
+    pub fn to_static(self) -> Option<Event<'static>> {
+        Some(match self {
+            Event::AckFrame(_) | Event::NakFrame(_) | Event::SegmentArrived(_) | Event::SegmentAccepted(_) => return None,
+            Event::UserData => Event::UserData,
+            Event::SegmentReady { seg, retransmit } => Event::SegmentReady { seg, retransmit },
+            Event::HoldLast { seg, bit } => Event::HoldLast { seg, bit },
+            Event::PacketSent(p) => Event::PacketSent(p),
+            Event::PacketAcked(p) => Event::PacketAcked(p),
+            Event::PacketLost(p) => Event::PacketLost(p),
+            Event::RtoExpired { backoff } => Event::RtoExpired { backoff },
+            Event::RttSample { rtt_us, ack_delay_us } => Event::RttSample { rtt_us, ack_delay_us },
+            Event::CongestionChanged => Event::CongestionChanged,
+            Event::SegmentDone(s) => Event::SegmentDone(s),
+            Event::PacketReceived { pn, ack_eliciting, bytes } => Event::PacketReceived { pn, ack_eliciting, bytes },
+            Event::AckFloor(v) => Event::AckFloor(v),
+            Event::MaxSeg(v) => Event::MaxSeg(v),
+            Event::Ping => Event::Ping,
+            Event::MessageComplete(m) => Event::MessageComplete(m),
+            Event::UserRead => Event::UserRead,
+            Event::CloseRequested => Event::CloseRequested,
+        })
+    }
+}

@@ -1,0 +1,443 @@
+//! The composition engine: microprotocols bound to events through static binding tables,
+//! hold bits on segments, delayed events, shared session variables, and the packetiser that
+//! encodes message attributes as frames.
+//!
+//! Dispatch never allocates in steady state: events are `Copy` values; events that borrow
+//! from the datagram being processed go through a small ring on the stack, the others
+//! through a queue whose capacity the engine keeps between calls.
+
+pub mod app;
+pub mod event;
+pub mod hold;
+pub mod segment;
+pub mod session;
+pub mod timer;
+
+use crate::micro::AnyMicro;
+use crate::stats::ConnectionStats;
+use crate::time::Instant;
+use crate::wire::frame::Frame;
+use crate::wire::header::{ConnectionId, Header};
+use crate::wire::{integrity, Reader, WireError};
+use app::AppIo;
+use event::{Event, EventKind, PacketInfo, EVENT_KINDS};
+use hold::{Barrier, HoldRegistry, Rearm, Release};
+use segment::{SegId, SegmentStore};
+use session::Session;
+use std::collections::VecDeque;
+use timer::{TimerId, Timers};
+
+/// Most microprotocols bound to one event.
+pub const MAX_HANDLERS: usize = 16;
+
+/// What every microprotocol implements.
+///
+/// A microprotocol reacts only to the events it lists in [`Microprotocol::bindings`], to its
+/// own timers, and — if it carries attributes to the peer — to the packetiser asking it to
+/// write frames.
+pub trait Microprotocol {
+    /// The events this microprotocol handles.
+    fn bindings(&self) -> &'static [EventKind];
+    /// Handles one bound event.
+    fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>);
+    /// Handles one of its own timers firing.
+    fn on_timer(&mut self, _timer: TimerId, _cx: &mut Cx<'_, '_>) {}
+    /// True when the packetiser must offer it room in every packet.
+    fn writes_frames(&self) -> bool {
+        false
+    }
+    /// Writes this microprotocol's frames into the packet being built.
+    fn write_frames(&mut self, _w: &mut FrameWriter<'_>, _cx: &mut Cx<'_, '_>) {}
+}
+
+/// What a microprotocol may reserve while the connection is being set up.
+pub struct Setup<'r> {
+    /// Hold-bit registry.
+    pub holds: &'r mut HoldRegistry,
+    /// Timer table.
+    pub timers: &'r mut Timers,
+    /// Index of the microprotocol being built (owner of its timers).
+    pub index: u8,
+}
+
+/// Error building a composition.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SetupError {
+    /// A barrier ran out of bits.
+    #[error(transparent)]
+    Holds(#[from] hold::HoldBitsExhausted),
+    /// The timer table is full.
+    #[error("too many timers")]
+    Timers,
+    /// Too many microprotocols bind the same event.
+    #[error("more than {MAX_HANDLERS} microprotocols bind {0:?}")]
+    Bindings(EventKind),
+}
+
+impl Setup<'_> {
+    /// Registers a hold bit.
+    pub fn hold_bit(&mut self, barrier: Barrier, rearm: Rearm) -> Result<event::HoldBit, SetupError> {
+        Ok(self.holds.register(barrier, rearm)?)
+    }
+
+    /// Registers a timer owned by this microprotocol.
+    pub fn timer(&mut self) -> Result<TimerId, SetupError> {
+        self.timers.register(self.index).ok_or(SetupError::Timers)
+    }
+}
+
+/// Everything the microprotocols of one connection share.
+#[derive(Debug, Default)]
+pub struct State {
+    /// Shared variables.
+    pub session: Session,
+    /// Segments being sent.
+    pub segs: SegmentStore,
+    /// Registered hold bits.
+    pub holds: HoldRegistry,
+    /// Delayed events.
+    pub timers: Timers,
+    /// Buffers toward the application.
+    pub app: AppIo,
+    /// Counters.
+    pub stats: ConnectionStats,
+    /// Next packet number to send.
+    pub next_pn: u64,
+}
+
+/// The context a handler runs in: the time, the shared state and the event queues.
+/// `'a` is the lifetime of the datagram being processed, which borrowed events point into.
+pub struct Cx<'s, 'a> {
+    /// The current time.
+    pub now: Instant,
+    /// Shared state.
+    pub st: &'s mut State,
+    owned: &'s mut VecDeque<Event<'static>>,
+    borrowed: &'s mut BorrowedRing<'a>,
+}
+
+/// A tiny FIFO for events that borrow the datagram being processed; their chains are short
+/// (segment arrived → segment accepted), so a handful of slots suffice.
+pub struct BorrowedRing<'a> {
+    slots: [Option<Event<'a>>; 8],
+    head: usize,
+    len: usize,
+}
+
+impl Default for BorrowedRing<'_> {
+    fn default() -> Self {
+        BorrowedRing { slots: [None; 8], head: 0, len: 0 }
+    }
+}
+
+impl<'a> BorrowedRing<'a> {
+    fn push(&mut self, ev: Event<'a>) {
+        if self.len == self.slots.len() {
+            debug_assert!(false, "borrowed event ring overflow");
+            return;
+        }
+        let idx = (self.head + self.len) % self.slots.len();
+        self.slots[idx] = Some(ev);
+        self.len += 1;
+    }
+
+    fn pop(&mut self) -> Option<Event<'a>> {
+        if self.len == 0 {
+            return None;
+        }
+        let s = self.slots[self.head].take();
+        self.head = (self.head + 1) % self.slots.len();
+        self.len -= 1;
+        s
+    }
+}
+
+impl<'a> Cx<'_, 'a> {
+    /// Raises an event; its handlers run after the current one returns.
+    pub fn raise(&mut self, ev: Event<'a>) {
+        match ev.to_static() {
+            Some(e) => self.owned.push_back(e),
+            None => self.borrowed.push(ev),
+        }
+    }
+
+    /// Sets a hold bit on a segment and raises what follows from it.
+    pub fn release(&mut self, seg: SegId, barrier: Barrier, bit: event::HoldBit) {
+        let Some(s) = self.st.segs.get_mut(seg) else { return };
+        match (s.holds.set(barrier, bit), barrier) {
+            (Release::Complete, Barrier::Send) => self.st.segs.sendable.push_back(seg),
+            (Release::LastLeft(b), Barrier::Send) => self.raise(Event::HoldLast { seg, bit: b }),
+            (Release::Complete, Barrier::Done) => self.raise(Event::SegmentDone(seg)),
+            (Release::Complete, Barrier::Deallocate) => self.st.segs.free(seg),
+            _ => {}
+        }
+    }
+
+    /// Hands a freshly filled segment to the send path.
+    pub fn submit(&mut self, seg: SegId) {
+        self.enter_send_path(seg, false);
+    }
+
+    /// Puts a segment back on the send path for retransmission: its per-transmission send
+    /// bits must be set again.
+    pub fn requeue(&mut self, seg: SegId) {
+        let rearm = self.st.holds.send_rearm;
+        let Some(s) = self.st.segs.get_mut(seg) else { return };
+        s.holds.send |= rearm;
+        self.enter_send_path(seg, true);
+    }
+
+    fn enter_send_path(&mut self, seg: SegId, retransmit: bool) {
+        let Some(s) = self.st.segs.get(seg) else { return };
+        match s.holds.send.count_ones() {
+            0 => self.st.segs.sendable.push_back(seg),
+            1 => {
+                let bit = s.holds.send.trailing_zeros() as event::HoldBit;
+                self.raise(Event::SegmentReady { seg, retransmit });
+                self.raise(Event::HoldLast { seg, bit });
+            }
+            _ => self.raise(Event::SegmentReady { seg, retransmit }),
+        }
+    }
+
+    /// Arms a timer.
+    pub fn set_timer(&mut self, id: TimerId, at: Instant) {
+        self.st.timers.set(id, at);
+    }
+
+    /// Disarms a timer.
+    pub fn cancel_timer(&mut self, id: TimerId) {
+        self.st.timers.cancel(id);
+    }
+}
+
+/// The packet being built, offered to frame-writing microprotocols.
+pub struct FrameWriter<'b> {
+    /// The packet so far.
+    pub buf: &'b mut Vec<u8>,
+    limit: usize,
+    /// Set by a writer whose frame needs acknowledgement.
+    pub ack_eliciting: bool,
+}
+
+impl FrameWriter<'_> {
+    /// Bytes still free in the packet.
+    pub fn room(&self) -> usize {
+        self.limit.saturating_sub(self.buf.len())
+    }
+}
+
+/// What a received packet carried that the connection (not a microprotocol) handles.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Received {
+    /// A CLOSE frame: code and reason.
+    pub close: Option<(u64, String)>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Binding {
+    ids: [u8; MAX_HANDLERS],
+    n: u8,
+}
+
+impl Binding {
+    fn ids(&self) -> &[u8] {
+        &self.ids[..self.n as usize]
+    }
+}
+
+/// A composed connection core: its microprotocols, binding tables and shared state.
+pub struct Engine {
+    micros: Vec<AnyMicro>,
+    bindings: [Binding; EVENT_KINDS],
+    writers: Binding,
+    /// Shared state.
+    pub st: State,
+    owned: VecDeque<Event<'static>>,
+}
+
+impl Engine {
+    /// Builds the binding tables for `micros` (already set up against `st`).
+    pub fn new(micros: Vec<AnyMicro>, st: State) -> Result<Self, SetupError> {
+        let mut bindings = [Binding::default(); EVENT_KINDS];
+        let mut writers = Binding::default();
+        for (i, m) in micros.iter().enumerate() {
+            for &k in m.bindings() {
+                let b = &mut bindings[k as usize];
+                if b.n as usize == MAX_HANDLERS {
+                    return Err(SetupError::Bindings(k));
+                }
+                b.ids[b.n as usize] = i as u8;
+                b.n += 1;
+            }
+            if m.writes_frames() && (writers.n as usize) < MAX_HANDLERS {
+                writers.ids[writers.n as usize] = i as u8;
+                writers.n += 1;
+            }
+        }
+        Ok(Engine { micros, bindings, writers, st, owned: VecDeque::with_capacity(64) })
+    }
+
+    /// The microprotocols bound to `kind`, by index.
+    pub fn bound(&self, kind: EventKind) -> &[u8] {
+        self.bindings[kind as usize].ids()
+    }
+
+    /// The composed microprotocols.
+    pub fn micros(&self) -> &[AnyMicro] {
+        &self.micros
+    }
+
+    /// Raises `ev` and runs every handler it causes, transitively.
+    pub fn dispatch(&mut self, now: Instant, ev: Event<'static>) {
+        self.owned.push_back(ev);
+        self.run(now, &mut BorrowedRing::default());
+    }
+
+    /// Fires due timers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let mut ring = BorrowedRing::default();
+        while let Some((id, owner)) = self.st.timers.pop_expired(now) {
+            let mut cx = Cx { now, st: &mut self.st, owned: &mut self.owned, borrowed: &mut ring };
+            self.micros[owner as usize].on_timer(id, &mut cx);
+            self.run(now, &mut ring);
+        }
+    }
+
+    /// The earliest armed timer.
+    pub fn next_timeout(&self) -> Option<Instant> {
+        self.st.timers.next()
+    }
+
+    fn run<'a>(&mut self, now: Instant, ring: &mut BorrowedRing<'a>) {
+        loop {
+            let ev: Event<'a> = match ring.pop() {
+                Some(ev) => ev,
+                None => match self.owned.pop_front() {
+                    Some(ev) => ev,
+                    None => return,
+                },
+            };
+            self.st.stats.events_dispatched += 1;
+            let b = self.bindings[ev.kind() as usize];
+            for &i in b.ids() {
+                let mut cx = Cx { now, st: &mut self.st, owned: &mut self.owned, borrowed: ring };
+                self.micros[i as usize].handle(&ev, &mut cx);
+            }
+        }
+    }
+
+    /// Processes the frames of a received packet (header and trailer already removed).
+    /// The whole packet is validated before any frame takes effect, so a malformed packet
+    /// changes nothing.
+    pub fn receive(&mut self, now: Instant, pn: u64, frames: &[u8], wire_len: usize) -> Result<Received, WireError> {
+        let mut r = Reader::new(frames);
+        let mut ack_eliciting = false;
+        let mut out = Received::default();
+        if r.is_empty() {
+            return Err(WireError::Invalid("empty packet"));
+        }
+        while !r.is_empty() {
+            match Frame::parse(&mut r)? {
+                Frame::Ping | Frame::Data(_) => ack_eliciting = true,
+                Frame::Close { code, reason } => out.close = Some((code, String::from_utf8_lossy(reason).into_owned())),
+                _ => {}
+            }
+        }
+        self.st.stats.packets_received += 1;
+        self.st.stats.bytes_received += wire_len as u64;
+        self.st.session.last_heard = now;
+        self.owned.push_back(Event::PacketReceived { pn, ack_eliciting, bytes: wire_len });
+        let mut ring = BorrowedRing::default();
+        self.run(now, &mut ring);
+        let mut r = Reader::new(frames);
+        while !r.is_empty() {
+            let Ok(f) = Frame::parse(&mut r) else { break };
+            let ev = match f {
+                Frame::Ping => Event::Ping,
+                Frame::Ack(a) => Event::AckFrame(a),
+                Frame::Nak(n) => Event::NakFrame(n),
+                Frame::Data(d) => Event::SegmentArrived(d),
+                Frame::AckFloor(v) => Event::AckFloor(v),
+                Frame::MaxSeg(v) => Event::MaxSeg(v),
+                Frame::Padding | Frame::Close { .. } => continue,
+            };
+            ring.push(ev);
+            self.run(now, &mut ring);
+        }
+        Ok(out)
+    }
+
+    /// Builds the next packet into `out` (cleared first): control frames from the
+    /// frame-writing microprotocols, then at most one sendable segment. Returns false when
+    /// there is nothing to send.
+    pub fn build_packet(&mut self, now: Instant, dcid: ConnectionId, max_len: usize, out: &mut Vec<u8>) -> bool {
+        out.clear();
+        let pn = self.st.next_pn;
+        Header::Short { dcid, pn }.emit(out);
+        let header_len = out.len();
+        let limit = max_len.saturating_sub(integrity::TRAILER_LEN);
+        let mut w = FrameWriter { buf: out, limit, ack_eliciting: false };
+        let mut ring = BorrowedRing::default();
+        for &i in self.writers.ids() {
+            let mut cx = Cx { now, st: &mut self.st, owned: &mut self.owned, borrowed: &mut ring };
+            self.micros[i as usize].write_frames(&mut w, &mut cx);
+        }
+        let mut ack_eliciting = w.ack_eliciting;
+        let mut carried = None;
+        while let Some(seg) = self.st.segs.sendable.pop_front() {
+            let Some(s) = self.st.segs.get(seg) else { continue };
+            if s.acked {
+                continue;
+            }
+            let need = 1 + crate::wire::varint::len(s.seq) + s.payload.len();
+            if need > w.room() {
+                self.st.segs.sendable.push_front(seg);
+                break;
+            }
+            Frame::emit_data_header(w.buf, s.seq);
+            w.buf.extend_from_slice(&s.payload);
+            carried = Some(seg);
+            ack_eliciting = true;
+            break;
+        }
+        if self.st.session.ping_owed && !ack_eliciting && w.room() >= 1 {
+            Frame::emit_simple(w.buf, crate::wire::frame::ty::PING, None);
+            ack_eliciting = true;
+        }
+        if w.buf.len() == header_len {
+            // Nothing to say; the packet number stays unused.
+            return false;
+        }
+        if ack_eliciting {
+            self.st.session.ping_owed = false;
+        }
+        integrity::seal(out);
+        self.st.next_pn += 1;
+        let bytes = out.len();
+        let stats = &mut self.st.stats;
+        stats.packets_sent += 1;
+        stats.bytes_sent += bytes as u64;
+        if let Some(seg) = carried {
+            stats.segments_sent += 1;
+            let rearm = self.st.holds.send_rearm;
+            if let Some(s) = self.st.segs.get_mut(seg) {
+                if s.transmissions > 0 {
+                    stats.retransmissions += 1;
+                }
+                s.transmissions += 1;
+                s.holds.send = rearm;
+                if s.holds.done == 0 && s.transmissions == 1 {
+                    self.owned.push_back(Event::SegmentDone(seg));
+                }
+                if s.holds.dealloc == 0 {
+                    self.st.segs.free(seg);
+                }
+            }
+        }
+        let info = PacketInfo { pn, bytes, sent_at: now, seg: carried, in_flight: ack_eliciting };
+        self.owned.push_back(Event::PacketSent(info));
+        self.run(now, &mut ring);
+        true
+    }
+}

@@ -1,0 +1,109 @@
+//! Shared session variables: the state microprotocols publish for each other.
+//!
+//! Mechanisms own their variables (the window mechanism owns `cwnd` and `bytes_in_flight`,
+//! the RTT estimator owns `srtt`/`rto`), policies only change them. Keeping them in one
+//! plain struct makes the coupling visible and cheap.
+
+use crate::time::Instant;
+use core::time::Duration;
+
+/// Why a connection ended, as seen by this side.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CloseReason {
+    /// Both sides finished in order.
+    Graceful,
+    /// The local application aborted: the reason it gave.
+    LocalAbort(String),
+    /// The peer closed or aborted: its code and reason.
+    Peer {
+        /// Close code from the peer.
+        code: u64,
+        /// Reason text from the peer.
+        reason: String,
+    },
+    /// Nothing was heard from the peer for the idle timeout.
+    IdleTimeout(Duration),
+    /// The handshake failed.
+    Handshake(String),
+}
+
+impl core::fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            CloseReason::Graceful => write!(f, "closed gracefully"),
+            CloseReason::LocalAbort(r) => write!(f, "aborted locally: {r}"),
+            CloseReason::Peer { code: 0, reason } if reason.is_empty() => write!(f, "closed by peer"),
+            CloseReason::Peer { code, reason } => write!(f, "closed by peer (code {code}): {reason}"),
+            CloseReason::IdleTimeout(d) => {
+                write!(f, "peer unreachable: nothing received for {:.1} s (idle timeout)", d.as_secs_f64())
+            }
+            CloseReason::Handshake(r) => write!(f, "connection set-up failed: {r}"),
+        }
+    }
+}
+
+/// Variables shared between microprotocols of one connection.
+#[derive(Clone, Debug)]
+pub struct Session {
+    /// Largest segment payload (encoded pieces) that fits one packet.
+    pub max_segment_payload: usize,
+    /// Next segment sequence number to assign.
+    pub next_seg_seq: u64,
+    /// Next message sequence number to assign.
+    pub next_msg_seq: u64,
+    /// The peer's first segment sequence number.
+    pub peer_seg_isn: u64,
+    /// The peer's first message sequence number.
+    pub peer_msg_isn: u64,
+    /// Every peer segment below this was received or is no longer needed.
+    pub recv_seg_cum: u64,
+    /// Smoothed round-trip time, microseconds (0 until the first sample).
+    pub srtt_us: u64,
+    /// Round-trip-time variation, microseconds.
+    pub rttvar_us: u64,
+    /// Smallest round-trip time seen, microseconds.
+    pub min_rtt_us: u64,
+    /// Latest round-trip sample, microseconds.
+    pub latest_rtt_us: u64,
+    /// Retransmission timeout before back-off, microseconds.
+    pub rto_us: u64,
+    /// Congestion window, bytes.
+    pub cwnd: u64,
+    /// Bytes sent and not yet acknowledged or declared lost.
+    pub bytes_in_flight: u64,
+    /// Pacing rate in bytes per second; 0 means unpaced.
+    pub pacing_rate: u64,
+    /// Flow-control credit from the peer: segments below this may be sent.
+    pub peer_max_seg: u64,
+    /// The peer must be probed (a PING is owed).
+    pub ping_owed: bool,
+    /// A microprotocol ended the connection.
+    pub close: Option<CloseReason>,
+    /// When the last packet from the peer arrived.
+    pub last_heard: Instant,
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Session {
+            max_segment_payload: 1200,
+            next_seg_seq: 0,
+            next_msg_seq: 0,
+            peer_seg_isn: 0,
+            peer_msg_isn: 0,
+            recv_seg_cum: 0,
+            srtt_us: 0,
+            rttvar_us: 0,
+            min_rtt_us: u64::MAX,
+            latest_rtt_us: 0,
+            rto_us: 200_000,
+            cwnd: u64::MAX,
+            bytes_in_flight: 0,
+            pacing_rate: 0,
+            peer_max_seg: u64::MAX,
+            ping_owed: false,
+            close: None,
+            last_heard: Instant::ZERO,
+        }
+    }
+}

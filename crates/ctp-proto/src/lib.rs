@@ -1,0 +1,26 @@
+//! # ctp-proto — the sans-IO core of ctp
+//!
+//! Everything protocol, nothing I/O: no sockets, no threads, no clock reads. An [`Endpoint`]
+//! is fed datagrams and the current time, and polled for datagrams to send and for its next
+//! deadline. Connections are *composed* from microprotocols ([`micro`]) chosen by a
+//! [`Profile`]; the composition engine ([`engine`]) binds them to typed events and
+//! coordinates them with per-segment hold bits, as CTP on Cactus did.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod connection;
+pub mod endpoint;
+pub mod engine;
+pub mod handshake;
+pub mod micro;
+pub mod profile;
+pub mod stats;
+pub mod time;
+pub mod wire;
+
+pub use connection::{ConnectionState, ReadError, WriteError};
+pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointEvent, Transmit};
+pub use engine::session::CloseReason;
+pub use profile::{MicroId, MicroSet, Params, Profile, ProfileError};
+pub use stats::{ConnectionStats, EndpointStats};
+pub use time::Instant;

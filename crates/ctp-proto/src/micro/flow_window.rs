@@ -1,0 +1,117 @@
+//! Receiver-window flow control, counted in segments (as UDT's flow window is).
+//!
+//! Receiver: grants credit `MAX_SEG = recv_seg_cum + window` while the application's receive
+//! buffer is below its limit, so memory stays bounded by the window plus that buffer.
+//! Sender: holds a send bit (set once per segment) until the segment's sequence number is
+//! below the credit. A sender blocked with nothing in flight probes with PING on the
+//! retransmission timeout, and a PING makes the receiver repeat its credit, so a lost
+//! credit update cannot deadlock the connection.
+
+use crate::engine::event::{Event, EventKind, HoldBit};
+use crate::engine::hold::{Barrier, Rearm};
+use crate::engine::segment::SegId;
+use crate::engine::timer::TimerId;
+use crate::engine::{Cx, FrameWriter, Microprotocol, Setup, SetupError};
+use crate::wire::frame::{ty, Frame};
+use core::time::Duration;
+use std::collections::VecDeque;
+
+/// The flow-window microprotocol.
+#[derive(Debug)]
+pub struct FlowWindow {
+    bit: HoldBit,
+    window: u64,
+    blocked: VecDeque<SegId>,
+    probe: TimerId,
+    granted: u64,
+    repeat: bool,
+}
+
+impl FlowWindow {
+    /// A flow window of `window` segments; the peer starts with credit up to
+    /// `peer_seg_isn + window` (agreed in the handshake, so nothing needs announcing first).
+    pub fn new(setup: &mut Setup<'_>, window: u64, peer_seg_isn: u64) -> Result<Self, SetupError> {
+        Ok(FlowWindow {
+            bit: setup.hold_bit(Barrier::Send, Rearm::Once)?,
+            window,
+            blocked: VecDeque::new(),
+            probe: setup.timer()?,
+            granted: peer_seg_isn + window,
+            repeat: false,
+        })
+    }
+
+    fn release_allowed(&mut self, cx: &mut Cx<'_, '_>) {
+        while let Some(&seg) = self.blocked.front() {
+            match cx.st.segs.get(seg) {
+                None => {
+                    self.blocked.pop_front();
+                }
+                Some(s) if s.seq < cx.st.session.peer_max_seg => {
+                    self.blocked.pop_front();
+                    cx.release(seg, Barrier::Send, self.bit);
+                }
+                Some(_) => break,
+            }
+        }
+        if self.blocked.is_empty() {
+            cx.cancel_timer(self.probe);
+        } else if cx.st.timers.deadline(self.probe).is_none() {
+            let at = cx.now + Duration::from_micros(cx.st.session.rto_us);
+            cx.set_timer(self.probe, at);
+        }
+    }
+
+    fn credit(&self, cx: &Cx<'_, '_>) -> u64 {
+        let app = &cx.st.app;
+        if app.rx_bytes >= app.rx_limit {
+            self.granted
+        } else {
+            self.granted.max(cx.st.session.recv_seg_cum + self.window)
+        }
+    }
+}
+
+impl Microprotocol for FlowWindow {
+    fn bindings(&self) -> &'static [EventKind] {
+        &[EventKind::SegmentReady, EventKind::MaxSeg, EventKind::Ping]
+    }
+
+    fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
+        match *ev {
+            Event::SegmentReady { seg, retransmit: false } => {
+                self.blocked.push_back(seg);
+                self.release_allowed(cx);
+            }
+            Event::MaxSeg(v) => {
+                cx.st.session.peer_max_seg = cx.st.session.peer_max_seg.max(v);
+                self.release_allowed(cx);
+            }
+            Event::Ping => self.repeat = true,
+            _ => {}
+        }
+    }
+
+    fn on_timer(&mut self, _t: TimerId, cx: &mut Cx<'_, '_>) {
+        if !self.blocked.is_empty() {
+            cx.st.session.ping_owed = true;
+            let at = cx.now + Duration::from_micros(cx.st.session.rto_us);
+            cx.set_timer(self.probe, at);
+        }
+    }
+
+    fn writes_frames(&self) -> bool {
+        true
+    }
+
+    fn write_frames(&mut self, w: &mut FrameWriter<'_>, cx: &mut Cx<'_, '_>) {
+        let credit = self.credit(cx);
+        // Announce when the credit grew by an eighth of the window, or when asked to.
+        let step = (self.window / 8).max(1);
+        if (credit >= self.granted + step || self.repeat) && w.room() > 9 {
+            Frame::emit_simple(w.buf, ty::MAX_SEG, Some(credit));
+            self.granted = credit;
+            self.repeat = false;
+        }
+    }
+}

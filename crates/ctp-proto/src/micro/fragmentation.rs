@@ -1,0 +1,171 @@
+//! Fragmentation and coalescing (CTP's message-to-segment conversion).
+//!
+//! Send side: cuts queued messages and stream chunks into pieces, packing several small
+//! messages into one segment and spreading a large one over many; each segment's payload is
+//! at most the session's `max_segment_payload`. Receive side: reassembles pieces of accepted
+//! segments into whole messages and raises `MessageComplete`.
+
+use crate::engine::app::Completed;
+use crate::engine::event::{Event, EventKind, Reassembled};
+use crate::engine::{Cx, Microprotocol};
+use crate::wire::frame::{Piece, PieceFlags};
+use bytes::Bytes;
+use std::collections::BTreeMap;
+
+/// Segments cut per event before yielding, so event queues stay short.
+const BATCH: usize = 32;
+/// Incomplete messages kept at once when the profile is unreliable.
+const MAX_PARTIALS_UNRELIABLE: usize = 64;
+
+#[derive(Debug, Default)]
+struct Partial {
+    buf: Vec<u8>,
+    got: usize,
+    total: Option<usize>,
+    stream: bool,
+    fin: bool,
+}
+
+/// The fragmentation / coalescing microprotocol.
+#[derive(Debug)]
+pub struct Fragmentation {
+    max_message: usize,
+    reliable: bool,
+    partials: BTreeMap<u64, Partial>,
+}
+
+impl Fragmentation {
+    /// A segmenter accepting messages up to `max_message` bytes; `reliable` tells whether
+    /// every piece will eventually arrive (otherwise stale partial messages are abandoned).
+    pub fn new(max_message: usize, reliable: bool) -> Self {
+        Fragmentation { max_message, reliable, partials: BTreeMap::new() }
+    }
+
+    /// Cuts queued data into at most [`BATCH`] segments.
+    fn cut(&mut self, cx: &mut Cx<'_, '_>) {
+        for _ in 0..BATCH {
+            if cx.st.app.tx.is_empty() {
+                return;
+            }
+            let seq = cx.st.session.next_seg_seq;
+            let Some(seg) = cx.st.segs.alloc(seq, &cx.st.holds) else { return };
+            cx.st.session.next_seg_seq += 1;
+            let room_total = cx.st.session.max_segment_payload;
+            let st = &mut *cx.st;
+            let s = st.segs.get_mut(seg).expect("just allocated");
+            while let Some(out) = st.app.tx.front_mut() {
+                let msg = *out.msg.get_or_insert_with(|| {
+                    let m = st.session.next_msg_seq;
+                    st.session.next_msg_seq += 1;
+                    m
+                });
+                let left = out.data.len() - out.cut;
+                let room = room_total.saturating_sub(s.payload.len());
+                let overhead = Piece::wire_len(msg, out.cut as u64, left) - left;
+                if room <= overhead {
+                    break;
+                }
+                let take = left.min(room - overhead);
+                if take == 0 && left > 0 {
+                    break;
+                }
+                let last = take == left;
+                let mut flags = 0;
+                if out.stream {
+                    flags |= PieceFlags::STREAM;
+                }
+                if last {
+                    flags |= PieceFlags::LAST;
+                    if out.fin {
+                        flags |= PieceFlags::FIN;
+                    }
+                }
+                let piece = Piece {
+                    flags: PieceFlags(flags),
+                    msg,
+                    offset: out.cut as u64,
+                    data: &out.data[out.cut..out.cut + take],
+                };
+                piece.emit(&mut s.payload);
+                out.cut += take;
+                st.app.tx_bytes -= take;
+                st.stats.app_bytes_sent += take as u64;
+                if last {
+                    st.app.tx.pop_front();
+                } else {
+                    break;
+                }
+            }
+            cx.submit(seg);
+        }
+        if !cx.st.app.tx.is_empty() && !cx.st.segs.is_full() {
+            cx.raise(Event::UserData);
+        }
+    }
+
+    fn reassemble(&mut self, piece: Piece<'_>, cx: &mut Cx<'_, '_>) {
+        let end = piece.offset.saturating_add(piece.data.len() as u64);
+        if end > self.max_message as u64 {
+            cx.st.stats.malformed_dropped += 1;
+            return;
+        }
+        let (off, end) = (piece.offset as usize, end as usize);
+        let stream = piece.flags.has(PieceFlags::STREAM);
+        let last = piece.flags.has(PieceFlags::LAST);
+        let fin = piece.flags.has(PieceFlags::FIN);
+        if off == 0 && last {
+            // The common case: a whole message in one piece.
+            let data = Bytes::copy_from_slice(piece.data);
+            self.complete(piece.msg, Completed { data, stream, fin }, cx);
+            return;
+        }
+        let p = self.partials.entry(piece.msg).or_default();
+        if p.buf.len() < end {
+            p.buf.resize(end, 0);
+        }
+        p.buf[off..end].copy_from_slice(piece.data);
+        p.got += piece.data.len();
+        p.stream = stream;
+        if last {
+            p.total = Some(end);
+            p.fin = fin;
+        }
+        if p.total.is_some_and(|t| p.got >= t) {
+            let p = self.partials.remove(&piece.msg).unwrap_or_default();
+            let mut buf = p.buf;
+            buf.truncate(p.total.unwrap_or(0));
+            self.complete(piece.msg, Completed { data: Bytes::from(buf), stream: p.stream, fin: p.fin }, cx);
+        } else if !self.reliable && self.partials.len() > MAX_PARTIALS_UNRELIABLE {
+            self.partials.pop_first();
+            cx.st.stats.messages_abandoned += 1;
+        }
+    }
+
+    fn complete(&mut self, msg: u64, c: Completed, cx: &mut Cx<'_, '_>) {
+        let slot = cx.st.app.park(c);
+        cx.raise(Event::MessageComplete(Reassembled { msg, slot }));
+    }
+
+    /// Bytes held in incomplete messages.
+    pub fn partial_bytes(&self) -> usize {
+        self.partials.values().map(|p| p.buf.len()).sum()
+    }
+}
+
+impl Microprotocol for Fragmentation {
+    fn bindings(&self) -> &'static [EventKind] {
+        &[EventKind::UserData, EventKind::SegmentDone, EventKind::SegmentAccepted]
+    }
+
+    fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
+        match *ev {
+            Event::UserData | Event::SegmentDone(_) => self.cut(cx),
+            Event::SegmentAccepted(d) => {
+                for piece in d.pieces() {
+                    self.reassemble(piece, cx);
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! The microprotocol catalogue. Each module implements one attribute and binds only to
+//! events; [`AnyMicro`] gives the engine static dispatch over all of them.
+
+pub mod ack_tracking;
+pub mod arq;
+pub mod flow_window;
+pub mod fragmentation;
+pub mod keepalive;
+pub mod newreno;
+pub mod ordering;
+pub mod pacing;
+pub mod rtt;
+pub mod sequencing;
+pub mod window;
+
+use crate::engine::event::{Event, EventKind};
+use crate::engine::timer::TimerId;
+use crate::engine::{Cx, FrameWriter, Microprotocol};
+
+macro_rules! any_micro {
+    ($($variant:ident($ty:ty)),* $(,)?) => {
+        /// One composed microprotocol instance (an enum, so dispatch is a `match`, not a
+        /// virtual call).
+        #[derive(Debug)]
+        pub enum AnyMicro {
+            $(
+                #[doc = concat!("See [`", stringify!($ty), "`].")]
+                $variant($ty),
+            )*
+        }
+
+        impl Microprotocol for AnyMicro {
+            fn bindings(&self) -> &'static [EventKind] {
+                match self { $(AnyMicro::$variant(m) => m.bindings(),)* }
+            }
+            #[inline]
+            fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
+                match self { $(AnyMicro::$variant(m) => m.handle(ev, cx),)* }
+            }
+            fn on_timer(&mut self, t: TimerId, cx: &mut Cx<'_, '_>) {
+                match self { $(AnyMicro::$variant(m) => m.on_timer(t, cx),)* }
+            }
+            fn writes_frames(&self) -> bool {
+                match self { $(AnyMicro::$variant(m) => m.writes_frames(),)* }
+            }
+            fn write_frames(&mut self, w: &mut FrameWriter<'_>, cx: &mut Cx<'_, '_>) {
+                match self { $(AnyMicro::$variant(m) => m.write_frames(w, cx),)* }
+            }
+        }
+    };
+}
+
+any_micro! {
+    Fragmentation(fragmentation::Fragmentation),
+    Sequencing(sequencing::Sequencing),
+    AckTracking(ack_tracking::AckTracking),
+    Rtt(rtt::RttEstimator),
+    Arq(arq::Arq),
+    Fifo(ordering::Fifo),
+    Unordered(ordering::Unordered),
+    FlowWindow(flow_window::FlowWindow),
+    CongestionWindow(window::CongestionWindow),
+    Pacing(pacing::Pacing),
+    NewReno(newreno::NewReno),
+    KeepAlive(keepalive::KeepAlive),
+}

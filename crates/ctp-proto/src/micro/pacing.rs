@@ -1,0 +1,94 @@
+//! The pacing (rate) mechanism: spaces packets at the session's `pacing_rate`.
+//!
+//! Its send bit is per-transmission and is set only when it is the *last* bit holding a
+//! segment (`HoldLast`), so pacing spaces the packets that are otherwise ready to leave
+//! instead of banking credit for segments that are still blocked elsewhere. A small burst
+//! (a quantum of two packets or half a millisecond of rate, whichever is larger) is allowed
+//! so that timers coarser than the gap do not waste the rate.
+
+use crate::engine::event::{Event, EventKind, HoldBit};
+use crate::engine::hold::{Barrier, Rearm};
+use crate::engine::segment::SegId;
+use crate::engine::timer::TimerId;
+use crate::engine::{Cx, Microprotocol, Setup, SetupError};
+use crate::time::Instant;
+use core::time::Duration;
+use std::collections::VecDeque;
+
+/// Assumed wire overhead of one segment's packet.
+const PACKET_OVERHEAD: u64 = 40;
+
+/// The pacing microprotocol.
+#[derive(Debug)]
+pub struct Pacing {
+    bit: HoldBit,
+    queue: VecDeque<SegId>,
+    timer: TimerId,
+    /// Earliest time the next packet may leave.
+    next_at: Instant,
+}
+
+impl Pacing {
+    /// Registers the pacing bit and timer.
+    pub fn new(setup: &mut Setup<'_>) -> Result<Self, SetupError> {
+        Ok(Pacing {
+            bit: setup.hold_bit(Barrier::Send, Rearm::PerTransmission)?,
+            queue: VecDeque::new(),
+            timer: setup.timer()?,
+            next_at: Instant::ZERO,
+        })
+    }
+
+    fn pump(&mut self, cx: &mut Cx<'_, '_>) {
+        let rate = cx.st.session.pacing_rate;
+        let mss = cx.st.session.max_segment_payload as u64 + PACKET_OVERHEAD;
+        let quantum_us = if rate == 0 { 0 } else { (2 * mss * 1_000_000 / rate).max(500) };
+        // Credit does not accumulate beyond one quantum.
+        let floor = Instant::from_micros(cx.now.as_micros().saturating_sub(quantum_us));
+        if self.next_at < floor {
+            self.next_at = floor;
+        }
+        while let Some(&seg) = self.queue.front() {
+            let Some(s) = cx.st.segs.get(seg) else {
+                self.queue.pop_front();
+                continue;
+            };
+            if rate != 0 && self.next_at > cx.now {
+                cx.set_timer(self.timer, self.next_at);
+                return;
+            }
+            let size = s.payload.len() as u64 + PACKET_OVERHEAD;
+            self.queue.pop_front();
+            if rate != 0 {
+                self.next_at += Duration::from_micros(size * 1_000_000 / rate);
+            }
+            cx.release(seg, Barrier::Send, self.bit);
+        }
+        cx.cancel_timer(self.timer);
+    }
+}
+
+impl Microprotocol for Pacing {
+    fn bindings(&self) -> &'static [EventKind] {
+        &[EventKind::HoldLast, EventKind::CongestionChanged]
+    }
+
+    fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
+        match *ev {
+            Event::HoldLast { seg, bit } if bit == self.bit => {
+                self.queue.push_back(seg);
+                self.pump(cx);
+            }
+            Event::CongestionChanged => {
+                if !self.queue.is_empty() {
+                    self.pump(cx);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_timer(&mut self, _t: TimerId, cx: &mut Cx<'_, '_>) {
+        self.pump(cx);
+    }
+}

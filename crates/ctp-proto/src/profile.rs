@@ -1,0 +1,595 @@
+//! Profiles: a set of microprotocols with their parameters, checked for missing
+//! dependencies and conflicts, composed into an [`Engine`] and negotiated in the handshake.
+
+use crate::engine::app::AppIo;
+use crate::engine::segment::SegmentStore;
+use crate::engine::session::Session;
+use crate::engine::{Engine, Setup, SetupError, State};
+use crate::micro::{self, AnyMicro};
+use crate::wire::{Reader, WireError};
+use core::fmt;
+use core::time::Duration;
+
+macro_rules! micro_ids {
+    ($($variant:ident = $bit:literal, $name:literal, $doc:literal;)*) => {
+        /// Identifies a microprotocol. The numbers are the bit positions used on the wire.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum MicroId {
+            $(#[doc = $doc] $variant = $bit,)*
+        }
+
+        impl MicroId {
+            /// Every microprotocol, in composition order.
+            pub const ALL: &'static [MicroId] = &[$(MicroId::$variant,)*];
+
+            /// The name used in profiles and on the command line.
+            pub fn name(self) -> &'static str {
+                match self { $(MicroId::$variant => $name,)* }
+            }
+
+            /// One-line description.
+            pub fn describe(self) -> &'static str {
+                match self { $(MicroId::$variant => $doc,)* }
+            }
+
+            /// Looks a microprotocol up by name.
+            pub fn from_name(name: &str) -> Option<MicroId> {
+                match name { $($name => Some(MicroId::$variant),)* _ => None }
+            }
+        }
+    };
+}
+
+micro_ids! {
+    Demux = 0, "demux", "demultiplexing by connection id";
+    Integrity = 1, "integrity", "CRC32C over every packet";
+    Setup = 2, "setup", "handshake with stateless cookie, random initial sequence numbers, negotiation, close";
+    Fragmentation = 3, "fragmentation", "fragmentation of large messages and coalescing of small ones";
+    Sequencing = 4, "sequencing", "segment sequence numbers: duplicate suppression, cumulative point";
+    AckTracking = 5, "ack-tracking", "SACK/NAK/ACK-floor status tracking: reports acked, lost, timed out";
+    Rtt = 6, "rtt", "RTT and RTO estimation (RFC 6298)";
+    Arq = 7, "arq", "retransmission of lost segments";
+    Fifo = 8, "fifo", "in-order delivery";
+    Unordered = 9, "unordered", "delivery as soon as a message is complete";
+    FlowWindow = 10, "flow-window", "receiver-window flow control (segments)";
+    CongestionWindow = 11, "cwnd", "congestion-window mechanism";
+    Pacing = 12, "pacing", "pacing (rate) mechanism";
+    NewReno = 13, "newreno", "NewReno congestion policy";
+    KeepAlive = 14, "keepalive", "keep-alive pings and idle timeout";
+}
+
+impl fmt::Display for MicroId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A set of microprotocols (a bitfield, as sent in the handshake).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct MicroSet(pub u64);
+
+impl MicroSet {
+    /// Builds a set from a list.
+    pub fn of(ids: &[MicroId]) -> Self {
+        MicroSet(ids.iter().fold(0, |acc, &m| acc | 1 << m as u64))
+    }
+
+    /// True when `m` is in the set.
+    pub fn has(self, m: MicroId) -> bool {
+        self.0 & (1 << m as u64) != 0
+    }
+
+    /// The set without `m`.
+    pub fn without(self, m: MicroId) -> Self {
+        MicroSet(self.0 & !(1 << m as u64))
+    }
+
+    /// The members, in composition order.
+    pub fn iter(self) -> impl Iterator<Item = MicroId> {
+        MicroId::ALL.iter().copied().filter(move |&m| self.has(m))
+    }
+
+    /// Bits that name no known microprotocol.
+    pub fn unknown_bits(self) -> u64 {
+        self.0 & !MicroSet::of(MicroId::ALL).0
+    }
+}
+
+/// Microprotocols a responder may drop from a request while narrowing it.
+pub const OPTIONAL: &[MicroId] = &[MicroId::KeepAlive, MicroId::Pacing];
+
+/// Microprotocols every profile must contain.
+pub const MANDATORY: &[MicroId] = &[MicroId::Demux, MicroId::Integrity, MicroId::Setup, MicroId::Fragmentation];
+
+/// Why a profile is not a valid composition.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ProfileError {
+    /// A microprotocol every profile needs is absent.
+    #[error("every profile needs `{0}` ({desc}); add it", desc = .0.describe())]
+    Mandatory(MicroId),
+    /// A microprotocol lacks one it depends on.
+    #[error("microprotocol `{micro}` needs `{needs}`: {why}; add `{needs}` or remove `{micro}`")]
+    Missing {
+        /// The microprotocol with the dependency.
+        micro: MicroId,
+        /// What it needs.
+        needs: MicroId,
+        /// Why.
+        why: &'static str,
+    },
+    /// Two microprotocols cannot be composed together.
+    #[error("microprotocols `{a}` and `{b}` conflict: {why}; keep only one")]
+    Conflict {
+        /// First of the pair.
+        a: MicroId,
+        /// Second of the pair.
+        b: MicroId,
+        /// Why.
+        why: &'static str,
+    },
+    /// No delivery (ordering) microprotocol.
+    #[error("a profile needs a delivery microprotocol: add `fifo` (in order) or `unordered`")]
+    NoDelivery,
+    /// A parameter is out of range.
+    #[error("parameter `{name}` = {value} is out of range: {hint}")]
+    Param {
+        /// Parameter name.
+        name: &'static str,
+        /// Given value.
+        value: u64,
+        /// Allowed range.
+        hint: &'static str,
+    },
+    /// Unknown profile or microprotocol name.
+    #[error("unknown {what} `{name}`; known: {known}")]
+    Unknown {
+        /// "profile" or "microprotocol".
+        what: &'static str,
+        /// The name given.
+        name: String,
+        /// The names that exist.
+        known: String,
+    },
+}
+
+/// Dependencies: (microprotocol, needs, why).
+const DEPENDENCIES: &[(MicroId, MicroId, &str)] = &[
+    (MicroId::Arq, MicroId::AckTracking, "it retransmits what ack-tracking reports lost"),
+    (MicroId::Arq, MicroId::Sequencing, "retransmitted segments are recognised by their sequence numbers"),
+    (MicroId::AckTracking, MicroId::Rtt, "loss detection and the retransmission timer need RTT estimates"),
+    (MicroId::Fifo, MicroId::Arq, "in-order delivery waits for every message, so a lost one would stall it forever"),
+    (MicroId::Fifo, MicroId::Sequencing, "ordering needs duplicate-free segments"),
+    (MicroId::Unordered, MicroId::Sequencing, "delivery must never duplicate a message"),
+    (MicroId::FlowWindow, MicroId::Sequencing, "credit is counted in segment sequence numbers"),
+    (MicroId::CongestionWindow, MicroId::AckTracking, "the window shrinks as packets are acked or lost"),
+    (MicroId::CongestionWindow, MicroId::NewReno, "a congestion mechanism needs a policy to set its window"),
+    (MicroId::NewReno, MicroId::CongestionWindow, "a congestion policy needs the window mechanism it drives"),
+    (MicroId::NewReno, MicroId::AckTracking, "the policy reacts to acked and lost packets"),
+    (MicroId::Pacing, MicroId::NewReno, "the pacing mechanism needs a policy to set its rate"),
+];
+
+/// Conflicts: (a, b, why).
+const CONFLICTS: &[(MicroId, MicroId, &str)] =
+    &[(MicroId::Fifo, MicroId::Unordered, "a message cannot be delivered both in order and as it completes")];
+
+/// Tunable parameters of a profile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Params {
+    /// Largest UDP payload sent (1452 fits a 1500-byte path MTU over IPv6 or IPv4).
+    pub max_udp_payload: u16,
+    /// Flow window, segments.
+    pub flow_window: u32,
+    /// Largest message, bytes.
+    pub max_message: u32,
+    /// Idle timeout, milliseconds.
+    pub idle_timeout_ms: u32,
+    /// Keep-alive interval, milliseconds.
+    pub keepalive_ms: u32,
+    /// Minimum retransmission timeout, microseconds.
+    pub min_rto_us: u32,
+    /// Longest the receiver delays an acknowledgement, microseconds.
+    pub max_ack_delay_us: u32,
+    /// Initial congestion window, packets.
+    pub initial_window: u32,
+    /// Send queue limit, bytes.
+    pub send_buffer: u32,
+    /// Receive buffer limit, bytes.
+    pub recv_buffer: u32,
+}
+
+/// Smallest UDP payload a profile may use (the QUIC floor, also DPLPMTUD's base).
+pub const MIN_UDP_PAYLOAD: u16 = 1200;
+/// Largest message size a profile may set.
+pub const MAX_MESSAGE_LIMIT: u32 = 1 << 30;
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            max_udp_payload: 1452,
+            flow_window: 16_384,
+            max_message: 16 << 20,
+            idle_timeout_ms: 30_000,
+            keepalive_ms: 5_000,
+            min_rto_us: 10_000,
+            max_ack_delay_us: 5_000,
+            initial_window: 10,
+            send_buffer: 8 << 20,
+            recv_buffer: 16 << 20,
+        }
+    }
+}
+
+impl Params {
+    /// Checks every parameter's range.
+    pub fn check(&self) -> Result<(), ProfileError> {
+        let bad = |name, value: u64, hint| Err(ProfileError::Param { name, value, hint });
+        if !(MIN_UDP_PAYLOAD..=65_000).contains(&self.max_udp_payload) {
+            return bad("max_udp_payload", self.max_udp_payload.into(), "1200..=65000 bytes");
+        }
+        if !(16..=1 << 20).contains(&self.flow_window) {
+            return bad("flow_window", self.flow_window.into(), "16..=1048576 segments");
+        }
+        if !(1..=MAX_MESSAGE_LIMIT).contains(&self.max_message) {
+            return bad("max_message", self.max_message.into(), "1..=1073741824 bytes");
+        }
+        if !(100..=3_600_000).contains(&self.idle_timeout_ms) {
+            return bad("idle_timeout_ms", self.idle_timeout_ms.into(), "100..=3600000 ms");
+        }
+        if self.keepalive_ms == 0 {
+            return bad("keepalive_ms", 0, "at least 1 ms");
+        }
+        if self.initial_window == 0 {
+            return bad("initial_window", 0, "at least 1 packet");
+        }
+        if self.send_buffer < 65_536 || self.recv_buffer < 65_536 {
+            return bad("send_buffer/recv_buffer", self.send_buffer.min(self.recv_buffer).into(), "at least 65536 bytes");
+        }
+        Ok(())
+    }
+}
+
+/// A named composition: microprotocols plus parameters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Profile {
+    /// Profile name.
+    pub name: String,
+    /// The microprotocols.
+    pub micros: MicroSet,
+    /// Their parameters.
+    pub params: Params,
+}
+
+/// Names and one-line descriptions of the built-in profiles.
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("reliable", "ordered, reliable byte stream and messages; NewReno congestion control"),
+    ("datagram", "unordered, unreliable messages; still congestion-controlled"),
+];
+
+impl Profile {
+    /// The `reliable` profile.
+    pub fn reliable() -> Self {
+        use MicroId::*;
+        Profile {
+            name: "reliable".into(),
+            micros: MicroSet::of(&[
+                Demux, Integrity, Setup, Fragmentation, Sequencing, AckTracking, Rtt, Arq, Fifo, FlowWindow,
+                CongestionWindow, Pacing, NewReno, KeepAlive,
+            ]),
+            params: Params::default(),
+        }
+    }
+
+    /// The `datagram` profile.
+    pub fn datagram() -> Self {
+        use MicroId::*;
+        Profile {
+            name: "datagram".into(),
+            micros: MicroSet::of(&[
+                Demux, Integrity, Setup, Fragmentation, Sequencing, AckTracking, Rtt, Unordered, CongestionWindow,
+                Pacing, NewReno, KeepAlive,
+            ]),
+            params: Params::default(),
+        }
+    }
+
+    /// A built-in profile by name.
+    pub fn builtin(name: &str) -> Result<Self, ProfileError> {
+        match name {
+            "reliable" => Ok(Self::reliable()),
+            "datagram" => Ok(Self::datagram()),
+            _ => Err(ProfileError::Unknown {
+                what: "profile",
+                name: name.into(),
+                known: BUILTIN.iter().map(|b| b.0).collect::<Vec<_>>().join(", "),
+            }),
+        }
+    }
+
+    /// True when every segment is eventually delivered.
+    pub fn is_reliable(&self) -> bool {
+        self.micros.has(MicroId::Arq)
+    }
+
+    /// Checks dependencies, conflicts and parameters.
+    pub fn check(&self) -> Result<(), ProfileError> {
+        check_micros(self.micros)?;
+        self.params.check()
+    }
+}
+
+/// Checks a microprotocol set for mandatory members, dependencies and conflicts.
+pub fn check_micros(set: MicroSet) -> Result<(), ProfileError> {
+    for &m in MANDATORY {
+        if !set.has(m) {
+            return Err(ProfileError::Mandatory(m));
+        }
+    }
+    for &(a, b, why) in CONFLICTS {
+        if set.has(a) && set.has(b) {
+            return Err(ProfileError::Conflict { a, b, why });
+        }
+    }
+    for &(micro, needs, why) in DEPENDENCIES {
+        if set.has(micro) && !set.has(needs) {
+            return Err(ProfileError::Missing { micro, needs, why });
+        }
+    }
+    if !set.has(MicroId::Fifo) && !set.has(MicroId::Unordered) {
+        return Err(ProfileError::NoDelivery);
+    }
+    Ok(())
+}
+
+/// Initial sequence numbers one side chose in the handshake.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Isn {
+    /// First segment sequence number.
+    pub seg: u64,
+    /// First message sequence number.
+    pub msg: u64,
+    /// First packet number.
+    pub pn: u64,
+}
+
+/// Longest request or answer body.
+const MAX_REQUEST: usize = 64;
+
+/// Encodes a profile request (initiator) or answer (responder) for the handshake.
+pub fn encode_offer(out: &mut Vec<u8>, micros: MicroSet, p: &Params, isn: &Isn) {
+    use crate::wire::varint::put;
+    put(out, micros.0);
+    for v in [p.max_udp_payload as u64, p.flow_window as u64, p.max_message as u64, p.idle_timeout_ms as u64] {
+        put(out, v);
+    }
+    put(out, isn.seg);
+    put(out, isn.msg);
+}
+
+/// Decodes what [`encode_offer`] wrote; the remaining parameters are taken from `local`.
+pub fn decode_offer(r: &mut Reader<'_>, local: &Params) -> Result<(MicroSet, Params, Isn), WireError> {
+    if r.remaining() > MAX_REQUEST + 2048 {
+        // Padding follows; fine.
+    }
+    let micros = MicroSet(r.varint()?);
+    let mut p = *local;
+    let clamp32 = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+    p.max_udp_payload = u16::try_from(r.varint()?).map_err(|_| WireError::Invalid("max_udp_payload"))?;
+    p.flow_window = clamp32(r.varint()?);
+    p.max_message = clamp32(r.varint()?);
+    p.idle_timeout_ms = clamp32(r.varint()?);
+    let isn = Isn { seg: r.varint()?, msg: r.varint()?, pn: 0 };
+    Ok((micros, p, isn))
+}
+
+/// The responder's decision on a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Negotiated {
+    /// Accepted as asked, or narrowed to this set and parameters.
+    Accept(MicroSet, Params),
+    /// Refused, with a reason for the initiator.
+    Refuse(String),
+}
+
+/// Narrows a request against what the responder supports.
+///
+/// Optional microprotocols the responder lacks are dropped; a missing required one, an
+/// unknown bit or an invalid result refuses with a reason naming it. Numeric parameters
+/// become the smaller of the two sides' values.
+pub fn negotiate(requested: MicroSet, asked: &Params, supported: MicroSet, local: &Params) -> Negotiated {
+    if requested.unknown_bits() != 0 {
+        return Negotiated::Refuse(format!("unknown microprotocol bits {:#x}", requested.unknown_bits()));
+    }
+    let mut set = requested;
+    for m in requested.iter() {
+        if !supported.has(m) {
+            if OPTIONAL.contains(&m) {
+                set = set.without(m);
+            } else {
+                return Negotiated::Refuse(format!("responder does not support microprotocol `{m}`"));
+            }
+        }
+    }
+    if let Err(e) = check_micros(set) {
+        return Negotiated::Refuse(format!("requested profile is invalid: {e}"));
+    }
+    let mut p = *local;
+    p.max_udp_payload = asked.max_udp_payload.min(local.max_udp_payload);
+    p.flow_window = asked.flow_window.min(local.flow_window);
+    p.max_message = asked.max_message.min(local.max_message);
+    p.idle_timeout_ms = asked.idle_timeout_ms.min(local.idle_timeout_ms);
+    if let Err(e) = p.check() {
+        return Negotiated::Refuse(format!("requested parameters are invalid: {e}"));
+    }
+    Negotiated::Accept(set, p)
+}
+
+/// Bytes of header and framing a packet spends around one segment's payload, plus room
+/// reserved for control frames riding along.
+pub const SEGMENT_OVERHEAD: usize = 1 + 8 + 8 + 4 + 1 + 8 + 48;
+
+/// Composes the microprotocols of `set` into an engine.
+pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engine, SetupError> {
+    let mut session = Session {
+        max_segment_payload: p.max_udp_payload as usize - SEGMENT_OVERHEAD,
+        next_seg_seq: local.seg,
+        next_msg_seq: local.msg,
+        peer_seg_isn: peer.seg,
+        peer_msg_isn: peer.msg,
+        recv_seg_cum: peer.seg,
+        rto_us: 200_000.max(p.min_rto_us as u64),
+        ..Session::default()
+    };
+    if set.has(MicroId::FlowWindow) {
+        session.peer_max_seg = local.seg + p.flow_window as u64;
+    }
+    let mut st = State {
+        segs: SegmentStore::new(p.flow_window as usize),
+        app: AppIo::with_limits(p.send_buffer as usize, p.recv_buffer as usize),
+        next_pn: local.pn,
+        ..State::default()
+    };
+    let mut micros = Vec::new();
+    let reliable = set.has(MicroId::Arq);
+    for m in set.iter() {
+        let mut setup = Setup { holds: &mut st.holds, timers: &mut st.timers, index: micros.len() as u8 };
+        let built = match m {
+            MicroId::Demux | MicroId::Integrity | MicroId::Setup => continue,
+            MicroId::Fragmentation => {
+                AnyMicro::Fragmentation(micro::fragmentation::Fragmentation::new(p.max_message as usize, reliable))
+            }
+            MicroId::Sequencing => {
+                let (mode, width) = if reliable {
+                    (micro::sequencing::WindowMode::Strict, p.flow_window as u64)
+                } else {
+                    (micro::sequencing::WindowMode::Sliding, 4096)
+                };
+                AnyMicro::Sequencing(micro::sequencing::Sequencing::new(mode, width))
+            }
+            MicroId::AckTracking => AnyMicro::AckTracking(micro::ack_tracking::AckTracking::new(
+                &mut setup,
+                Duration::from_micros(p.max_ack_delay_us as u64),
+            )?),
+            MicroId::Rtt => AnyMicro::Rtt(micro::rtt::RttEstimator::new(
+                p.min_rto_us as u64,
+                60_000_000,
+                p.max_ack_delay_us as u64,
+            )),
+            MicroId::Arq => AnyMicro::Arq(micro::arq::Arq::new(&mut setup)?),
+            MicroId::Fifo => AnyMicro::Fifo(micro::ordering::Fifo::default()),
+            MicroId::Unordered => AnyMicro::Unordered(micro::ordering::Unordered),
+            MicroId::FlowWindow => {
+                AnyMicro::FlowWindow(micro::flow_window::FlowWindow::new(&mut setup, p.flow_window as u64, peer.seg)?)
+            }
+            MicroId::CongestionWindow => AnyMicro::CongestionWindow(micro::window::CongestionWindow::new(&mut setup)?),
+            MicroId::Pacing => AnyMicro::Pacing(micro::pacing::Pacing::new(&mut setup)?),
+            MicroId::NewReno => AnyMicro::NewReno(micro::newreno::NewReno::new(
+                (p.max_udp_payload as usize) as u64,
+                p.initial_window as u64,
+                &mut session,
+            )),
+            MicroId::KeepAlive => AnyMicro::KeepAlive(micro::keepalive::KeepAlive::new(
+                &mut setup,
+                Duration::from_millis(p.keepalive_ms as u64),
+                Duration::from_millis(p.idle_timeout_ms as u64),
+            )?),
+        };
+        micros.push(built);
+    }
+    st.session = session;
+    Engine::new(micros, st)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use MicroId::*;
+
+    #[test]
+    fn builtins_are_valid() {
+        for (name, _) in BUILTIN {
+            Profile::builtin(name).unwrap().check().unwrap();
+        }
+        assert!(matches!(Profile::builtin("nope"), Err(ProfileError::Unknown { .. })));
+    }
+
+    /// Each dependency rule, provoked by removing what it needs.
+    #[test]
+    fn every_dependency_is_enforced() {
+        for &(micro, needs, _) in DEPENDENCIES {
+            let base = if Profile::reliable().micros.has(micro) { Profile::reliable() } else { Profile::datagram() };
+            assert!(base.micros.has(micro), "{micro} is in a builtin");
+            let set = base.micros.without(needs);
+            let err = check_micros(set).unwrap_err();
+            // The first failing rule may be another one caused by the same removal, but it
+            // must name the removed microprotocol.
+            let text = err.to_string();
+            assert!(text.contains(&format!("`{needs}`")), "removing {needs} gave: {text}");
+        }
+    }
+
+    #[test]
+    fn conflicts_and_mandatory_and_delivery_are_enforced() {
+        let both = MicroSet(Profile::reliable().micros.0 | MicroSet::of(&[Unordered]).0);
+        assert_eq!(
+            check_micros(both),
+            Err(ProfileError::Conflict { a: Fifo, b: Unordered, why: CONFLICTS[0].2 })
+        );
+        let msg = check_micros(both).unwrap_err().to_string();
+        assert!(msg.contains("`fifo`") && msg.contains("`unordered`"), "{msg}");
+        assert_eq!(check_micros(Profile::datagram().micros.without(Integrity)), Err(ProfileError::Mandatory(Integrity)));
+        assert_eq!(check_micros(Profile::datagram().micros.without(Unordered)), Err(ProfileError::NoDelivery));
+    }
+
+    #[test]
+    fn params_out_of_range_name_the_parameter() {
+        let mut p = Params { max_udp_payload: 500, ..Params::default() };
+        let e = p.check().unwrap_err().to_string();
+        assert!(e.contains("max_udp_payload") && e.contains("1200"), "{e}");
+        p.max_udp_payload = 1452;
+        p.flow_window = 1;
+        assert!(p.check().unwrap_err().to_string().contains("flow_window"));
+    }
+
+    #[test]
+    fn negotiation_accepts_narrows_or_refuses() {
+        let local = Params::default();
+        let all = MicroSet::of(MicroId::ALL);
+        let r = Profile::reliable();
+        assert_eq!(negotiate(r.micros, &r.params, all, &local), Negotiated::Accept(r.micros, local));
+        // Narrowing: the responder lacks keepalive (optional) and has a smaller window.
+        let small = Params { flow_window: 64, ..local };
+        match negotiate(r.micros, &r.params, all.without(KeepAlive), &small) {
+            Negotiated::Accept(set, p) => {
+                assert_eq!(set, r.micros.without(KeepAlive));
+                assert_eq!(p.flow_window, 64);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Refusal: ARQ is not optional.
+        match negotiate(r.micros, &r.params, all.without(Arq), &local) {
+            Negotiated::Refuse(why) => assert!(why.contains("`arq`"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        // Unknown bits.
+        assert!(matches!(negotiate(MicroSet(1 << 60), &local, all, &local), Negotiated::Refuse(_)));
+    }
+
+    #[test]
+    fn offers_round_trip() {
+        let p = Params { flow_window: 99, ..Params::default() };
+        let isn = Isn { seg: 1 << 40, msg: 7, pn: 0 };
+        let mut out = Vec::new();
+        encode_offer(&mut out, Profile::datagram().micros, &p, &isn);
+        let (m, q, i) = decode_offer(&mut Reader::new(&out), &Params::default()).unwrap();
+        assert_eq!((m, q, i), (Profile::datagram().micros, p, isn));
+    }
+
+    #[test]
+    fn builtins_compose() {
+        for (name, _) in BUILTIN {
+            let p = Profile::builtin(name).unwrap();
+            let e = compose(p.micros, &p.params, Isn::default(), Isn::default()).unwrap();
+            assert!(!e.micros().is_empty());
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! Counters of one connection and of an endpoint, as plain snapshots.
+
+/// Every counter of one connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConnectionStats {
+    /// Packets sent.
+    pub packets_sent: u64,
+    /// Bytes sent on the wire (UDP payload).
+    pub bytes_sent: u64,
+    /// Packets received and accepted.
+    pub packets_received: u64,
+    /// Bytes received on the wire (UDP payload).
+    pub bytes_received: u64,
+    /// Application bytes handed to segments (first transmissions).
+    pub app_bytes_sent: u64,
+    /// Application bytes delivered to the application.
+    pub app_bytes_delivered: u64,
+    /// Messages (and stream chunks) delivered.
+    pub messages_delivered: u64,
+    /// Segments put in packets, including retransmissions.
+    pub segments_sent: u64,
+    /// Segments sent again after loss or timeout.
+    pub retransmissions: u64,
+    /// Packets declared lost.
+    pub packets_lost: u64,
+    /// Retransmission-timer expiries.
+    pub rto_expiries: u64,
+    /// Duplicate segments received and dropped.
+    pub duplicate_segments: u64,
+    /// Segments dropped because they lay outside the receive window.
+    pub out_of_window_segments: u64,
+    /// Incomplete messages abandoned (unreliable profiles).
+    pub messages_abandoned: u64,
+    /// ACK frames sent.
+    pub acks_sent: u64,
+    /// NAK frames sent.
+    pub naks_sent: u64,
+    /// NAK frames received.
+    pub naks_received: u64,
+    /// Packets for this connection that failed to parse, dropped.
+    pub malformed_dropped: u64,
+    /// Smoothed RTT, microseconds.
+    pub srtt_us: u64,
+    /// RTT variation, microseconds.
+    pub rttvar_us: u64,
+    /// Minimum RTT, microseconds (0 before the first sample).
+    pub min_rtt_us: u64,
+    /// Current retransmission timeout, microseconds.
+    pub rto_us: u64,
+    /// Congestion window, bytes.
+    pub cwnd: u64,
+    /// Bytes in flight.
+    pub bytes_in_flight: u64,
+    /// Pacing rate, bytes per second (0 = unpaced).
+    pub pacing_rate: u64,
+    /// Events dispatched to microprotocols.
+    pub events_dispatched: u64,
+}
+
+/// Counters of a whole endpoint (packets that never reached a connection).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EndpointStats {
+    /// Datagrams received.
+    pub datagrams_received: u64,
+    /// Datagrams dropped because they failed the integrity check.
+    pub bad_checksum: u64,
+    /// Datagrams dropped because the header did not parse.
+    pub bad_header: u64,
+    /// Datagrams dropped because of an unknown version.
+    pub unknown_version: u64,
+    /// Datagrams dropped because no connection had their id.
+    pub unknown_connection: u64,
+    /// Handshake packets dropped (bad cookie, malformed request, not accepting).
+    pub handshake_dropped: u64,
+    /// Connections refused with a reason.
+    pub refused: u64,
+    /// Connections accepted.
+    pub accepted: u64,
+}
+
+impl EndpointStats {
+    /// All datagrams dropped before reaching a connection.
+    pub fn malformed_dropped(&self) -> u64 {
+        self.bad_checksum + self.bad_header + self.unknown_version + self.unknown_connection + self.handshake_dropped
+    }
+}

@@ -1,0 +1,416 @@
+//! Frames: the on-wire encoding of message attributes (type varint + fields).
+//!
+//! A profile's packets carry only the frames its microprotocols use. `DATA` must be the last
+//! frame of a packet (it runs to the end), so it needs no length field.
+
+use super::{varint, Reader, WireError};
+
+/// Most ranges one ACK or NAK frame may carry.
+pub const MAX_RANGES: usize = 64;
+/// Longest close reason carried on the wire, in bytes.
+pub const MAX_REASON: usize = 512;
+
+/// Frame type codes.
+pub mod ty {
+    /// Zero bytes that fill a packet up to a size.
+    pub const PADDING: u64 = 0x00;
+    /// Asks for an acknowledgement; keeps a path alive.
+    pub const PING: u64 = 0x01;
+    /// Selective acknowledgement of packet-number ranges.
+    pub const ACK: u64 = 0x02;
+    /// Negative acknowledgement: packet-number ranges detected missing.
+    pub const NAK: u64 = 0x03;
+    /// The sender no longer needs acknowledgements below this packet number.
+    pub const ACK_FLOOR: u64 = 0x04;
+    /// Flow-control credit: the receiver accepts segments below this sequence number.
+    pub const MAX_SEG: u64 = 0x05;
+    /// Closes the connection with a code and a reason.
+    pub const CLOSE: u64 = 0x07;
+    /// One segment: sequence number then message pieces to the end of the packet.
+    pub const DATA: u64 = 0x08;
+}
+
+/// Close codes carried by `CLOSE`.
+pub mod close_code {
+    /// Orderly close after all data was delivered.
+    pub const GRACEFUL: u64 = 0;
+    /// The application aborted the connection.
+    pub const ABORT: u64 = 1;
+    /// The connection was idle for longer than its idle timeout.
+    pub const IDLE: u64 = 2;
+    /// A protocol violation was detected.
+    pub const PROTOCOL: u64 = 3;
+}
+
+/// Flags of one message piece inside a `DATA` frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PieceFlags(pub u8);
+
+impl PieceFlags {
+    /// The piece belongs to the ordered byte stream rather than to a discrete message.
+    pub const STREAM: u8 = 0x01;
+    /// The piece is the last fragment of its message.
+    pub const LAST: u8 = 0x02;
+    /// The byte stream ends with this piece.
+    pub const FIN: u8 = 0x04;
+    const KNOWN: u8 = 0x07;
+
+    /// True when `bit` is set.
+    pub fn has(self, bit: u8) -> bool {
+        self.0 & bit != 0
+    }
+}
+
+/// A fragment of a message (or of the byte stream) inside a segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece<'a> {
+    /// Stream / last / fin flags.
+    pub flags: PieceFlags,
+    /// Message sequence number.
+    pub msg: u64,
+    /// Offset of this fragment inside its message.
+    pub offset: u64,
+    /// Fragment bytes.
+    pub data: &'a [u8],
+}
+
+impl Piece<'_> {
+    /// Bytes the piece takes on the wire.
+    pub fn wire_len(msg: u64, offset: u64, len: usize) -> usize {
+        1 + varint::len(msg) + varint::len(offset) + varint::len(len as u64) + len
+    }
+
+    /// Appends the piece to `out`.
+    pub fn emit(&self, out: &mut Vec<u8>) {
+        out.push(self.flags.0);
+        varint::put(out, self.msg);
+        varint::put(out, self.offset);
+        varint::put(out, self.data.len() as u64);
+        out.extend_from_slice(self.data);
+    }
+
+    fn parse<'a>(r: &mut Reader<'a>) -> Result<Piece<'a>, WireError> {
+        let flags = r.u8()?;
+        if flags & !PieceFlags::KNOWN != 0 {
+            return Err(WireError::Invalid("piece flags"));
+        }
+        let msg = r.varint()?;
+        let offset = r.varint()?;
+        let len = r.varint()?;
+        if len > r.remaining() as u64 {
+            return Err(WireError::Truncated);
+        }
+        let data = r.bytes(len as usize)?;
+        Ok(Piece { flags: PieceFlags(flags), msg, offset, data })
+    }
+}
+
+/// A `DATA` frame: one segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataFrame<'a> {
+    /// Segment sequence number (kept across retransmissions).
+    pub seg: u64,
+    raw: &'a [u8],
+}
+
+impl<'a> DataFrame<'a> {
+    /// The pieces of the segment (validated when the frame was parsed).
+    pub fn pieces(&self) -> impl Iterator<Item = Piece<'a>> + 'a {
+        let mut r = Reader::new(self.raw);
+        core::iter::from_fn(move || if r.is_empty() { None } else { Piece::parse(&mut r).ok() })
+    }
+
+    /// Bytes of payload (pieces with their small headers).
+    pub fn payload_len(&self) -> usize {
+        self.raw.len()
+    }
+}
+
+/// An inclusive range of packet numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PnRange {
+    /// First packet number.
+    pub lo: u64,
+    /// Last packet number (inclusive).
+    pub hi: u64,
+}
+
+/// An `ACK` frame: ranges of received packet numbers, highest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckFrame<'a> {
+    /// Largest packet number acknowledged.
+    pub largest: u64,
+    /// How long the receiver held the acknowledgement of `largest`, in microseconds.
+    pub delay_us: u64,
+    first: u64,
+    count: u64,
+    raw: &'a [u8],
+}
+
+impl<'a> AckFrame<'a> {
+    /// The acknowledged ranges, highest first (validated when the frame was parsed).
+    pub fn ranges(&self) -> impl Iterator<Item = PnRange> + 'a {
+        let mut r = Reader::new(self.raw);
+        let mut next = Some(PnRange { lo: self.largest - self.first, hi: self.largest });
+        let mut left = self.count;
+        core::iter::from_fn(move || {
+            let cur = next.take()?;
+            if left > 0 {
+                left -= 1;
+                next = next_ack_range(&mut r, cur.lo).ok();
+            }
+            Some(cur)
+        })
+    }
+
+    /// Encodes an ACK frame from ranges given highest first (at most [`MAX_RANGES`] are used).
+    pub fn emit(out: &mut Vec<u8>, delay_us: u64, ranges: impl Iterator<Item = PnRange> + Clone) {
+        let n = ranges.clone().take(MAX_RANGES).count();
+        let mut it = ranges.take(MAX_RANGES);
+        let Some(first) = it.next() else { return };
+        varint::put(out, ty::ACK);
+        varint::put(out, first.hi);
+        varint::put(out, delay_us);
+        varint::put(out, (n - 1) as u64);
+        varint::put(out, first.hi - first.lo);
+        let mut prev_lo = first.lo;
+        for r in it {
+            varint::put(out, prev_lo - r.hi - 2);
+            varint::put(out, r.hi - r.lo);
+            prev_lo = r.lo;
+        }
+    }
+}
+
+fn next_ack_range(r: &mut Reader<'_>, prev_lo: u64) -> Result<PnRange, WireError> {
+    let gap = r.varint()?;
+    let len = r.varint()?;
+    let hi = prev_lo.checked_sub(gap + 2).ok_or(WireError::Invalid("ack gap"))?;
+    let lo = hi.checked_sub(len).ok_or(WireError::Invalid("ack range"))?;
+    Ok(PnRange { lo, hi })
+}
+
+/// A `NAK` frame: ranges of packet numbers the receiver found missing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NakFrame<'a> {
+    count: u64,
+    raw: &'a [u8],
+}
+
+impl<'a> NakFrame<'a> {
+    /// The missing ranges (validated when the frame was parsed).
+    pub fn ranges(&self) -> impl Iterator<Item = PnRange> + 'a {
+        let mut r = Reader::new(self.raw);
+        (0..self.count).map_while(move |_| nak_range(&mut r).ok())
+    }
+
+    /// Encodes a NAK frame (at most [`MAX_RANGES`] ranges).
+    pub fn emit(out: &mut Vec<u8>, ranges: &[PnRange]) {
+        let ranges = &ranges[..ranges.len().min(MAX_RANGES)];
+        if ranges.is_empty() {
+            return;
+        }
+        varint::put(out, ty::NAK);
+        varint::put(out, ranges.len() as u64);
+        for r in ranges {
+            varint::put(out, r.lo);
+            varint::put(out, r.hi - r.lo);
+        }
+    }
+}
+
+fn nak_range(r: &mut Reader<'_>) -> Result<PnRange, WireError> {
+    let lo = r.varint()?;
+    let len = r.varint()?;
+    let hi = lo.checked_add(len).filter(|&h| h <= varint::MAX).ok_or(WireError::Invalid("nak range"))?;
+    Ok(PnRange { lo, hi })
+}
+
+/// One decoded frame, borrowing from the packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Frame<'a> {
+    /// A run of padding bytes.
+    Padding,
+    /// Keep-alive / acknowledgement request.
+    Ping,
+    /// Selective acknowledgement.
+    Ack(AckFrame<'a>),
+    /// Negative acknowledgement.
+    Nak(NakFrame<'a>),
+    /// Acknowledgement floor (generalised cumulative acknowledgement).
+    AckFloor(u64),
+    /// Flow-control credit in segments.
+    MaxSeg(u64),
+    /// Connection close.
+    Close {
+        /// Close code (see [`close_code`]).
+        code: u64,
+        /// Human-readable reason (UTF-8, possibly lossy).
+        reason: &'a [u8],
+    },
+    /// A data segment.
+    Data(DataFrame<'a>),
+}
+
+impl<'a> Frame<'a> {
+    /// Parses the next frame. The caller loops until the reader is empty.
+    pub fn parse(r: &mut Reader<'a>) -> Result<Frame<'a>, WireError> {
+        let t = r.varint()?;
+        Ok(match t {
+            ty::PADDING => {
+                // A run of zeros collapses into one frame.
+                let rest = r.rest();
+                if rest.iter().any(|&b| b != 0) {
+                    return Err(WireError::Invalid("padding"));
+                }
+                Frame::Padding
+            }
+            ty::PING => Frame::Ping,
+            ty::ACK => {
+                let largest = r.varint()?;
+                let delay_us = r.varint()?;
+                let count = r.varint()?;
+                if count >= MAX_RANGES as u64 {
+                    return Err(WireError::TooLarge("ack range count"));
+                }
+                let first = r.varint()?;
+                let mut lo = largest.checked_sub(first).ok_or(WireError::Invalid("ack range"))?;
+                let start = r.clone();
+                for _ in 0..count {
+                    lo = next_ack_range(r, lo)?.lo;
+                }
+                let used = start.remaining() - r.remaining();
+                let raw = start_slice(&start, used);
+                Frame::Ack(AckFrame { largest, delay_us, first, count, raw })
+            }
+            ty::NAK => {
+                let count = r.varint()?;
+                if count == 0 || count > MAX_RANGES as u64 {
+                    return Err(WireError::TooLarge("nak range count"));
+                }
+                let start = r.clone();
+                for _ in 0..count {
+                    nak_range(r)?;
+                }
+                let used = start.remaining() - r.remaining();
+                Frame::Nak(NakFrame { count, raw: start_slice(&start, used) })
+            }
+            ty::ACK_FLOOR => Frame::AckFloor(r.varint()?),
+            ty::MAX_SEG => Frame::MaxSeg(r.varint()?),
+            ty::CLOSE => {
+                let code = r.varint()?;
+                let reason = r.length_prefixed(MAX_REASON, "close reason")?;
+                Frame::Close { code, reason }
+            }
+            ty::DATA => {
+                let seg = r.varint()?;
+                let raw = r.rest();
+                let mut check = Reader::new(raw);
+                if check.is_empty() {
+                    return Err(WireError::Invalid("empty segment"));
+                }
+                while !check.is_empty() {
+                    Piece::parse(&mut check)?;
+                }
+                Frame::Data(DataFrame { seg, raw })
+            }
+            other => return Err(WireError::Unknown("frame", other)),
+        })
+    }
+
+    /// Appends a frame that has no variable-length body.
+    pub fn emit_simple(out: &mut Vec<u8>, t: u64, value: Option<u64>) {
+        varint::put(out, t);
+        if let Some(v) = value {
+            varint::put(out, v);
+        }
+    }
+
+    /// Appends a `CLOSE` frame; the reason is cut to [`MAX_REASON`] bytes at a char boundary.
+    pub fn emit_close(out: &mut Vec<u8>, code: u64, reason: &str) {
+        let mut end = reason.len().min(MAX_REASON);
+        while !reason.is_char_boundary(end) {
+            end -= 1;
+        }
+        varint::put(out, ty::CLOSE);
+        varint::put(out, code);
+        varint::put(out, end as u64);
+        out.extend_from_slice(&reason.as_bytes()[..end]);
+    }
+
+    /// Appends the header of a `DATA` frame; pieces follow with [`Piece::emit`].
+    pub fn emit_data_header(out: &mut Vec<u8>, seg: u64) {
+        varint::put(out, ty::DATA);
+        varint::put(out, seg);
+    }
+}
+
+fn start_slice<'a>(start: &Reader<'a>, used: usize) -> &'a [u8] {
+    let mut s = start.clone();
+    s.bytes(used).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_all(buf: &[u8]) -> Result<Vec<Frame<'_>>, WireError> {
+        let mut r = Reader::new(buf);
+        let mut v = Vec::new();
+        while !r.is_empty() {
+            v.push(Frame::parse(&mut r)?);
+        }
+        Ok(v)
+    }
+
+    #[test]
+    fn ack_ranges_round_trip() {
+        let ranges = [PnRange { lo: 90, hi: 100 }, PnRange { lo: 50, hi: 80 }, PnRange { lo: 3, hi: 3 }];
+        let mut out = Vec::new();
+        AckFrame::emit(&mut out, 25, ranges.iter().copied());
+        let frames = parse_all(&out).unwrap();
+        let Frame::Ack(a) = frames[0] else { panic!("not an ack: {frames:?}") };
+        assert_eq!(a.largest, 100);
+        assert_eq!(a.delay_us, 25);
+        assert_eq!(a.ranges().collect::<Vec<_>>(), ranges);
+    }
+
+    #[test]
+    fn nak_and_simple_frames_round_trip() {
+        let mut out = Vec::new();
+        NakFrame::emit(&mut out, &[PnRange { lo: 7, hi: 9 }]);
+        Frame::emit_simple(&mut out, ty::MAX_SEG, Some(12345));
+        Frame::emit_close(&mut out, close_code::ABORT, "disk full");
+        Frame::emit_data_header(&mut out, 42);
+        Piece { flags: PieceFlags(PieceFlags::LAST), msg: 3, offset: 0, data: b"hi" }.emit(&mut out);
+        let f = parse_all(&out).unwrap();
+        let Frame::Nak(n) = f[0] else { panic!() };
+        assert_eq!(n.ranges().collect::<Vec<_>>(), [PnRange { lo: 7, hi: 9 }]);
+        assert_eq!(f[1], Frame::MaxSeg(12345));
+        assert_eq!(f[2], Frame::Close { code: 1, reason: b"disk full" });
+        let Frame::Data(d) = f[3] else { panic!() };
+        assert_eq!(d.seg, 42);
+        let p: Vec<_> = d.pieces().collect();
+        assert_eq!(p.len(), 1);
+        assert_eq!(p[0].data, b"hi");
+    }
+
+    #[test]
+    fn malformed_frames_are_errors() {
+        // ACK whose first range goes below zero.
+        let mut out = Vec::new();
+        for v in [ty::ACK, 5, 0, 0, 9] {
+            varint::put(&mut out, v);
+        }
+        assert_eq!(parse_all(&out), Err(WireError::Invalid("ack range")));
+        // Piece longer than the packet.
+        let mut out = Vec::new();
+        Frame::emit_data_header(&mut out, 1);
+        out.extend_from_slice(&[0, 1, 0, 50, 1, 2]);
+        assert_eq!(parse_all(&out), Err(WireError::Truncated));
+        // Unknown frame type.
+        assert_eq!(parse_all(&[0x3f]), Err(WireError::Unknown("frame", 0x3f)));
+        // Nonzero bytes after padding.
+        assert_eq!(parse_all(&[0, 0, 1]), Err(WireError::Invalid("padding")));
+    }
+}
