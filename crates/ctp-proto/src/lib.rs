@@ -13,6 +13,7 @@ pub mod endpoint;
 pub mod engine;
 pub mod handshake;
 pub mod micro;
+pub mod pair;
 pub mod profile;
 pub mod stats;
 pub mod time;
