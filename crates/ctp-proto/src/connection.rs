@@ -64,8 +64,10 @@ pub enum ReadError {
     Closed(CloseReason),
 }
 
-/// Handshake retransmission: first timeout, doubled on each retry.
+/// Handshake retransmission: first timeout, doubled on each retry up to [`HANDSHAKE_MAX_RTO`].
 pub const HANDSHAKE_RTO: Duration = Duration::from_millis(250);
+/// Longest wait between two handshake retransmissions.
+pub const HANDSHAKE_MAX_RTO: Duration = Duration::from_secs(1);
 
 /// One connection of an [`crate::Endpoint`].
 pub struct Connection {
@@ -91,9 +93,81 @@ pub struct Connection {
     pub(crate) stream_finished: bool,
     pub(crate) activity: bool,
     pub(crate) malformed: u64,
+    pub(crate) peer_pn_isn: u64,
+    pub(crate) largest_peer_pn: Option<u64>,
 }
 
+/// A packet number further than this beyond the largest seen (or the peer's initial one)
+/// is rejected: no real sender loses that many packets in a row, and accepting it would
+/// let one stray packet poison the acknowledgement state.
+pub const MAX_PN_JUMP: u64 = 1 << 22;
+
 impl Connection {
+    /// A connection this side initiates; it starts by sending INIT.
+    pub(crate) fn initiator(
+        now: Instant,
+        local_cid: ConnectionId,
+        remote: SocketAddr,
+        profile: &crate::profile::Profile,
+        local_isn: Isn,
+        handshake_timeout: Duration,
+    ) -> Self {
+        Connection {
+            local_cid,
+            peer_cid: 0,
+            remote,
+            state: ConnectionState::Initiating,
+            engine: None,
+            micros: profile.micros,
+            params: profile.params,
+            local_isn,
+            requested: (profile.micros, profile.params),
+            cookie: Vec::new(),
+            handshake_deadline: Some(now + HANDSHAKE_RTO),
+            handshake_give_up: now + handshake_timeout,
+            handshake_rto: HANDSHAKE_RTO,
+            handshake_due: true,
+            owe_handshake_done: false,
+            close_frame: None,
+            close_after_drain: None,
+            drain_until: None,
+            stream_finished: false,
+            activity: false,
+            malformed: 0,
+            peer_pn_isn: 0,
+            largest_peer_pn: None,
+        }
+    }
+
+    /// A connection created by the responder from a valid cookie; established at once.
+    pub(crate) fn responder(remote: SocketAddr, k: &crate::handshake::CookieContents, engine: Engine) -> Self {
+        Connection {
+            local_cid: k.local_cid,
+            peer_cid: k.peer_cid,
+            remote,
+            state: ConnectionState::Established,
+            engine: Some(engine),
+            micros: k.micros,
+            params: k.params,
+            local_isn: k.local_isn,
+            requested: (k.micros, k.params),
+            cookie: Vec::new(),
+            handshake_deadline: None,
+            handshake_give_up: k.minted,
+            handshake_rto: HANDSHAKE_RTO,
+            handshake_due: false,
+            owe_handshake_done: true,
+            close_frame: None,
+            close_after_drain: None,
+            drain_until: None,
+            stream_finished: false,
+            activity: false,
+            malformed: 0,
+            peer_pn_isn: k.peer_isn.pn,
+            largest_peer_pn: None,
+        }
+    }
+
     /// Current state.
     pub fn state(&self) -> &ConnectionState {
         &self.state
@@ -110,6 +184,11 @@ impl Connection {
             ConnectionState::Closed(r) => Some(r),
             _ => None,
         }
+    }
+
+    /// The connection id this side chose (carried in every packet sent to it).
+    pub fn local_cid(&self) -> ConnectionId {
+        self.local_cid
     }
 
     /// The peer's address.
@@ -328,8 +407,14 @@ impl Connection {
             return;
         }
         let Some(e) = self.engine.as_mut() else { return };
+        let reference = self.largest_peer_pn.unwrap_or(self.peer_pn_isn);
+        if pn < self.peer_pn_isn || pn > reference.saturating_add(MAX_PN_JUMP) {
+            self.malformed += 1;
+            return;
+        }
         match e.receive(now, pn, body, wire_len) {
             Ok(rx) => {
+                self.largest_peer_pn = Some(self.largest_peer_pn.map_or(pn, |l| l.max(pn)));
                 self.activity = true;
                 if self.state == ConnectionState::Echoing {
                     self.state = ConnectionState::Established;
@@ -363,7 +448,7 @@ impl Connection {
                     return;
                 }
                 self.handshake_due = true;
-                self.handshake_rto *= 2;
+                self.handshake_rto = (self.handshake_rto * 2).min(HANDSHAKE_MAX_RTO);
                 self.handshake_deadline = Some(now + self.handshake_rto);
             }
         }

@@ -171,29 +171,7 @@ impl Endpoint {
         profile.check()?;
         let local_cid = self.fresh_cid();
         let local_isn = self.fresh_isn();
-        let c = Connection {
-            local_cid,
-            peer_cid: 0,
-            remote,
-            state: ConnectionState::Initiating,
-            engine: None,
-            micros: profile.micros,
-            params: profile.params,
-            local_isn,
-            requested: (profile.micros, profile.params),
-            cookie: Vec::new(),
-            handshake_deadline: Some(now + HANDSHAKE_RTO),
-            handshake_give_up: now + self.cfg.handshake_timeout,
-            handshake_rto: HANDSHAKE_RTO,
-            handshake_due: true,
-            owe_handshake_done: false,
-            close_frame: None,
-            close_after_drain: None,
-            drain_until: None,
-            stream_finished: false,
-            activity: false,
-            malformed: 0,
-        };
+        let c = Connection::initiator(now, local_cid, remote, profile, local_isn, self.cfg.handshake_timeout);
         Ok(self.insert(c))
     }
 
@@ -292,7 +270,6 @@ impl Endpoint {
                 let cookie = handshake::mint(&self.cfg.cookie_secret, &contents, from);
                 let mut b = Vec::new();
                 encode_offer(&mut b, set, &params, &local_isn);
-                varint::put(&mut b, local_isn.pn);
                 varint::put(&mut b, cookie.len() as u64);
                 b.extend_from_slice(&cookie);
                 Self::long_packet(LongType::InitAck, peer_cid, local_cid, &b, 0)
@@ -316,9 +293,7 @@ impl Endpoint {
         let Some(idx) = self.initiating(dcid, from, ConnectionState::Initiating) else { return false };
         let c = self.conns[idx].as_mut().expect("checked");
         let mut r = Reader::new(body);
-        let Ok((set, params, mut peer_isn)) = decode_offer(&mut r, &c.requested.1) else { return false };
-        let Ok(pn) = r.varint() else { return false };
-        peer_isn.pn = pn;
+        let Ok((set, params, peer_isn)) = decode_offer(&mut r, &c.requested.1) else { return false };
         let Ok(cookie) = r.length_prefixed(handshake::MAX_COOKIE, "cookie") else { return false };
         // The responder may only narrow what we asked for.
         let (asked_set, asked) = c.requested;
@@ -333,6 +308,7 @@ impl Endpoint {
         let params = Params { keepalive_ms: asked.keepalive_ms, ..params };
         let Ok(engine) = compose(set, &params, c.local_isn, peer_isn) else { return false };
         c.engine = Some(engine);
+        c.peer_pn_isn = peer_isn.pn;
         c.micros = set;
         c.params = params;
         c.peer_cid = scid;
@@ -376,29 +352,7 @@ impl Endpoint {
             return false;
         }
         let Ok(engine) = compose(k.micros, &k.params, k.local_isn, k.peer_isn) else { return false };
-        let c = Connection {
-            local_cid: k.local_cid,
-            peer_cid: k.peer_cid,
-            remote: from,
-            state: ConnectionState::Established,
-            engine: Some(engine),
-            micros: k.micros,
-            params: k.params,
-            local_isn: k.local_isn,
-            requested: (k.micros, k.params),
-            cookie: Vec::new(),
-            handshake_deadline: None,
-            handshake_give_up: now,
-            handshake_rto: HANDSHAKE_RTO,
-            handshake_due: false,
-            owe_handshake_done: true,
-            close_frame: None,
-            close_after_drain: None,
-            drain_until: None,
-            stream_finished: false,
-            activity: false,
-            malformed: 0,
-        };
+        let c = Connection::responder(from, &k, engine);
         let h = self.insert(c);
         self.stats.accepted += 1;
         self.events.push_back(EndpointEvent::Incoming(h));

@@ -86,7 +86,6 @@ pub fn mint(secret: &[u8; 32], c: &CookieContents, addr: SocketAddr) -> Vec<u8> 
     varint::put(&mut out, c.local_isn.seg);
     varint::put(&mut out, c.local_isn.msg);
     varint::put(&mut out, c.local_isn.pn);
-    varint::put(&mut out, c.peer_isn.pn);
     varint::put(&mut out, c.minted.as_micros());
     let tag = mac(secret, &out, addr);
     out.extend_from_slice(tag.as_bytes());
@@ -108,10 +107,9 @@ pub fn open(secret: &[u8; 32], cookie: &[u8], addr: SocketAddr, now: Instant, lo
     let mut r = Reader::new(body);
     let local_cid = r.u64()?;
     let peer_cid = r.u64()?;
-    let (micros, mut params, mut peer_isn) = decode_offer(&mut r, local)?;
+    let (micros, mut params, peer_isn) = decode_offer(&mut r, local)?;
     params.keepalive_ms = u32::try_from(r.varint()?).map_err(|_| WireError::Invalid("keepalive"))?;
     let local_isn = Isn { seg: r.varint()?, msg: r.varint()?, pn: r.varint()? };
-    peer_isn.pn = r.varint()?;
     let minted = Instant::from_micros(r.varint()?);
     if minted > now || now.saturating_since(minted) > COOKIE_LIFETIME {
         return Err(CookieError::Expired);

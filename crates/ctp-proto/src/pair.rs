@@ -90,7 +90,13 @@ fn seed(n: u64, salt: u8) -> [u8; 32] {
 impl Pair {
     /// A pair with default configurations; the server accepts.
     pub fn new(seed_value: u64) -> Self {
-        let client = EndpointConfig::new(seed(seed_value, 1), seed(seed_value, 2));
+        Self::with_handshake_timeout(seed_value, Duration::from_secs(10))
+    }
+
+    /// A pair whose client gives up a handshake after `timeout`.
+    pub fn with_handshake_timeout(seed_value: u64, timeout: Duration) -> Self {
+        let mut client = EndpointConfig::new(seed(seed_value, 1), seed(seed_value, 2));
+        client.handshake_timeout = timeout;
         let mut server = EndpointConfig::new(seed(seed_value, 3), seed(seed_value, 4));
         server.accept = true;
         Self::with_configs(seed_value, client, server)

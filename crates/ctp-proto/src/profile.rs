@@ -351,9 +351,6 @@ pub struct Isn {
     pub pn: u64,
 }
 
-/// Longest request or answer body.
-const MAX_REQUEST: usize = 64;
-
 /// Encodes a profile request (initiator) or answer (responder) for the handshake.
 pub fn encode_offer(out: &mut Vec<u8>, micros: MicroSet, p: &Params, isn: &Isn) {
     use crate::wire::varint::put;
@@ -363,13 +360,11 @@ pub fn encode_offer(out: &mut Vec<u8>, micros: MicroSet, p: &Params, isn: &Isn) 
     }
     put(out, isn.seg);
     put(out, isn.msg);
+    put(out, isn.pn);
 }
 
 /// Decodes what [`encode_offer`] wrote; the remaining parameters are taken from `local`.
 pub fn decode_offer(r: &mut Reader<'_>, local: &Params) -> Result<(MicroSet, Params, Isn), WireError> {
-    if r.remaining() > MAX_REQUEST + 2048 {
-        // Padding follows; fine.
-    }
     let micros = MicroSet(r.varint()?);
     let mut p = *local;
     let clamp32 = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
@@ -377,7 +372,7 @@ pub fn decode_offer(r: &mut Reader<'_>, local: &Params) -> Result<(MicroSet, Par
     p.flow_window = clamp32(r.varint()?);
     p.max_message = clamp32(r.varint()?);
     p.idle_timeout_ms = clamp32(r.varint()?);
-    let isn = Isn { seg: r.varint()?, msg: r.varint()?, pn: 0 };
+    let isn = Isn { seg: r.varint()?, msg: r.varint()?, pn: r.varint()? };
     Ok((micros, p, isn))
 }
 
@@ -577,7 +572,7 @@ mod tests {
     #[test]
     fn offers_round_trip() {
         let p = Params { flow_window: 99, ..Params::default() };
-        let isn = Isn { seg: 1 << 40, msg: 7, pn: 0 };
+        let isn = Isn { seg: 1 << 40, msg: 7, pn: 99 };
         let mut out = Vec::new();
         encode_offer(&mut out, Profile::datagram().micros, &p, &isn);
         let (m, q, i) = decode_offer(&mut Reader::new(&out), &Params::default()).unwrap();

@@ -10,7 +10,7 @@ pub fn connect(p: &mut Pair, profile: &Profile) -> (ConnectionHandle, Connection
     let now = p.now;
     let addr = p.server_addr;
     let c = p.client.connect(now, addr, profile).expect("valid profile");
-    let ok = p.run_until(Duration::from_secs(30), |p| {
+    let ok = p.run_until(Duration::from_secs(900), |p| {
         p.client.connection(c).is_some_and(|x| x.is_established())
             && p.server_events.iter().any(|e| matches!(e, EndpointEvent::Incoming(_)))
     });
