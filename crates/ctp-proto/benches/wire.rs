@@ -1,0 +1,53 @@
+//! Packet encode/decode cost: a full-size data packet with an ACK riding along.
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use ctp_proto::wire::frame::{AckFrame, Frame, Piece, PieceFlags, PnRange};
+use ctp_proto::wire::header::Header;
+use ctp_proto::wire::{integrity, Reader};
+use std::hint::black_box;
+
+fn build(out: &mut Vec<u8>, payload: &[u8], pn: u64) {
+    out.clear();
+    Header::Short { dcid: 0x1234_5678_9abc_def0, pn }.emit(out);
+    let ranges = [PnRange { lo: pn - 40, hi: pn - 10 }, PnRange { lo: pn - 100, hi: pn - 50 }];
+    AckFrame::emit(out, 250, ranges.iter().copied());
+    Frame::emit_data_header(out, pn * 2);
+    Piece { flags: PieceFlags(PieceFlags::STREAM), msg: 77, offset: 4096, data: payload }.emit(out);
+    integrity::seal(out);
+}
+
+fn bench(c: &mut Criterion) {
+    let payload = vec![0xa5u8; 1350];
+    let mut out = Vec::with_capacity(1500);
+    let mut g = c.benchmark_group("packet");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("encode_data_packet", |b| {
+        let mut pn = 1 << 20;
+        b.iter(|| {
+            pn += 1;
+            build(&mut out, black_box(&payload), pn);
+            black_box(out.len())
+        })
+    });
+    build(&mut out, &payload, 1 << 20);
+    g.bench_function("decode_data_packet", |b| {
+        b.iter(|| {
+            let body = integrity::open(black_box(&out)).expect("valid");
+            let mut r = Reader::new(body);
+            let h = Header::parse(&mut r).expect("valid");
+            let mut n = 0usize;
+            while !r.is_empty() {
+                match Frame::parse(&mut r).expect("valid") {
+                    Frame::Ack(a) => n += a.ranges().count(),
+                    Frame::Data(d) => n += d.pieces().map(|p| p.data.len()).sum::<usize>(),
+                    _ => {}
+                }
+            }
+            black_box((h, n))
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
