@@ -55,6 +55,8 @@ pub struct ConnectionStats {
     pub pacing_rate: u64,
     /// Events dispatched to microprotocols.
     pub events_dispatched: u64,
+    /// Sent packets the acknowledgement tracker still remembers (a gauge).
+    pub tracked_packets: u64,
 }
 
 /// Counters of a whole endpoint (packets that never reached a connection).

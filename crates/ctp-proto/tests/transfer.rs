@@ -19,6 +19,9 @@ fn reliable_stream_moves_a_megabyte_exactly() {
     let st = p.client.connection(c).unwrap().stats();
     assert_eq!(st.retransmissions, 0, "a clean link needs no retransmission: {st:?}");
     assert!(st.srtt_us >= 20_000 && st.srtt_us < 40_000, "srtt {} on a 20 ms RTT path", st.srtt_us);
+    // The receiver sent only acknowledgements: it must not remember them.
+    let rs = p.server.connection(s).unwrap().stats();
+    assert!(rs.packets_sent > 100 && rs.tracked_packets <= 2, "{rs:?}");
 }
 
 #[test]

@@ -53,6 +53,10 @@ pub struct AckTracking {
     rto_timer: TimerId,
     loss_timer: TimerId,
     floor_sent: u64,
+    /// Outstanding packets that count toward bytes in flight.
+    outstanding_in_flight: usize,
+    /// Reused buffer for packet numbers found lost.
+    scratch: Vec<u64>,
     // Receiver side.
     recv: Vec<PnRange>,
     floor: u64,
@@ -77,6 +81,8 @@ impl AckTracking {
             rto_timer: setup.timer()?,
             loss_timer: setup.timer()?,
             floor_sent: 0,
+            outstanding_in_flight: 0,
+            scratch: Vec::new(),
             recv: Vec::new(),
             floor: 0,
             largest_recv_at: Instant::ZERO,
@@ -95,11 +101,18 @@ impl AckTracking {
         }
         // Packet numbers are consecutive; anything else is a bug in the packetiser.
         debug_assert_eq!(info.pn, self.base_pn + self.sent.len() as u64);
-        self.sent.push_back(Sent { info, state: SentState::Outstanding });
+        // Packets that elicit no acknowledgement (pure ACKs) are never reported on: they
+        // are recorded only to keep packet numbers consecutive, and pruned at once.
+        let state = if info.in_flight { SentState::Outstanding } else { SentState::Acked };
+        self.sent.push_back(Sent { info, state });
         if info.in_flight {
+            self.outstanding_in_flight += 1;
             self.last_eliciting_sent = info.sent_at;
             self.arm_rto(cx);
+        } else {
+            self.prune();
         }
+        cx.st.stats.tracked_packets = self.sent.len() as u64;
     }
 
     fn rto(&self, cx: &Cx<'_, '_>) -> Duration {
@@ -107,7 +120,7 @@ impl AckTracking {
     }
 
     fn arm_rto(&mut self, cx: &mut Cx<'_, '_>) {
-        if self.sent.iter().any(|s| s.state == SentState::Outstanding && s.info.in_flight) {
+        if self.outstanding_in_flight > 0 {
             let at = self.last_eliciting_sent + self.rto(cx);
             cx.set_timer(self.rto_timer, at);
         } else {
@@ -127,6 +140,7 @@ impl AckTracking {
         }
         s.state = to;
         let info = s.info;
+        self.outstanding_in_flight -= 1;
         if to == SentState::Acked {
             cx.raise(Event::PacketAcked(info));
         } else {
@@ -142,6 +156,11 @@ impl AckTracking {
             self.sent.pop_front();
             self.base_pn += 1;
         }
+    }
+
+    /// Packets currently remembered by the sender side.
+    pub fn tracked(&self) -> usize {
+        self.sent.len()
     }
 
     fn on_ack(&mut self, ack: AckFrame<'_>, cx: &mut Cx<'_, '_>) {
@@ -182,6 +201,7 @@ impl AckTracking {
         self.detect_losses(cx);
         self.prune();
         self.arm_rto(cx);
+        cx.st.stats.tracked_packets = self.sent.len() as u64;
     }
 
     fn loss_delay(cx: &Cx<'_, '_>) -> Duration {
@@ -194,7 +214,8 @@ impl AckTracking {
         let Some(largest) = self.largest_acked else { return };
         let delay = Self::loss_delay(cx);
         let mut earliest_pending: Option<Instant> = None;
-        let mut lost = Vec::new();
+        let mut lost = std::mem::take(&mut self.scratch);
+        lost.clear();
         for s in self.sent.iter() {
             if s.info.pn >= largest {
                 break;
@@ -209,9 +230,10 @@ impl AckTracking {
                 earliest_pending = Some(earliest_pending.map_or(at, |e| e.min(at)));
             }
         }
-        for pn in lost {
+        for &pn in &lost {
             self.mark(pn, SentState::Lost, cx);
         }
+        self.scratch = lost;
         match earliest_pending {
             Some(at) => cx.set_timer(self.loss_timer, at),
             None => cx.cancel_timer(self.loss_timer),
@@ -238,11 +260,13 @@ impl AckTracking {
         cx.st.stats.rto_expiries += 1;
         self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
         cx.raise(Event::RtoExpired { backoff: self.backoff });
-        let outstanding: Vec<u64> =
-            self.sent.iter().filter(|s| s.state == SentState::Outstanding).map(|s| s.info.pn).collect();
-        for pn in outstanding {
+        let mut lost = std::mem::take(&mut self.scratch);
+        lost.clear();
+        lost.extend(self.sent.iter().filter(|s| s.state == SentState::Outstanding).map(|s| s.info.pn));
+        for &pn in &lost {
             self.mark(pn, SentState::Lost, cx);
         }
+        self.scratch = lost;
         self.prune();
         cx.cancel_timer(self.loss_timer);
         // Re-armed by the next ack-eliciting packet.
