@@ -30,7 +30,9 @@ fn core_throughput(c: &mut Criterion) {
     let mut client = Endpoint::new(EndpointConfig::new([1; 32], [2; 32]));
     let mut server = Endpoint::new(scfg);
     let mut now = Instant::from_micros(1_000);
-    let ch = client.connect(now, b_addr, &Profile::reliable()).expect("profile");
+    let ch = client
+        .connect(now, b_addr, &Profile::reliable())
+        .expect("profile");
     let mut buf = Vec::with_capacity(2048);
     let mut sh = None;
     let pump = |client: &mut Endpoint, server: &mut Endpoint, now: Instant, buf: &mut Vec<u8>| {
@@ -70,14 +72,22 @@ fn core_throughput(c: &mut Criterion) {
             while read < chunk.len() {
                 now += std::time::Duration::from_micros(50);
                 if written < chunk.len() {
-                    if let Ok(n) = client.connection_mut(ch).expect("conn").stream_write(now, &chunk[written..]) {
+                    if let Ok(n) = client
+                        .connection_mut(ch)
+                        .expect("conn")
+                        .stream_write(now, &chunk[written..])
+                    {
                         written += n;
                     }
                 }
                 client.handle_timeout(now);
                 server.handle_timeout(now);
                 pump(&mut client, &mut server, now, &mut buf);
-                while let Ok(n) = server.connection_mut(sh).expect("conn").stream_read(now, &mut out) {
+                while let Ok(n) = server
+                    .connection_mut(sh)
+                    .expect("conn")
+                    .stream_read(now, &mut out)
+                {
                     if n == 0 {
                         break;
                     }

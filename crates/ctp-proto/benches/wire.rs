@@ -8,11 +8,30 @@ use std::hint::black_box;
 
 fn build(out: &mut Vec<u8>, payload: &[u8], pn: u64) {
     out.clear();
-    Header::Short { dcid: 0x1234_5678_9abc_def0, pn }.emit(out);
-    let ranges = [PnRange { lo: pn - 40, hi: pn - 10 }, PnRange { lo: pn - 100, hi: pn - 50 }];
+    Header::Short {
+        dcid: 0x1234_5678_9abc_def0,
+        pn,
+    }
+    .emit(out);
+    let ranges = [
+        PnRange {
+            lo: pn - 40,
+            hi: pn - 10,
+        },
+        PnRange {
+            lo: pn - 100,
+            hi: pn - 50,
+        },
+    ];
     AckFrame::emit(out, 250, ranges.iter().copied());
     Frame::emit_data_header(out, pn * 2);
-    Piece { flags: PieceFlags(PieceFlags::STREAM), msg: 77, offset: 4096, data: payload }.emit(out);
+    Piece {
+        flags: PieceFlags(PieceFlags::STREAM),
+        msg: 77,
+        offset: 4096,
+        data: payload,
+    }
+    .emit(out);
     integrity::seal(out);
 }
 

@@ -140,7 +140,11 @@ impl Connection {
     }
 
     /// A connection created by the responder from a valid cookie; established at once.
-    pub(crate) fn responder(remote: SocketAddr, k: &crate::handshake::CookieContents, engine: Engine) -> Self {
+    pub(crate) fn responder(
+        remote: SocketAddr,
+        k: &crate::handshake::CookieContents,
+        engine: Engine,
+    ) -> Self {
         Connection {
             local_cid: k.local_cid,
             peer_cid: k.peer_cid,
@@ -175,7 +179,10 @@ impl Connection {
 
     /// True once data can flow.
     pub fn is_established(&self) -> bool {
-        matches!(self.state, ConnectionState::Established | ConnectionState::Closing)
+        matches!(
+            self.state,
+            ConnectionState::Established | ConnectionState::Closing
+        )
     }
 
     /// The close reason once closed.
@@ -208,13 +215,22 @@ impl Connection {
 
     /// Snapshot of every counter.
     pub fn stats(&self) -> ConnectionStats {
-        let Some(e) = &self.engine else { return ConnectionStats { malformed_dropped: self.malformed, ..Default::default() } };
+        let Some(e) = &self.engine else {
+            return ConnectionStats {
+                malformed_dropped: self.malformed,
+                ..Default::default()
+            };
+        };
         let s = &e.st.session;
         let mut st = e.st.stats;
         st.malformed_dropped += self.malformed;
         st.srtt_us = s.srtt_us;
         st.rttvar_us = s.rttvar_us;
-        st.min_rtt_us = if s.min_rtt_us == u64::MAX { 0 } else { s.min_rtt_us };
+        st.min_rtt_us = if s.min_rtt_us == u64::MAX {
+            0
+        } else {
+            s.min_rtt_us
+        };
         st.rto_us = s.rto_us;
         st.cwnd = if s.cwnd == u64::MAX { 0 } else { s.cwnd };
         st.bytes_in_flight = s.bytes_in_flight;
@@ -226,7 +242,9 @@ impl Connection {
         if !matches!(self.state, ConnectionState::Established) {
             return Err(WriteError::NotOpen(format!("{:?}", self.state)));
         }
-        self.engine.as_mut().ok_or_else(|| WriteError::NotOpen("no engine".into()))
+        self.engine
+            .as_mut()
+            .ok_or_else(|| WriteError::NotOpen("no engine".into()))
     }
 
     /// Queues bytes of the ordered byte stream; returns how many were accepted.
@@ -243,7 +261,13 @@ impl Connection {
         if n == 0 {
             return Ok(0);
         }
-        e.st.app.tx.push_back(Outgoing { data: Bytes::copy_from_slice(&data[..n]), cut: 0, stream: true, fin: false, msg: None });
+        e.st.app.tx.push_back(Outgoing {
+            data: Bytes::copy_from_slice(&data[..n]),
+            cut: 0,
+            stream: true,
+            fin: false,
+            msg: None,
+        });
         e.st.app.tx_bytes += n;
         e.dispatch(now, Event::UserData);
         Ok(n)
@@ -255,7 +279,13 @@ impl Connection {
             return Ok(());
         }
         let e = self.open_engine()?;
-        e.st.app.tx.push_back(Outgoing { data: Bytes::new(), cut: 0, stream: true, fin: true, msg: None });
+        e.st.app.tx.push_back(Outgoing {
+            data: Bytes::new(),
+            cut: 0,
+            stream: true,
+            fin: true,
+            msg: None,
+        });
         e.dispatch(now, Event::UserData);
         self.stream_finished = true;
         Ok(())
@@ -266,14 +296,23 @@ impl Connection {
     pub fn send_msg(&mut self, now: Instant, data: Bytes) -> Result<(), WriteError> {
         let max = self.params.max_message as usize;
         if data.len() > max {
-            return Err(WriteError::TooLarge { len: data.len(), max });
+            return Err(WriteError::TooLarge {
+                len: data.len(),
+                max,
+            });
         }
         let e = self.open_engine()?;
         if data.len() > e.st.app.tx_room() && !e.st.app.tx.is_empty() {
             return Err(WriteError::Blocked);
         }
         e.st.app.tx_bytes += data.len();
-        e.st.app.tx.push_back(Outgoing { data, cut: 0, stream: false, fin: false, msg: None });
+        e.st.app.tx.push_back(Outgoing {
+            data,
+            cut: 0,
+            stream: false,
+            fin: false,
+            msg: None,
+        });
         e.dispatch(now, Event::UserData);
         Ok(())
     }
@@ -288,11 +327,15 @@ impl Connection {
     /// Reads from the byte stream. `Ok(0)` means the peer finished the stream.
     pub fn stream_read(&mut self, now: Instant, buf: &mut [u8]) -> Result<usize, ReadError> {
         let gate = self.read_gate();
-        let Some(e) = self.engine.as_mut() else { return Err(gate) };
+        let Some(e) = self.engine.as_mut() else {
+            return Err(gate);
+        };
         let app = &mut e.st.app;
         let mut n = 0;
         while n < buf.len() {
-            let Some(front) = app.rx_stream.front_mut() else { break };
+            let Some(front) = app.rx_stream.front_mut() else {
+                break;
+            };
             let take = front.len().min(buf.len() - n);
             buf[n..n + take].copy_from_slice(&front[..take]);
             let _ = front.split_to(take);
@@ -315,7 +358,9 @@ impl Connection {
     /// Takes the next received message.
     pub fn recv_msg(&mut self, now: Instant) -> Result<Bytes, ReadError> {
         let gate = self.read_gate();
-        let Some(e) = self.engine.as_mut() else { return Err(gate) };
+        let Some(e) = self.engine.as_mut() else {
+            return Err(gate);
+        };
         match e.st.app.rx_msgs.pop_front() {
             Some(m) => {
                 e.st.app.rx_bytes -= m.len();
@@ -333,7 +378,9 @@ impl Connection {
 
     /// True when everything written was acknowledged (or, unreliably, sent).
     pub fn is_flushed(&self) -> bool {
-        self.engine.as_ref().is_none_or(|e| e.st.app.tx.is_empty() && e.st.segs.live() == 0)
+        self.engine
+            .as_ref()
+            .is_none_or(|e| e.st.app.tx.is_empty() && e.st.segs.live() == 0)
     }
 
     /// Asks for an orderly close: outstanding data is delivered first, then CLOSE is sent.
@@ -344,7 +391,9 @@ impl Connection {
                 self.progress_close(now);
             }
             ConnectionState::Initiating | ConnectionState::Echoing => {
-                self.state = ConnectionState::Closed(CloseReason::LocalAbort("closed before set-up finished".into()))
+                self.state = ConnectionState::Closed(CloseReason::LocalAbort(
+                    "closed before set-up finished".into(),
+                ))
             }
             _ => {}
         }
@@ -352,7 +401,10 @@ impl Connection {
 
     /// Aborts at once: the peer is told the reason; buffered data is discarded.
     pub fn abort(&mut self, now: Instant, reason: &str) {
-        if matches!(self.state, ConnectionState::Closed(_) | ConnectionState::Draining) {
+        if matches!(
+            self.state,
+            ConnectionState::Closed(_) | ConnectionState::Draining
+        ) {
             return;
         }
         if self.engine.is_some() {
@@ -365,7 +417,10 @@ impl Connection {
     }
 
     fn drain_time(&self) -> Duration {
-        let rto = self.engine.as_ref().map_or(200_000, |e| e.st.session.rto_us);
+        let rto = self
+            .engine
+            .as_ref()
+            .map_or(200_000, |e| e.st.session.rto_us);
         Duration::from_micros(3 * rto).max(Duration::from_millis(30))
     }
 
@@ -400,13 +455,19 @@ impl Connection {
             // The peer has not seen our CLOSE yet: say it again.
             if self.close_frame.is_none() {
                 if let Some(r) = &self.close_after_drain {
-                    let code = if *r == CloseReason::Graceful { close_code::GRACEFUL } else { close_code::ABORT };
+                    let code = if *r == CloseReason::Graceful {
+                        close_code::GRACEFUL
+                    } else {
+                        close_code::ABORT
+                    };
                     self.close_frame = Some((code, r.to_string()));
                 }
             }
             return;
         }
-        let Some(e) = self.engine.as_mut() else { return };
+        let Some(e) = self.engine.as_mut() else {
+            return;
+        };
         let reference = self.largest_peer_pn.unwrap_or(self.peer_pn_isn);
         if pn < self.peer_pn_isn || pn > reference.saturating_add(MAX_PN_JUMP) {
             self.malformed += 1;
@@ -421,7 +482,11 @@ impl Connection {
                     self.handshake_deadline = None;
                 }
                 if let Some((code, reason)) = rx.close {
-                    let r = if code == close_code::GRACEFUL { CloseReason::Graceful } else { CloseReason::Peer { code, reason } };
+                    let r = if code == close_code::GRACEFUL {
+                        CloseReason::Graceful
+                    } else {
+                        CloseReason::Peer { code, reason }
+                    };
                     self.terminate(r);
                 }
             }
@@ -443,7 +508,10 @@ impl Connection {
         if let Some(d) = self.handshake_deadline {
             if d <= now {
                 if now >= self.handshake_give_up {
-                    self.terminate(CloseReason::Handshake(format!("no answer from {} (handshake timed out)", self.remote)));
+                    self.terminate(CloseReason::Handshake(format!(
+                        "no answer from {} (handshake timed out)",
+                        self.remote
+                    )));
                     self.handshake_deadline = None;
                     return;
                 }
@@ -455,13 +523,19 @@ impl Connection {
         if let Some(d) = self.drain_until {
             if d <= now {
                 self.drain_until = None;
-                let r = self.close_after_drain.take().unwrap_or(CloseReason::Graceful);
+                let r = self
+                    .close_after_drain
+                    .take()
+                    .unwrap_or(CloseReason::Graceful);
                 self.state = ConnectionState::Closed(r);
                 self.activity = true;
                 return;
             }
         }
-        if matches!(self.state, ConnectionState::Established | ConnectionState::Closing) {
+        if matches!(
+            self.state,
+            ConnectionState::Established | ConnectionState::Closing
+        ) {
             if let Some(e) = self.engine.as_mut() {
                 e.handle_timeout(now);
                 self.activity = true;
@@ -473,20 +547,31 @@ impl Connection {
     /// The earliest deadline of this connection.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         let engine = match self.state {
-            ConnectionState::Established | ConnectionState::Closing => self.engine.as_ref().and_then(|e| e.next_timeout()),
+            ConnectionState::Established | ConnectionState::Closing => {
+                self.engine.as_ref().and_then(|e| e.next_timeout())
+            }
             _ => None,
         };
-        [engine, self.handshake_deadline, self.drain_until].into_iter().flatten().min()
+        [engine, self.handshake_deadline, self.drain_until]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Builds the next short packet, if any, into `out`.
     pub(crate) fn build_short(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
         let max = self.params.max_udp_payload as usize;
-        let Some(e) = self.engine.as_mut() else { return false };
+        let Some(e) = self.engine.as_mut() else {
+            return false;
+        };
         if let Some((code, reason)) = self.close_frame.take() {
             // A packet with only CLOSE, never held back by congestion control.
             out.clear();
-            crate::wire::header::Header::Short { dcid: self.peer_cid, pn: e.st.next_pn }.emit(out);
+            crate::wire::header::Header::Short {
+                dcid: self.peer_cid,
+                pn: e.st.next_pn,
+            }
+            .emit(out);
             Frame::emit_close(out, code, &reason);
             crate::wire::integrity::seal(out);
             e.st.next_pn += 1;
@@ -494,7 +579,10 @@ impl Connection {
             e.st.stats.bytes_sent += out.len() as u64;
             return true;
         }
-        if !matches!(self.state, ConnectionState::Established | ConnectionState::Closing) {
+        if !matches!(
+            self.state,
+            ConnectionState::Established | ConnectionState::Closing
+        ) {
             return false;
         }
         if self.owe_handshake_done {

@@ -4,7 +4,10 @@
 use crate::connection::{Connection, ConnectionState, HANDSHAKE_RTO};
 use crate::engine::session::CloseReason;
 use crate::handshake::{self, CookieContents, MIN_INIT_SIZE};
-use crate::profile::{self, compose, decode_offer, encode_offer, Isn, MicroSet, Negotiated, Params, Profile, ProfileError};
+use crate::profile::{
+    self, compose, decode_offer, encode_offer, Isn, MicroSet, Negotiated, Params, Profile,
+    ProfileError,
+};
 use crate::stats::EndpointStats;
 use crate::time::Instant;
 use crate::wire::header::{ConnectionId, Header, LongType, VERSION};
@@ -145,7 +148,11 @@ impl Endpoint {
     fn fresh_isn(&mut self) -> Isn {
         // Below 2^30 so that sequence numbers stay short varints for a long while.
         let mut r = || self.rng.next_u64() & ((1 << 30) - 1);
-        Isn { seg: r(), msg: r(), pn: r() }
+        Isn {
+            seg: r(),
+            msg: r(),
+            pn: r(),
+        }
     }
 
     fn insert(&mut self, c: Connection) -> ConnectionHandle {
@@ -167,11 +174,23 @@ impl Endpoint {
     }
 
     /// Starts a connection to `remote` with `profile`. The profile is checked first.
-    pub fn connect(&mut self, now: Instant, remote: SocketAddr, profile: &Profile) -> Result<ConnectionHandle, ProfileError> {
+    pub fn connect(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        profile: &Profile,
+    ) -> Result<ConnectionHandle, ProfileError> {
         profile.check()?;
         let local_cid = self.fresh_cid();
         let local_isn = self.fresh_isn();
-        let c = Connection::initiator(now, local_cid, remote, profile, local_isn, self.cfg.handshake_timeout);
+        let c = Connection::initiator(
+            now,
+            local_cid,
+            remote,
+            profile,
+            local_isn,
+            self.cfg.handshake_timeout,
+        );
         Ok(self.insert(c))
     }
 
@@ -203,7 +222,9 @@ impl Endpoint {
                     self.stats.unknown_connection += 1;
                     return;
                 };
-                let Some(c) = self.conns[idx].as_mut() else { return };
+                let Some(c) = self.conns[idx].as_mut() else {
+                    return;
+                };
                 if c.remote != from {
                     self.stats.unknown_connection += 1;
                     return;
@@ -211,7 +232,8 @@ impl Endpoint {
                 let was = c.state.clone();
                 c.on_short_packet(now, pn, r.rest(), data.len());
                 if was == ConnectionState::Echoing && c.state == ConnectionState::Established {
-                    self.events.push_back(EndpointEvent::Connected(ConnectionHandle(idx)));
+                    self.events
+                        .push_back(EndpointEvent::Connected(ConnectionHandle(idx)));
                 }
             }
             Header::Long { ty, dcid, scid, .. } => {
@@ -229,9 +251,21 @@ impl Endpoint {
         }
     }
 
-    fn long_packet(ty: LongType, dcid: ConnectionId, scid: ConnectionId, body: &[u8], pad_to: usize) -> Vec<u8> {
+    fn long_packet(
+        ty: LongType,
+        dcid: ConnectionId,
+        scid: ConnectionId,
+        body: &[u8],
+        pad_to: usize,
+    ) -> Vec<u8> {
         let mut out = Vec::with_capacity(pad_to.max(64));
-        Header::Long { ty, version: VERSION, dcid, scid }.emit(&mut out);
+        Header::Long {
+            ty,
+            version: VERSION,
+            dcid,
+            scid,
+        }
+        .emit(&mut out);
         out.extend_from_slice(body);
         if out.len() + integrity::TRAILER_LEN < pad_to {
             out.resize(pad_to - integrity::TRAILER_LEN, 0);
@@ -246,12 +280,21 @@ impl Endpoint {
         }
     }
 
-    fn on_init(&mut self, now: Instant, from: SocketAddr, peer_cid: ConnectionId, body: &[u8], size: usize) -> bool {
+    fn on_init(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        peer_cid: ConnectionId,
+        body: &[u8],
+        size: usize,
+    ) -> bool {
         if !self.cfg.accept || size < MIN_INIT_SIZE || peer_cid == 0 {
             return false;
         }
         let mut r = Reader::new(body);
-        let Ok((micros, asked, peer_isn)) = decode_offer(&mut r, &self.cfg.params) else { return false };
+        let Ok((micros, asked, peer_isn)) = decode_offer(&mut r, &self.cfg.params) else {
+            return false;
+        };
         if r.rest().iter().any(|&b| b != 0) {
             return false;
         }
@@ -266,7 +309,15 @@ impl Endpoint {
             Negotiated::Accept(set, params) => {
                 let local_cid = self.fresh_cid();
                 let local_isn = self.fresh_isn();
-                let contents = CookieContents { local_cid, peer_cid, micros: set, params, local_isn, peer_isn, minted: now };
+                let contents = CookieContents {
+                    local_cid,
+                    peer_cid,
+                    micros: set,
+                    params,
+                    local_isn,
+                    peer_isn,
+                    minted: now,
+                };
                 let cookie = handshake::mint(&self.cfg.cookie_secret, &contents, from);
                 let mut b = Vec::new();
                 encode_offer(&mut b, set, &params, &local_isn);
@@ -283,18 +334,36 @@ impl Endpoint {
         true
     }
 
-    fn initiating(&mut self, dcid: ConnectionId, from: SocketAddr, state: ConnectionState) -> Option<usize> {
+    fn initiating(
+        &mut self,
+        dcid: ConnectionId,
+        from: SocketAddr,
+        state: ConnectionState,
+    ) -> Option<usize> {
         let &idx = self.by_cid.get(&dcid)?;
         let c = self.conns[idx].as_ref()?;
         (c.remote == from && c.state == state).then_some(idx)
     }
 
-    fn on_init_ack(&mut self, now: Instant, from: SocketAddr, dcid: ConnectionId, scid: ConnectionId, body: &[u8]) -> bool {
-        let Some(idx) = self.initiating(dcid, from, ConnectionState::Initiating) else { return false };
+    fn on_init_ack(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        dcid: ConnectionId,
+        scid: ConnectionId,
+        body: &[u8],
+    ) -> bool {
+        let Some(idx) = self.initiating(dcid, from, ConnectionState::Initiating) else {
+            return false;
+        };
         let c = self.conns[idx].as_mut().expect("checked");
         let mut r = Reader::new(body);
-        let Ok((set, params, peer_isn)) = decode_offer(&mut r, &c.requested.1) else { return false };
-        let Ok(cookie) = r.length_prefixed(handshake::MAX_COOKIE, "cookie") else { return false };
+        let Ok((set, params, peer_isn)) = decode_offer(&mut r, &c.requested.1) else {
+            return false;
+        };
+        let Ok(cookie) = r.length_prefixed(handshake::MAX_COOKIE, "cookie") else {
+            return false;
+        };
         // The responder may only narrow what we asked for.
         let (asked_set, asked) = c.requested;
         let narrowed = set.0 & !asked_set.0 == 0
@@ -302,11 +371,18 @@ impl Endpoint {
             && params.flow_window <= asked.flow_window
             && params.max_message <= asked.max_message;
         if !narrowed || profile::check_micros(set).is_err() || params.check().is_err() {
-            c.terminate(CloseReason::Handshake("responder answered with a profile wider than requested".into()));
+            c.terminate(CloseReason::Handshake(
+                "responder answered with a profile wider than requested".into(),
+            ));
             return false;
         }
-        let params = Params { keepalive_ms: asked.keepalive_ms, ..params };
-        let Ok(engine) = compose(set, &params, c.local_isn, peer_isn) else { return false };
+        let params = Params {
+            keepalive_ms: asked.keepalive_ms,
+            ..params
+        };
+        let Ok(engine) = compose(set, &params, c.local_isn, peer_isn) else {
+            return false;
+        };
         c.engine = Some(engine);
         c.peer_pn_isn = peer_isn.pn;
         c.micros = set;
@@ -321,17 +397,29 @@ impl Endpoint {
     }
 
     fn on_refuse(&mut self, from: SocketAddr, dcid: ConnectionId, body: &[u8]) -> bool {
-        let Some(idx) = self.initiating(dcid, from, ConnectionState::Initiating) else { return false };
+        let Some(idx) = self.initiating(dcid, from, ConnectionState::Initiating) else {
+            return false;
+        };
         let mut r = Reader::new(body);
-        let Ok(reason) = r.length_prefixed(crate::wire::frame::MAX_REASON, "reason") else { return false };
+        let Ok(reason) = r.length_prefixed(crate::wire::frame::MAX_REASON, "reason") else {
+            return false;
+        };
         let reason = String::from_utf8_lossy(reason).into_owned();
         if let Some(c) = self.conns[idx].as_mut() {
-            c.terminate(CloseReason::Handshake(format!("refused by {from}: {reason}")));
+            c.terminate(CloseReason::Handshake(format!(
+                "refused by {from}: {reason}"
+            )));
         }
         true
     }
 
-    fn on_cookie_echo(&mut self, now: Instant, from: SocketAddr, dcid: ConnectionId, body: &[u8]) -> bool {
+    fn on_cookie_echo(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        dcid: ConnectionId,
+        body: &[u8],
+    ) -> bool {
         if let Some(&idx) = self.by_cid.get(&dcid) {
             // A repeated echo: our first packet was lost; send one again.
             if let Some(c) = self.conns[idx].as_mut() {
@@ -346,12 +434,19 @@ impl Endpoint {
             return false;
         }
         let mut r = Reader::new(body);
-        let Ok(cookie) = r.length_prefixed(handshake::MAX_COOKIE, "cookie") else { return false };
-        let Ok(k) = handshake::open(&self.cfg.cookie_secret, cookie, from, now, &self.cfg.params) else { return false };
+        let Ok(cookie) = r.length_prefixed(handshake::MAX_COOKIE, "cookie") else {
+            return false;
+        };
+        let Ok(k) = handshake::open(&self.cfg.cookie_secret, cookie, from, now, &self.cfg.params)
+        else {
+            return false;
+        };
         if k.local_cid != dcid {
             return false;
         }
-        let Ok(engine) = compose(k.micros, &k.params, k.local_isn, k.peer_isn) else { return false };
+        let Ok(engine) = compose(k.micros, &k.params, k.local_isn, k.peer_isn) else {
+            return false;
+        };
         let c = Connection::responder(from, &k, engine);
         let h = self.insert(c);
         self.stats.accepted += 1;
@@ -370,7 +465,11 @@ impl Endpoint {
 
     /// The earliest deadline of any connection.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.conns.iter().flatten().filter_map(|c| c.poll_timeout()).min()
+        self.conns
+            .iter()
+            .flatten()
+            .filter_map(|c| c.poll_timeout())
+            .min()
     }
 
     /// Writes the next datagram to send into `buf`.
@@ -378,12 +477,17 @@ impl Endpoint {
         if let Some((to, p)) = self.stateless.pop_front() {
             buf.clear();
             buf.extend_from_slice(&p);
-            return Some(Transmit { destination: to, size: buf.len() });
+            return Some(Transmit {
+                destination: to,
+                size: buf.len(),
+            });
         }
         let n = self.conns.len();
         for k in 0..n {
             let idx = (self.next_poll + k) % n;
-            let Some(c) = self.conns[idx].as_mut() else { continue };
+            let Some(c) = self.conns[idx].as_mut() else {
+                continue;
+            };
             let sent = if c.handshake_due {
                 c.handshake_due = false;
                 match c.state {
@@ -397,7 +501,8 @@ impl Endpoint {
                         let mut b = Vec::new();
                         varint::put(&mut b, c.cookie.len() as u64);
                         b.extend_from_slice(&c.cookie);
-                        *buf = Self::long_packet(LongType::CookieEcho, c.peer_cid, c.local_cid, &b, 0);
+                        *buf =
+                            Self::long_packet(LongType::CookieEcho, c.peer_cid, c.local_cid, &b, 0);
                         true
                     }
                     _ => c.build_short(now, buf),
@@ -407,7 +512,10 @@ impl Endpoint {
             };
             if sent {
                 self.next_poll = (idx + 1) % n;
-                return Some(Transmit { destination: c.remote, size: buf.len() });
+                return Some(Transmit {
+                    destination: c.remote,
+                    size: buf.len(),
+                });
             }
         }
         None

@@ -93,7 +93,13 @@ pub fn mint(secret: &[u8; 32], c: &CookieContents, addr: SocketAddr) -> Vec<u8> 
 }
 
 /// Checks a cookie's MAC and age and decodes it.
-pub fn open(secret: &[u8; 32], cookie: &[u8], addr: SocketAddr, now: Instant, local: &Params) -> Result<CookieContents, CookieError> {
+pub fn open(
+    secret: &[u8; 32],
+    cookie: &[u8],
+    addr: SocketAddr,
+    now: Instant,
+    local: &Params,
+) -> Result<CookieContents, CookieError> {
     if cookie.len() < MAC_LEN + 16 {
         return Err(CookieError::Malformed(WireError::Truncated));
     }
@@ -108,13 +114,26 @@ pub fn open(secret: &[u8; 32], cookie: &[u8], addr: SocketAddr, now: Instant, lo
     let local_cid = r.u64()?;
     let peer_cid = r.u64()?;
     let (micros, mut params, peer_isn) = decode_offer(&mut r, local)?;
-    params.keepalive_ms = u32::try_from(r.varint()?).map_err(|_| WireError::Invalid("keepalive"))?;
-    let local_isn = Isn { seg: r.varint()?, msg: r.varint()?, pn: r.varint()? };
+    params.keepalive_ms =
+        u32::try_from(r.varint()?).map_err(|_| WireError::Invalid("keepalive"))?;
+    let local_isn = Isn {
+        seg: r.varint()?,
+        msg: r.varint()?,
+        pn: r.varint()?,
+    };
     let minted = Instant::from_micros(r.varint()?);
     if minted > now || now.saturating_since(minted) > COOKIE_LIFETIME {
         return Err(CookieError::Expired);
     }
-    Ok(CookieContents { local_cid, peer_cid, micros, params, local_isn, peer_isn, minted })
+    Ok(CookieContents {
+        local_cid,
+        peer_cid,
+        micros,
+        params,
+        local_isn,
+        peer_isn,
+        minted,
+    })
 }
 
 #[cfg(test)]
@@ -128,8 +147,16 @@ mod tests {
             peer_cid: 22,
             micros: Profile::reliable().micros,
             params: Params::default(),
-            local_isn: Isn { seg: 5, msg: 6, pn: 7 },
-            peer_isn: Isn { seg: 8, msg: 9, pn: 10 },
+            local_isn: Isn {
+                seg: 5,
+                msg: 6,
+                pn: 7,
+            },
+            peer_isn: Isn {
+                seg: 8,
+                msg: 9,
+                pn: 10,
+            },
             minted: Instant::from_micros(1_000_000),
         }
     }
@@ -143,13 +170,28 @@ mod tests {
         let now = Instant::from_micros(2_000_000);
         assert_eq!(open(&secret, &k, addr, now, &Params::default()).unwrap(), c);
         let other: SocketAddr = "10.0.0.2:4000".parse().unwrap();
-        assert_eq!(open(&secret, &k, other, now, &Params::default()), Err(CookieError::BadMac));
-        assert_eq!(open(&[8u8; 32], &k, addr, now, &Params::default()), Err(CookieError::BadMac));
+        assert_eq!(
+            open(&secret, &k, other, now, &Params::default()),
+            Err(CookieError::BadMac)
+        );
+        assert_eq!(
+            open(&[8u8; 32], &k, addr, now, &Params::default()),
+            Err(CookieError::BadMac)
+        );
         let mut bent = k.clone();
         bent[3] ^= 1;
-        assert_eq!(open(&secret, &bent, addr, now, &Params::default()), Err(CookieError::BadMac));
+        assert_eq!(
+            open(&secret, &bent, addr, now, &Params::default()),
+            Err(CookieError::BadMac)
+        );
         let late = Instant::from_micros(1_000_000) + COOKIE_LIFETIME + Duration::from_secs(1);
-        assert_eq!(open(&secret, &k, addr, late, &Params::default()), Err(CookieError::Expired));
-        assert!(matches!(open(&secret, &k[..10], addr, now, &Params::default()), Err(CookieError::Malformed(_))));
+        assert_eq!(
+            open(&secret, &k, addr, late, &Params::default()),
+            Err(CookieError::Expired)
+        );
+        assert!(matches!(
+            open(&secret, &k[..10], addr, now, &Params::default()),
+            Err(CookieError::Malformed(_))
+        ));
     }
 }

@@ -44,6 +44,9 @@ impl Default for LinkModel {
     }
 }
 
+/// A datagram on the wire: delivery time, tie-breaking sequence, toward the server?, bytes.
+type InFlight = (Instant, u64, bool, Vec<u8>);
+
 /// Which endpoint of the pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Side {
@@ -70,7 +73,7 @@ pub struct Pair {
     /// Virtual now.
     pub now: Instant,
     rng: ChaCha8Rng,
-    in_flight: BinaryHeap<Reverse<(Instant, u64, bool, Vec<u8>)>>,
+    in_flight: BinaryHeap<Reverse<InFlight>>,
     seq: u64,
     buf: Vec<u8>,
     /// Events seen from the client endpoint.
@@ -133,16 +136,27 @@ impl Pair {
             Side::Client => (self.to_client.delay, false),
         };
         self.seq += 1;
-        self.in_flight.push(Reverse((self.now + delay, self.seq, to_server, bytes)));
+        self.in_flight
+            .push(Reverse((self.now + delay, self.seq, to_server, bytes)));
     }
 
     fn collect(&mut self) {
         for from_client in [true, false] {
             loop {
-                let ep = if from_client { &mut self.client } else { &mut self.server };
-                let Some(t) = ep.poll_transmit(self.now, &mut self.buf) else { break };
+                let ep = if from_client {
+                    &mut self.client
+                } else {
+                    &mut self.server
+                };
+                let Some(t) = ep.poll_transmit(self.now, &mut self.buf) else {
+                    break;
+                };
                 let mut bytes = self.buf[..t.size].to_vec();
-                let link = if from_client { self.to_server } else { self.to_client };
+                let link = if from_client {
+                    self.to_server
+                } else {
+                    self.to_client
+                };
                 if self.chance(link.loss) {
                     continue;
                 }
@@ -154,11 +168,13 @@ impl Pair {
                 for _ in 0..copies {
                     let mut at = self.now + link.delay;
                     if self.chance(link.reorder) {
-                        let extra = self.rng.next_u64() % (link.reorder_extra.as_micros() as u64 + 1);
+                        let extra =
+                            self.rng.next_u64() % (link.reorder_extra.as_micros() as u64 + 1);
                         at += Duration::from_micros(extra);
                     }
                     self.seq += 1;
-                    self.in_flight.push(Reverse((at, self.seq, from_client, bytes.clone())));
+                    self.in_flight
+                        .push(Reverse((at, self.seq, from_client, bytes.clone())));
                 }
             }
         }
@@ -179,19 +195,30 @@ impl Pair {
         self.collect();
         self.drain_events();
         let next_packet = self.in_flight.peek().map(|Reverse((t, ..))| *t);
-        let next = [next_packet, self.client.poll_timeout(), self.server.poll_timeout()].into_iter().flatten().min();
+        let next = [
+            next_packet,
+            self.client.poll_timeout(),
+            self.server.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         let Some(next) = next else { return false };
         self.now = self.now.max(next.min(limit));
         while let Some(Reverse((t, ..))) = self.in_flight.peek() {
             if *t > self.now {
                 break;
             }
-            let Some(Reverse((_, _, to_server, bytes))) = self.in_flight.pop() else { break };
+            let Some(Reverse((_, _, to_server, bytes))) = self.in_flight.pop() else {
+                break;
+            };
             self.delivered += 1;
             if to_server {
-                self.server.handle_datagram(self.now, self.client_addr, &bytes);
+                self.server
+                    .handle_datagram(self.now, self.client_addr, &bytes);
             } else {
-                self.client.handle_datagram(self.now, self.server_addr, &bytes);
+                self.client
+                    .handle_datagram(self.now, self.server_addr, &bytes);
             }
         }
         self.client.handle_timeout(self.now);

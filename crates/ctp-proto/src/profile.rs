@@ -99,7 +99,12 @@ impl MicroSet {
 pub const OPTIONAL: &[MicroId] = &[MicroId::KeepAlive, MicroId::Pacing];
 
 /// Microprotocols every profile must contain.
-pub const MANDATORY: &[MicroId] = &[MicroId::Demux, MicroId::Integrity, MicroId::Setup, MicroId::Fragmentation];
+pub const MANDATORY: &[MicroId] = &[
+    MicroId::Demux,
+    MicroId::Integrity,
+    MicroId::Setup,
+    MicroId::Fragmentation,
+];
 
 /// Why a profile is not a valid composition.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -154,23 +159,74 @@ pub enum ProfileError {
 
 /// Dependencies: (microprotocol, needs, why).
 const DEPENDENCIES: &[(MicroId, MicroId, &str)] = &[
-    (MicroId::Arq, MicroId::AckTracking, "it retransmits what ack-tracking reports lost"),
-    (MicroId::Arq, MicroId::Sequencing, "retransmitted segments are recognised by their sequence numbers"),
-    (MicroId::AckTracking, MicroId::Rtt, "loss detection and the retransmission timer need RTT estimates"),
-    (MicroId::Fifo, MicroId::Arq, "in-order delivery waits for every message, so a lost one would stall it forever"),
-    (MicroId::Fifo, MicroId::Sequencing, "ordering needs duplicate-free segments"),
-    (MicroId::Unordered, MicroId::Sequencing, "delivery must never duplicate a message"),
-    (MicroId::FlowWindow, MicroId::Sequencing, "credit is counted in segment sequence numbers"),
-    (MicroId::CongestionWindow, MicroId::AckTracking, "the window shrinks as packets are acked or lost"),
-    (MicroId::CongestionWindow, MicroId::NewReno, "a congestion mechanism needs a policy to set its window"),
-    (MicroId::NewReno, MicroId::CongestionWindow, "a congestion policy needs the window mechanism it drives"),
-    (MicroId::NewReno, MicroId::AckTracking, "the policy reacts to acked and lost packets"),
-    (MicroId::Pacing, MicroId::NewReno, "the pacing mechanism needs a policy to set its rate"),
+    (
+        MicroId::Arq,
+        MicroId::AckTracking,
+        "it retransmits what ack-tracking reports lost",
+    ),
+    (
+        MicroId::Arq,
+        MicroId::Sequencing,
+        "retransmitted segments are recognised by their sequence numbers",
+    ),
+    (
+        MicroId::AckTracking,
+        MicroId::Rtt,
+        "loss detection and the retransmission timer need RTT estimates",
+    ),
+    (
+        MicroId::Fifo,
+        MicroId::Arq,
+        "in-order delivery waits for every message, so a lost one would stall it forever",
+    ),
+    (
+        MicroId::Fifo,
+        MicroId::Sequencing,
+        "ordering needs duplicate-free segments",
+    ),
+    (
+        MicroId::Unordered,
+        MicroId::Sequencing,
+        "delivery must never duplicate a message",
+    ),
+    (
+        MicroId::FlowWindow,
+        MicroId::Sequencing,
+        "credit is counted in segment sequence numbers",
+    ),
+    (
+        MicroId::CongestionWindow,
+        MicroId::AckTracking,
+        "the window shrinks as packets are acked or lost",
+    ),
+    (
+        MicroId::CongestionWindow,
+        MicroId::NewReno,
+        "a congestion mechanism needs a policy to set its window",
+    ),
+    (
+        MicroId::NewReno,
+        MicroId::CongestionWindow,
+        "a congestion policy needs the window mechanism it drives",
+    ),
+    (
+        MicroId::NewReno,
+        MicroId::AckTracking,
+        "the policy reacts to acked and lost packets",
+    ),
+    (
+        MicroId::Pacing,
+        MicroId::NewReno,
+        "the pacing mechanism needs a policy to set its rate",
+    ),
 ];
 
 /// Conflicts: (a, b, why).
-const CONFLICTS: &[(MicroId, MicroId, &str)] =
-    &[(MicroId::Fifo, MicroId::Unordered, "a message cannot be delivered both in order and as it completes")];
+const CONFLICTS: &[(MicroId, MicroId, &str)] = &[(
+    MicroId::Fifo,
+    MicroId::Unordered,
+    "a message cannot be delivered both in order and as it completes",
+)];
 
 /// Tunable parameters of a profile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -224,16 +280,32 @@ impl Params {
     pub fn check(&self) -> Result<(), ProfileError> {
         let bad = |name, value: u64, hint| Err(ProfileError::Param { name, value, hint });
         if !(MIN_UDP_PAYLOAD..=65_000).contains(&self.max_udp_payload) {
-            return bad("max_udp_payload", self.max_udp_payload.into(), "1200..=65000 bytes");
+            return bad(
+                "max_udp_payload",
+                self.max_udp_payload.into(),
+                "1200..=65000 bytes",
+            );
         }
         if !(16..=1 << 20).contains(&self.flow_window) {
-            return bad("flow_window", self.flow_window.into(), "16..=1048576 segments");
+            return bad(
+                "flow_window",
+                self.flow_window.into(),
+                "16..=1048576 segments",
+            );
         }
         if !(1..=MAX_MESSAGE_LIMIT).contains(&self.max_message) {
-            return bad("max_message", self.max_message.into(), "1..=1073741824 bytes");
+            return bad(
+                "max_message",
+                self.max_message.into(),
+                "1..=1073741824 bytes",
+            );
         }
         if !(100..=3_600_000).contains(&self.idle_timeout_ms) {
-            return bad("idle_timeout_ms", self.idle_timeout_ms.into(), "100..=3600000 ms");
+            return bad(
+                "idle_timeout_ms",
+                self.idle_timeout_ms.into(),
+                "100..=3600000 ms",
+            );
         }
         if self.keepalive_ms == 0 {
             return bad("keepalive_ms", 0, "at least 1 ms");
@@ -242,7 +314,11 @@ impl Params {
             return bad("initial_window", 0, "at least 1 packet");
         }
         if self.send_buffer < 65_536 || self.recv_buffer < 65_536 {
-            return bad("send_buffer/recv_buffer", self.send_buffer.min(self.recv_buffer).into(), "at least 65536 bytes");
+            return bad(
+                "send_buffer/recv_buffer",
+                self.send_buffer.min(self.recv_buffer).into(),
+                "at least 65536 bytes",
+            );
         }
         Ok(())
     }
@@ -261,8 +337,14 @@ pub struct Profile {
 
 /// Names and one-line descriptions of the built-in profiles.
 pub const BUILTIN: &[(&str, &str)] = &[
-    ("reliable", "ordered, reliable byte stream and messages; NewReno congestion control"),
-    ("datagram", "unordered, unreliable messages; still congestion-controlled"),
+    (
+        "reliable",
+        "ordered, reliable byte stream and messages; NewReno congestion control",
+    ),
+    (
+        "datagram",
+        "unordered, unreliable messages; still congestion-controlled",
+    ),
 ];
 
 impl Profile {
@@ -272,8 +354,20 @@ impl Profile {
         Profile {
             name: "reliable".into(),
             micros: MicroSet::of(&[
-                Demux, Integrity, Setup, Fragmentation, Sequencing, AckTracking, Rtt, Arq, Fifo, FlowWindow,
-                CongestionWindow, Pacing, NewReno, KeepAlive,
+                Demux,
+                Integrity,
+                Setup,
+                Fragmentation,
+                Sequencing,
+                AckTracking,
+                Rtt,
+                Arq,
+                Fifo,
+                FlowWindow,
+                CongestionWindow,
+                Pacing,
+                NewReno,
+                KeepAlive,
             ]),
             params: Params::default(),
         }
@@ -285,8 +379,18 @@ impl Profile {
         Profile {
             name: "datagram".into(),
             micros: MicroSet::of(&[
-                Demux, Integrity, Setup, Fragmentation, Sequencing, AckTracking, Rtt, Unordered, CongestionWindow,
-                Pacing, NewReno, KeepAlive,
+                Demux,
+                Integrity,
+                Setup,
+                Fragmentation,
+                Sequencing,
+                AckTracking,
+                Rtt,
+                Unordered,
+                CongestionWindow,
+                Pacing,
+                NewReno,
+                KeepAlive,
             ]),
             params: Params::default(),
         }
@@ -355,7 +459,12 @@ pub struct Isn {
 pub fn encode_offer(out: &mut Vec<u8>, micros: MicroSet, p: &Params, isn: &Isn) {
     use crate::wire::varint::put;
     put(out, micros.0);
-    for v in [p.max_udp_payload as u64, p.flow_window as u64, p.max_message as u64, p.idle_timeout_ms as u64] {
+    for v in [
+        p.max_udp_payload as u64,
+        p.flow_window as u64,
+        p.max_message as u64,
+        p.idle_timeout_ms as u64,
+    ] {
         put(out, v);
     }
     put(out, isn.seg);
@@ -364,15 +473,23 @@ pub fn encode_offer(out: &mut Vec<u8>, micros: MicroSet, p: &Params, isn: &Isn) 
 }
 
 /// Decodes what [`encode_offer`] wrote; the remaining parameters are taken from `local`.
-pub fn decode_offer(r: &mut Reader<'_>, local: &Params) -> Result<(MicroSet, Params, Isn), WireError> {
+pub fn decode_offer(
+    r: &mut Reader<'_>,
+    local: &Params,
+) -> Result<(MicroSet, Params, Isn), WireError> {
     let micros = MicroSet(r.varint()?);
     let mut p = *local;
     let clamp32 = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
-    p.max_udp_payload = u16::try_from(r.varint()?).map_err(|_| WireError::Invalid("max_udp_payload"))?;
+    p.max_udp_payload =
+        u16::try_from(r.varint()?).map_err(|_| WireError::Invalid("max_udp_payload"))?;
     p.flow_window = clamp32(r.varint()?);
     p.max_message = clamp32(r.varint()?);
     p.idle_timeout_ms = clamp32(r.varint()?);
-    let isn = Isn { seg: r.varint()?, msg: r.varint()?, pn: r.varint()? };
+    let isn = Isn {
+        seg: r.varint()?,
+        msg: r.varint()?,
+        pn: r.varint()?,
+    };
     Ok((micros, p, isn))
 }
 
@@ -390,9 +507,17 @@ pub enum Negotiated {
 /// Optional microprotocols the responder lacks are dropped; a missing required one, an
 /// unknown bit or an invalid result refuses with a reason naming it. Numeric parameters
 /// become the smaller of the two sides' values.
-pub fn negotiate(requested: MicroSet, asked: &Params, supported: MicroSet, local: &Params) -> Negotiated {
+pub fn negotiate(
+    requested: MicroSet,
+    asked: &Params,
+    supported: MicroSet,
+    local: &Params,
+) -> Negotiated {
     if requested.unknown_bits() != 0 {
-        return Negotiated::Refuse(format!("unknown microprotocol bits {:#x}", requested.unknown_bits()));
+        return Negotiated::Refuse(format!(
+            "unknown microprotocol bits {:#x}",
+            requested.unknown_bits()
+        ));
     }
     let mut set = requested;
     for m in requested.iter() {
@@ -400,7 +525,9 @@ pub fn negotiate(requested: MicroSet, asked: &Params, supported: MicroSet, local
             if OPTIONAL.contains(&m) {
                 set = set.without(m);
             } else {
-                return Negotiated::Refuse(format!("responder does not support microprotocol `{m}`"));
+                return Negotiated::Refuse(format!(
+                    "responder does not support microprotocol `{m}`"
+                ));
             }
         }
     }
@@ -446,12 +573,16 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
     let mut micros = Vec::new();
     let reliable = set.has(MicroId::Arq);
     for m in set.iter() {
-        let mut setup = Setup { holds: &mut st.holds, timers: &mut st.timers, index: micros.len() as u8 };
+        let mut setup = Setup {
+            holds: &mut st.holds,
+            timers: &mut st.timers,
+            index: micros.len() as u8,
+        };
         let built = match m {
             MicroId::Demux | MicroId::Integrity | MicroId::Setup => continue,
-            MicroId::Fragmentation => {
-                AnyMicro::Fragmentation(micro::fragmentation::Fragmentation::new(p.max_message as usize, reliable))
-            }
+            MicroId::Fragmentation => AnyMicro::Fragmentation(
+                micro::fragmentation::Fragmentation::new(p.max_message as usize, reliable),
+            ),
             MicroId::Sequencing => {
                 let (mode, width) = if reliable {
                     (micro::sequencing::WindowMode::Strict, p.flow_window as u64)
@@ -472,10 +603,14 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
             MicroId::Arq => AnyMicro::Arq(micro::arq::Arq::new(&mut setup)?),
             MicroId::Fifo => AnyMicro::Fifo(micro::ordering::Fifo::default()),
             MicroId::Unordered => AnyMicro::Unordered(micro::ordering::Unordered),
-            MicroId::FlowWindow => {
-                AnyMicro::FlowWindow(micro::flow_window::FlowWindow::new(&mut setup, p.flow_window as u64, peer.seg)?)
+            MicroId::FlowWindow => AnyMicro::FlowWindow(micro::flow_window::FlowWindow::new(
+                &mut setup,
+                p.flow_window as u64,
+                peer.seg,
+            )?),
+            MicroId::CongestionWindow => {
+                AnyMicro::CongestionWindow(micro::window::CongestionWindow::new(&mut setup)?)
             }
-            MicroId::CongestionWindow => AnyMicro::CongestionWindow(micro::window::CongestionWindow::new(&mut setup)?),
             MicroId::Pacing => AnyMicro::Pacing(micro::pacing::Pacing::new(&mut setup)?),
             MicroId::NewReno => AnyMicro::NewReno(micro::newreno::NewReno::new(
                 (p.max_udp_payload as usize) as u64,
@@ -504,21 +639,31 @@ mod tests {
         for (name, _) in BUILTIN {
             Profile::builtin(name).unwrap().check().unwrap();
         }
-        assert!(matches!(Profile::builtin("nope"), Err(ProfileError::Unknown { .. })));
+        assert!(matches!(
+            Profile::builtin("nope"),
+            Err(ProfileError::Unknown { .. })
+        ));
     }
 
     /// Each dependency rule, provoked by removing what it needs.
     #[test]
     fn every_dependency_is_enforced() {
         for &(micro, needs, _) in DEPENDENCIES {
-            let base = if Profile::reliable().micros.has(micro) { Profile::reliable() } else { Profile::datagram() };
+            let base = if Profile::reliable().micros.has(micro) {
+                Profile::reliable()
+            } else {
+                Profile::datagram()
+            };
             assert!(base.micros.has(micro), "{micro} is in a builtin");
             let set = base.micros.without(needs);
             let err = check_micros(set).unwrap_err();
             // The first failing rule may be another one caused by the same removal, but it
             // must name the removed microprotocol.
             let text = err.to_string();
-            assert!(text.contains(&format!("`{needs}`")), "removing {needs} gave: {text}");
+            assert!(
+                text.contains(&format!("`{needs}`")),
+                "removing {needs} gave: {text}"
+            );
         }
     }
 
@@ -527,17 +672,33 @@ mod tests {
         let both = MicroSet(Profile::reliable().micros.0 | MicroSet::of(&[Unordered]).0);
         assert_eq!(
             check_micros(both),
-            Err(ProfileError::Conflict { a: Fifo, b: Unordered, why: CONFLICTS[0].2 })
+            Err(ProfileError::Conflict {
+                a: Fifo,
+                b: Unordered,
+                why: CONFLICTS[0].2
+            })
         );
         let msg = check_micros(both).unwrap_err().to_string();
-        assert!(msg.contains("`fifo`") && msg.contains("`unordered`"), "{msg}");
-        assert_eq!(check_micros(Profile::datagram().micros.without(Integrity)), Err(ProfileError::Mandatory(Integrity)));
-        assert_eq!(check_micros(Profile::datagram().micros.without(Unordered)), Err(ProfileError::NoDelivery));
+        assert!(
+            msg.contains("`fifo`") && msg.contains("`unordered`"),
+            "{msg}"
+        );
+        assert_eq!(
+            check_micros(Profile::datagram().micros.without(Integrity)),
+            Err(ProfileError::Mandatory(Integrity))
+        );
+        assert_eq!(
+            check_micros(Profile::datagram().micros.without(Unordered)),
+            Err(ProfileError::NoDelivery)
+        );
     }
 
     #[test]
     fn params_out_of_range_name_the_parameter() {
-        let mut p = Params { max_udp_payload: 500, ..Params::default() };
+        let mut p = Params {
+            max_udp_payload: 500,
+            ..Params::default()
+        };
         let e = p.check().unwrap_err().to_string();
         assert!(e.contains("max_udp_payload") && e.contains("1200"), "{e}");
         p.max_udp_payload = 1452;
@@ -550,9 +711,15 @@ mod tests {
         let local = Params::default();
         let all = MicroSet::of(MicroId::ALL);
         let r = Profile::reliable();
-        assert_eq!(negotiate(r.micros, &r.params, all, &local), Negotiated::Accept(r.micros, local));
+        assert_eq!(
+            negotiate(r.micros, &r.params, all, &local),
+            Negotiated::Accept(r.micros, local)
+        );
         // Narrowing: the responder lacks keepalive (optional) and has a smaller window.
-        let small = Params { flow_window: 64, ..local };
+        let small = Params {
+            flow_window: 64,
+            ..local
+        };
         match negotiate(r.micros, &r.params, all.without(KeepAlive), &small) {
             Negotiated::Accept(set, p) => {
                 assert_eq!(set, r.micros.without(KeepAlive));
@@ -566,13 +733,23 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // Unknown bits.
-        assert!(matches!(negotiate(MicroSet(1 << 60), &local, all, &local), Negotiated::Refuse(_)));
+        assert!(matches!(
+            negotiate(MicroSet(1 << 60), &local, all, &local),
+            Negotiated::Refuse(_)
+        ));
     }
 
     #[test]
     fn offers_round_trip() {
-        let p = Params { flow_window: 99, ..Params::default() };
-        let isn = Isn { seg: 1 << 40, msg: 7, pn: 99 };
+        let p = Params {
+            flow_window: 99,
+            ..Params::default()
+        };
+        let isn = Isn {
+            seg: 1 << 40,
+            msg: 7,
+            pn: 99,
+        };
         let mut out = Vec::new();
         encode_offer(&mut out, Profile::datagram().micros, &p, &isn);
         let (m, q, i) = decode_offer(&mut Reader::new(&out), &Params::default()).unwrap();

@@ -83,6 +83,10 @@ pub struct EndpointStats {
 impl EndpointStats {
     /// All datagrams dropped before reaching a connection.
     pub fn malformed_dropped(&self) -> u64 {
-        self.bad_checksum + self.bad_header + self.unknown_version + self.unknown_connection + self.handshake_dropped
+        self.bad_checksum
+            + self.bad_header
+            + self.unknown_version
+            + self.unknown_connection
+            + self.handshake_dropped
     }
 }

@@ -36,7 +36,10 @@ impl Instant {
 impl Add<Duration> for Instant {
     type Output = Instant;
     fn add(self, d: Duration) -> Instant {
-        Instant(self.0.saturating_add(d.as_micros().min(u64::MAX as u128) as u64))
+        Instant(
+            self.0
+                .saturating_add(d.as_micros().min(u64::MAX as u128) as u64),
+        )
     }
 }
 
@@ -62,6 +65,9 @@ mod tests {
         let t = Instant::from_micros(10);
         assert_eq!(t - Instant::from_micros(20), Duration::ZERO);
         assert_eq!((t + Duration::from_millis(1)).as_micros(), 1010);
-        assert_eq!(Instant::from_micros(u64::MAX) + Duration::from_secs(1), Instant::from_micros(u64::MAX));
+        assert_eq!(
+            Instant::from_micros(u64::MAX) + Duration::from_secs(1),
+            Instant::from_micros(u64::MAX)
+        );
     }
 }

@@ -20,7 +20,11 @@ fn sealed(mut p: Vec<u8>) -> Vec<u8> {
 fn hostile_packets(cid: u64) -> Vec<Vec<u8>> {
     let short = |frames: &[u8]| {
         let mut p = Vec::new();
-        Header::Short { dcid: cid, pn: 1 << 40 }.emit(&mut p);
+        Header::Short {
+            dcid: cid,
+            pn: 1 << 40,
+        }
+        .emit(&mut p);
         p.extend_from_slice(frames);
         sealed(p)
     };
@@ -60,23 +64,45 @@ fn hostile_packets(cid: u64) -> Vec<Vec<u8>> {
     v.push(vec![0x40]);
     // Unknown version.
     let mut p = Vec::new();
-    Header::Long { ty: LongType::Init, version: VERSION ^ 0xff, dcid: 0, scid: 9 }.emit(&mut p);
+    Header::Long {
+        ty: LongType::Init,
+        version: VERSION ^ 0xff,
+        dcid: 0,
+        scid: 9,
+    }
+    .emit(&mut p);
     p.resize(1300, 0);
     v.push(sealed(p));
     // Wrong connection id.
     let mut p = Vec::new();
-    Header::Short { dcid: cid ^ 0x5555, pn: 3 }.emit(&mut p);
+    Header::Short {
+        dcid: cid ^ 0x5555,
+        pn: 3,
+    }
+    .emit(&mut p);
     Frame::emit_simple(&mut p, ty::PING, None);
     v.push(sealed(p));
     // A cookie echo with a forged cookie.
     let mut p = Vec::new();
-    Header::Long { ty: LongType::CookieEcho, version: VERSION, dcid: 77, scid: 9 }.emit(&mut p);
+    Header::Long {
+        ty: LongType::CookieEcho,
+        version: VERSION,
+        dcid: 77,
+        scid: 9,
+    }
+    .emit(&mut p);
     varint::put(&mut p, 60);
     p.extend_from_slice(&[0xab; 60]);
     v.push(sealed(p));
     // A tiny INIT (not padded: would allow amplification).
     let mut p = Vec::new();
-    Header::Long { ty: LongType::Init, version: VERSION, dcid: 0, scid: 9 }.emit(&mut p);
+    Header::Long {
+        ty: LongType::Init,
+        version: VERSION,
+        dcid: 0,
+        scid: 9,
+    }
+    .emit(&mut p);
     v.push(sealed(p));
     // Bad checksum.
     let mut p = short(&[ty::PING as u8]);
@@ -91,7 +117,8 @@ fn hostile_packets_are_counted_and_the_transfer_carries_on() {
     let mut p = Pair::new(11);
     let (c, s) = connect(&mut p, &Profile::reliable());
     let server_cid = p.server.connection(s).unwrap().local_cid();
-    let before = p.server.stats().malformed_dropped() + p.server.connection(s).unwrap().stats().malformed_dropped;
+    let before = p.server.stats().malformed_dropped()
+        + p.server.connection(s).unwrap().stats().malformed_dropped;
     let hostile = hostile_packets(server_cid);
     let count = hostile.len() as u64;
     for pkt in hostile {
@@ -100,8 +127,14 @@ fn hostile_packets_are_counted_and_the_transfer_carries_on() {
     let payload = data(500_000, 2);
     let (got, eof) = stream_transfer(&mut p, c, s, &payload, Duration::from_secs(60));
     assert!(eof && got == payload, "transfer must complete intact");
-    let after = p.server.stats().malformed_dropped() + p.server.connection(s).unwrap().stats().malformed_dropped;
-    assert_eq!(after - before, count, "every hostile packet is counted once: {:?}", p.server.stats());
+    let after = p.server.stats().malformed_dropped()
+        + p.server.connection(s).unwrap().stats().malformed_dropped;
+    assert_eq!(
+        after - before,
+        count,
+        "every hostile packet is counted once: {:?}",
+        p.server.stats()
+    );
 }
 
 proptest! {
@@ -128,4 +161,3 @@ proptest! {
         }
     }
 }
-

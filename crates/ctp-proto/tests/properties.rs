@@ -11,16 +11,24 @@ use ctp_proto::Profile;
 use proptest::prelude::*;
 
 fn link() -> impl Strategy<Value = LinkModel> {
-    (0.0..=0.30f64, 0.0..=0.2f64, 0.0..=0.5f64, 1u64..=40, 0u64..=30, 0.0..=0.05f64).prop_map(
-        |(loss, duplicate, reorder, delay_ms, extra_ms, corrupt)| LinkModel {
-            delay: Duration::from_millis(delay_ms),
-            loss,
-            duplicate,
-            reorder,
-            reorder_extra: Duration::from_millis(extra_ms),
-            corrupt,
-        },
+    (
+        0.0..=0.30f64,
+        0.0..=0.2f64,
+        0.0..=0.5f64,
+        1u64..=40,
+        0u64..=30,
+        0.0..=0.05f64,
     )
+        .prop_map(
+            |(loss, duplicate, reorder, delay_ms, extra_ms, corrupt)| LinkModel {
+                delay: Duration::from_millis(delay_ms),
+                loss,
+                duplicate,
+                reorder,
+                reorder_extra: Duration::from_millis(extra_ms),
+                corrupt,
+            },
+        )
 }
 
 proptest! {

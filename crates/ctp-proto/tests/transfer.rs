@@ -17,8 +17,15 @@ fn reliable_stream_moves_a_megabyte_exactly() {
     assert_eq!(got.len(), payload.len());
     assert!(got == payload, "bytes differ");
     let st = p.client.connection(c).unwrap().stats();
-    assert_eq!(st.retransmissions, 0, "a clean link needs no retransmission: {st:?}");
-    assert!(st.srtt_us >= 20_000 && st.srtt_us < 40_000, "srtt {} on a 20 ms RTT path", st.srtt_us);
+    assert_eq!(
+        st.retransmissions, 0,
+        "a clean link needs no retransmission: {st:?}"
+    );
+    assert!(
+        st.srtt_us >= 20_000 && st.srtt_us < 40_000,
+        "srtt {} on a 20 ms RTT path",
+        st.srtt_us
+    );
     // The receiver sent only acknowledgements: it must not remember them.
     let rs = p.server.connection(s).unwrap().stats();
     assert!(rs.packets_sent > 100 && rs.tracked_packets <= 2, "{rs:?}");
@@ -27,14 +34,24 @@ fn reliable_stream_moves_a_megabyte_exactly() {
 #[test]
 fn reliable_stream_survives_heavy_loss_reordering_and_duplication() {
     let mut p = Pair::new(2);
-    let bad = LinkModel { loss: 0.2, duplicate: 0.1, reorder: 0.2, ..LinkModel::default() };
+    let bad = LinkModel {
+        loss: 0.2,
+        duplicate: 0.1,
+        reorder: 0.2,
+        ..LinkModel::default()
+    };
     p.to_server = bad;
     p.to_client = bad;
     let (c, s) = connect(&mut p, &Profile::reliable());
     let payload = data(300_000, 9);
     let (got, eof) = stream_transfer(&mut p, c, s, &payload, Duration::from_secs(600));
     assert!(eof);
-    assert!(got == payload, "bytes differ: got {} of {}", got.len(), payload.len());
+    assert!(
+        got == payload,
+        "bytes differ: got {} of {}",
+        got.len(),
+        payload.len()
+    );
     let st = p.client.connection(c).unwrap().stats();
     assert!(st.retransmissions > 0 && st.packets_lost > 0, "{st:?}");
     assert!(p.server.connection(s).unwrap().stats().duplicate_segments > 0);
@@ -46,13 +63,21 @@ fn messages_keep_boundaries_and_order_up_to_16_mib() {
     p.to_server.loss = 0.01;
     let (c, s) = connect(&mut p, &Profile::reliable());
     let sizes = [0usize, 1, 100, 1300, 1400, 5000, 70_000, 16 << 20];
-    let msgs: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &n)| data(n, i as u64)).collect();
+    let msgs: Vec<Vec<u8>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| data(n, i as u64))
+        .collect();
     let mut next = 0;
     let mut got: Vec<bytes::Bytes> = Vec::new();
     let ok = p.run_until(Duration::from_secs(600), |p| {
         let now = p.now;
         let conn = p.client.connection_mut(c).unwrap();
-        while next < msgs.len() && conn.send_msg(now, bytes::Bytes::from(msgs[next].clone())).is_ok() {
+        while next < msgs.len()
+            && conn
+                .send_msg(now, bytes::Bytes::from(msgs[next].clone()))
+                .is_ok()
+        {
             next += 1;
         }
         let conn = p.server.connection_mut(s).unwrap();
@@ -63,17 +88,36 @@ fn messages_keep_boundaries_and_order_up_to_16_mib() {
     });
     assert!(ok, "only {} of {} messages arrived", got.len(), msgs.len());
     for (i, (g, m)) in got.iter().zip(&msgs).enumerate() {
-        assert!(g[..] == m[..], "message {i} differs ({} vs {} bytes)", g.len(), m.len());
+        assert!(
+            g[..] == m[..],
+            "message {i} differs ({} vs {} bytes)",
+            g.len(),
+            m.len()
+        );
     }
     let too_big = bytes::Bytes::from(vec![0u8; (16 << 20) + 1]);
-    let err = p.client.connection_mut(c).unwrap().send_msg(p.now, too_big).unwrap_err();
-    assert!(err.to_string().contains("exceeds the negotiated maximum"), "{err}");
+    let err = p
+        .client
+        .connection_mut(c)
+        .unwrap()
+        .send_msg(p.now, too_big)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("exceeds the negotiated maximum"),
+        "{err}"
+    );
 }
 
 #[test]
 fn datagram_profile_delivers_each_message_at_most_once_and_intact() {
     let mut p = Pair::new(4);
-    let bad = LinkModel { loss: 0.1, duplicate: 0.2, reorder: 0.3, corrupt: 0.05, ..LinkModel::default() };
+    let bad = LinkModel {
+        loss: 0.1,
+        duplicate: 0.2,
+        reorder: 0.3,
+        corrupt: 0.05,
+        ..LinkModel::default()
+    };
     p.to_server = bad;
     let (c, s) = connect(&mut p, &Profile::datagram());
     let n = 2000u32;
@@ -82,7 +126,11 @@ fn datagram_profile_delivers_each_message_at_most_once_and_intact() {
     p.run_until(Duration::from_secs(60), |p| {
         let now = p.now;
         let conn = p.client.connection_mut(c).unwrap();
-        while sent < n && conn.send_msg(now, bytes::Bytes::from(msg_for(sent))).is_ok() {
+        while sent < n
+            && conn
+                .send_msg(now, bytes::Bytes::from(msg_for(sent)))
+                .is_ok()
+        {
             sent += 1;
         }
         let conn = p.server.connection_mut(s).unwrap();
@@ -99,9 +147,19 @@ fn datagram_profile_delivers_each_message_at_most_once_and_intact() {
         assert_eq!(&m[..], &msg_for(id)[..], "message {id} corrupted");
         assert!(seen.insert(id), "message {id} delivered twice");
     }
-    assert!(got.len() as u32 > n / 2, "most messages should arrive: {}", got.len());
-    assert!((got.len() as u32) < n, "10% loss without ARQ must lose some");
-    assert!(p.server.stats().bad_checksum > 0, "corruption must have been detected");
+    assert!(
+        got.len() as u32 > n / 2,
+        "most messages should arrive: {}",
+        got.len()
+    );
+    assert!(
+        (got.len() as u32) < n,
+        "10% loss without ARQ must lose some"
+    );
+    assert!(
+        p.server.stats().bad_checksum > 0,
+        "corruption must have been detected"
+    );
 }
 
 fn msg_for(id: u32) -> Vec<u8> {
@@ -120,12 +178,23 @@ fn graceful_close_reaches_both_sides_after_all_data() {
     let now = p.now;
     p.client.connection_mut(c).unwrap().close(now);
     let ok = p.run_until(Duration::from_secs(10), |p| {
-        matches!(p.client.connection(c).unwrap().state(), ConnectionState::Closed(_))
-            && matches!(p.server.connection(s).unwrap().state(), ConnectionState::Closed(_))
+        matches!(
+            p.client.connection(c).unwrap().state(),
+            ConnectionState::Closed(_)
+        ) && matches!(
+            p.server.connection(s).unwrap().state(),
+            ConnectionState::Closed(_)
+        )
     });
     assert!(ok);
-    assert_eq!(p.client.connection(c).unwrap().close_reason(), Some(&CloseReason::Graceful));
-    assert_eq!(p.server.connection(s).unwrap().close_reason(), Some(&CloseReason::Graceful));
+    assert_eq!(
+        p.client.connection(c).unwrap().close_reason(),
+        Some(&CloseReason::Graceful)
+    );
+    assert_eq!(
+        p.server.connection(s).unwrap().close_reason(),
+        Some(&CloseReason::Graceful)
+    );
 }
 
 #[test]
@@ -134,12 +203,25 @@ fn abort_carries_its_reason_to_the_peer() {
     let (c, s) = connect(&mut p, &Profile::reliable());
     let now = p.now;
     p.client.connection_mut(c).unwrap().abort(now, "disk full");
-    let ok = p.run_until(Duration::from_secs(5), |p| p.server.connection(s).unwrap().close_reason().is_some());
+    let ok = p.run_until(Duration::from_secs(5), |p| {
+        p.server.connection(s).unwrap().close_reason().is_some()
+    });
     assert!(ok);
-    let r = p.server.connection(s).unwrap().close_reason().unwrap().to_string();
+    let r = p
+        .server
+        .connection(s)
+        .unwrap()
+        .close_reason()
+        .unwrap()
+        .to_string();
     assert!(r.contains("disk full"), "{r}");
     let mut buf = [0u8; 16];
-    let err = p.server.connection_mut(s).unwrap().stream_read(now, &mut buf).unwrap_err();
+    let err = p
+        .server
+        .connection_mut(s)
+        .unwrap()
+        .stream_read(now, &mut buf)
+        .unwrap_err();
     assert!(err.to_string().contains("disk full"), "{err}");
 }
 
@@ -152,13 +234,25 @@ fn a_vanished_peer_ends_the_connection_with_idle_timeout() {
     p.to_server.loss = 1.0;
     p.to_client.loss = 1.0;
     let now = p.now;
-    p.client.connection_mut(c).unwrap().stream_write(now, &data(10_000, 3)).unwrap();
+    p.client
+        .connection_mut(c)
+        .unwrap()
+        .stream_write(now, &data(10_000, 3))
+        .unwrap();
     let start = p.now;
-    let ok = p.run_until(Duration::from_secs(60), |p| p.client.connection(c).unwrap().close_reason().is_some());
+    let ok = p.run_until(Duration::from_secs(60), |p| {
+        p.client.connection(c).unwrap().close_reason().is_some()
+    });
     assert!(ok);
     let waited = p.now.saturating_since(start);
-    assert!(waited >= Duration::from_secs(2) && waited < Duration::from_secs(3), "closed after {waited:?}");
-    assert!(matches!(p.client.connection(c).unwrap().close_reason(), Some(CloseReason::IdleTimeout(_))));
+    assert!(
+        waited >= Duration::from_secs(2) && waited < Duration::from_secs(3),
+        "closed after {waited:?}"
+    );
+    assert!(matches!(
+        p.client.connection(c).unwrap().close_reason(),
+        Some(CloseReason::IdleTimeout(_))
+    ));
 }
 
 #[test]
@@ -166,9 +260,20 @@ fn unanswered_handshake_times_out_with_a_reason() {
     let mut p = Pair::new(8);
     p.to_server.loss = 1.0;
     let now = p.now;
-    let c = p.client.connect(now, p.server_addr, &Profile::reliable()).unwrap();
-    let ok = p.run_until(Duration::from_secs(30), |p| p.client.connection(c).unwrap().close_reason().is_some());
+    let c = p
+        .client
+        .connect(now, p.server_addr, &Profile::reliable())
+        .unwrap();
+    let ok = p.run_until(Duration::from_secs(30), |p| {
+        p.client.connection(c).unwrap().close_reason().is_some()
+    });
     assert!(ok);
-    let r = p.client.connection(c).unwrap().close_reason().unwrap().to_string();
+    let r = p
+        .client
+        .connection(c)
+        .unwrap()
+        .close_reason()
+        .unwrap()
+        .to_string();
     assert!(r.contains("handshake timed out"), "{r}");
 }

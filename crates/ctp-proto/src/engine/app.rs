@@ -59,7 +59,11 @@ pub struct AppIo {
 impl AppIo {
     /// Empty buffers with the given send and receive limits.
     pub fn with_limits(tx_limit: usize, rx_limit: usize) -> Self {
-        AppIo { tx_limit, rx_limit, ..AppIo::default() }
+        AppIo {
+            tx_limit,
+            rx_limit,
+            ..AppIo::default()
+        }
     }
 
     /// Stores a reassembled message until ordering releases it; returns its slot.

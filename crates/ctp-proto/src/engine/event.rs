@@ -193,7 +193,10 @@ impl<'a> Event<'a> {
     /// The same event with a `'static` lifetime, or `None` if it borrows the datagram.
     pub fn to_static(self) -> Option<Event<'static>> {
         Some(match self {
-            Event::AckFrame(_) | Event::NakFrame(_) | Event::SegmentArrived(_) | Event::SegmentAccepted(_) => return None,
+            Event::AckFrame(_)
+            | Event::NakFrame(_)
+            | Event::SegmentArrived(_)
+            | Event::SegmentAccepted(_) => return None,
             Event::UserData => Event::UserData,
             Event::SegmentReady { seg, retransmit } => Event::SegmentReady { seg, retransmit },
             Event::HoldLast { seg, bit } => Event::HoldLast { seg, bit },
@@ -201,10 +204,24 @@ impl<'a> Event<'a> {
             Event::PacketAcked(p) => Event::PacketAcked(p),
             Event::PacketLost(p) => Event::PacketLost(p),
             Event::RtoExpired { backoff } => Event::RtoExpired { backoff },
-            Event::RttSample { rtt_us, ack_delay_us } => Event::RttSample { rtt_us, ack_delay_us },
+            Event::RttSample {
+                rtt_us,
+                ack_delay_us,
+            } => Event::RttSample {
+                rtt_us,
+                ack_delay_us,
+            },
             Event::CongestionChanged => Event::CongestionChanged,
             Event::SegmentDone(s) => Event::SegmentDone(s),
-            Event::PacketReceived { pn, ack_eliciting, bytes } => Event::PacketReceived { pn, ack_eliciting, bytes },
+            Event::PacketReceived {
+                pn,
+                ack_eliciting,
+                bytes,
+            } => Event::PacketReceived {
+                pn,
+                ack_eliciting,
+                bytes,
+            },
             Event::AckFloor(v) => Event::AckFloor(v),
             Event::MaxSeg(v) => Event::MaxSeg(v),
             Event::Ping => Event::Ping,

@@ -58,7 +58,11 @@ pub struct HoldRegistry {
 
 impl HoldRegistry {
     /// Allocates a new bit in `barrier`.
-    pub fn register(&mut self, barrier: Barrier, rearm: Rearm) -> Result<HoldBit, HoldBitsExhausted> {
+    pub fn register(
+        &mut self,
+        barrier: Barrier,
+        rearm: Rearm,
+    ) -> Result<HoldBit, HoldBitsExhausted> {
         let mask = match barrier {
             Barrier::Send => &mut self.send,
             Barrier::Deallocate => &mut self.dealloc,
@@ -103,7 +107,11 @@ pub enum Release {
 impl Holds {
     /// Fresh barriers for a new segment: nothing is set yet.
     pub fn new(reg: &HoldRegistry) -> Self {
-        Holds { send: reg.send, dealloc: reg.dealloc, done: reg.done }
+        Holds {
+            send: reg.send,
+            dealloc: reg.dealloc,
+            done: reg.done,
+        }
     }
 
     /// Sets `bit` in `barrier` and reports whether the barrier opened.
@@ -134,7 +142,9 @@ mod tests {
     #[test]
     fn send_barrier_opens_after_all_bits_in_any_order() {
         let mut reg = HoldRegistry::default();
-        let bits: Vec<_> = (0..4).map(|_| reg.register(Barrier::Send, Rearm::Once).unwrap()).collect();
+        let bits: Vec<_> = (0..4)
+            .map(|_| reg.register(Barrier::Send, Rearm::Once).unwrap())
+            .collect();
         // Every permutation of the four bits.
         let mut perms: Vec<Vec<u8>> = vec![vec![]];
         for _ in 0..4 {
@@ -176,6 +186,9 @@ mod tests {
             reg.register(Barrier::Deallocate, Rearm::Once).unwrap();
         }
         reg.register(Barrier::Deallocate, Rearm::Once).unwrap();
-        assert_eq!(reg.register(Barrier::Deallocate, Rearm::Once), Err(HoldBitsExhausted(Barrier::Deallocate)));
+        assert_eq!(
+            reg.register(Barrier::Deallocate, Rearm::Once),
+            Err(HoldBitsExhausted(Barrier::Deallocate))
+        );
     }
 }

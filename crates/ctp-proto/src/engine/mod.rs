@@ -76,7 +76,11 @@ pub enum SetupError {
 
 impl Setup<'_> {
     /// Registers a hold bit.
-    pub fn hold_bit(&mut self, barrier: Barrier, rearm: Rearm) -> Result<event::HoldBit, SetupError> {
+    pub fn hold_bit(
+        &mut self,
+        barrier: Barrier,
+        rearm: Rearm,
+    ) -> Result<event::HoldBit, SetupError> {
         Ok(self.holds.register(barrier, rearm)?)
     }
 
@@ -118,16 +122,11 @@ pub struct Cx<'s, 'a> {
 
 /// A tiny FIFO for events that borrow the datagram being processed; their chains are short
 /// (segment arrived → segment accepted), so a handful of slots suffice.
+#[derive(Default)]
 pub struct BorrowedRing<'a> {
     slots: [Option<Event<'a>>; 8],
     head: usize,
     len: usize,
-}
-
-impl Default for BorrowedRing<'_> {
-    fn default() -> Self {
-        BorrowedRing { slots: [None; 8], head: 0, len: 0 }
-    }
 }
 
 impl<'a> BorrowedRing<'a> {
@@ -163,7 +162,9 @@ impl<'a> Cx<'_, 'a> {
 
     /// Sets a hold bit on a segment and raises what follows from it.
     pub fn release(&mut self, seg: SegId, barrier: Barrier, bit: event::HoldBit) {
-        let Some(s) = self.st.segs.get_mut(seg) else { return };
+        let Some(s) = self.st.segs.get_mut(seg) else {
+            return;
+        };
         match (s.holds.set(barrier, bit), barrier) {
             (Release::Complete, Barrier::Send) => self.st.segs.sendable.push_back(seg),
             (Release::LastLeft(b), Barrier::Send) => self.raise(Event::HoldLast { seg, bit: b }),
@@ -182,13 +183,17 @@ impl<'a> Cx<'_, 'a> {
     /// bits must be set again.
     pub fn requeue(&mut self, seg: SegId) {
         let rearm = self.st.holds.send_rearm;
-        let Some(s) = self.st.segs.get_mut(seg) else { return };
+        let Some(s) = self.st.segs.get_mut(seg) else {
+            return;
+        };
         s.holds.send |= rearm;
         self.enter_send_path(seg, true);
     }
 
     fn enter_send_path(&mut self, seg: SegId, retransmit: bool) {
-        let Some(s) = self.st.segs.get(seg) else { return };
+        let Some(s) = self.st.segs.get(seg) else {
+            return;
+        };
         match s.holds.send.count_ones() {
             0 => self.st.segs.sendable.push_back(seg),
             1 => {
@@ -275,7 +280,13 @@ impl Engine {
                 writers.n += 1;
             }
         }
-        Ok(Engine { micros, bindings, writers, st, owned: VecDeque::with_capacity(64) })
+        Ok(Engine {
+            micros,
+            bindings,
+            writers,
+            st,
+            owned: VecDeque::with_capacity(64),
+        })
     }
 
     /// The microprotocols bound to `kind`, by index.
@@ -298,7 +309,12 @@ impl Engine {
     pub fn handle_timeout(&mut self, now: Instant) {
         let mut ring = BorrowedRing::default();
         while let Some((id, owner)) = self.st.timers.pop_expired(now) {
-            let mut cx = Cx { now, st: &mut self.st, owned: &mut self.owned, borrowed: &mut ring };
+            let mut cx = Cx {
+                now,
+                st: &mut self.st,
+                owned: &mut self.owned,
+                borrowed: &mut ring,
+            };
             self.micros[owner as usize].on_timer(id, &mut cx);
             self.run(now, &mut ring);
         }
@@ -321,7 +337,12 @@ impl Engine {
             self.st.stats.events_dispatched += 1;
             let b = self.bindings[ev.kind() as usize];
             for &i in b.ids() {
-                let mut cx = Cx { now, st: &mut self.st, owned: &mut self.owned, borrowed: ring };
+                let mut cx = Cx {
+                    now,
+                    st: &mut self.st,
+                    owned: &mut self.owned,
+                    borrowed: ring,
+                };
                 self.micros[i as usize].handle(&ev, &mut cx);
             }
         }
@@ -330,7 +351,13 @@ impl Engine {
     /// Processes the frames of a received packet (header and trailer already removed).
     /// The whole packet is validated before any frame takes effect, so a malformed packet
     /// changes nothing.
-    pub fn receive(&mut self, now: Instant, pn: u64, frames: &[u8], wire_len: usize) -> Result<Received, WireError> {
+    pub fn receive(
+        &mut self,
+        now: Instant,
+        pn: u64,
+        frames: &[u8],
+        wire_len: usize,
+    ) -> Result<Received, WireError> {
         let mut r = Reader::new(frames);
         let mut ack_eliciting = false;
         let mut out = Received::default();
@@ -340,14 +367,20 @@ impl Engine {
         while !r.is_empty() {
             match Frame::parse(&mut r)? {
                 Frame::Ping | Frame::Data(_) => ack_eliciting = true,
-                Frame::Close { code, reason } => out.close = Some((code, String::from_utf8_lossy(reason).into_owned())),
+                Frame::Close { code, reason } => {
+                    out.close = Some((code, String::from_utf8_lossy(reason).into_owned()))
+                }
                 _ => {}
             }
         }
         self.st.stats.packets_received += 1;
         self.st.stats.bytes_received += wire_len as u64;
         self.st.session.last_heard = now;
-        self.owned.push_back(Event::PacketReceived { pn, ack_eliciting, bytes: wire_len });
+        self.owned.push_back(Event::PacketReceived {
+            pn,
+            ack_eliciting,
+            bytes: wire_len,
+        });
         let mut ring = BorrowedRing::default();
         self.run(now, &mut ring);
         let mut r = Reader::new(frames);
@@ -371,22 +404,39 @@ impl Engine {
     /// Builds the next packet into `out` (cleared first): control frames from the
     /// frame-writing microprotocols, then at most one sendable segment. Returns false when
     /// there is nothing to send.
-    pub fn build_packet(&mut self, now: Instant, dcid: ConnectionId, max_len: usize, out: &mut Vec<u8>) -> bool {
+    pub fn build_packet(
+        &mut self,
+        now: Instant,
+        dcid: ConnectionId,
+        max_len: usize,
+        out: &mut Vec<u8>,
+    ) -> bool {
         out.clear();
         let pn = self.st.next_pn;
         Header::Short { dcid, pn }.emit(out);
         let header_len = out.len();
         let limit = max_len.saturating_sub(integrity::TRAILER_LEN);
-        let mut w = FrameWriter { buf: out, limit, ack_eliciting: false };
+        let mut w = FrameWriter {
+            buf: out,
+            limit,
+            ack_eliciting: false,
+        };
         let mut ring = BorrowedRing::default();
         for &i in self.writers.ids() {
-            let mut cx = Cx { now, st: &mut self.st, owned: &mut self.owned, borrowed: &mut ring };
+            let mut cx = Cx {
+                now,
+                st: &mut self.st,
+                owned: &mut self.owned,
+                borrowed: &mut ring,
+            };
             self.micros[i as usize].write_frames(&mut w, &mut cx);
         }
         let mut ack_eliciting = w.ack_eliciting;
         let mut carried = None;
         while let Some(seg) = self.st.segs.sendable.pop_front() {
-            let Some(s) = self.st.segs.get(seg) else { continue };
+            let Some(s) = self.st.segs.get(seg) else {
+                continue;
+            };
             if s.acked {
                 continue;
             }
@@ -435,7 +485,13 @@ impl Engine {
                 }
             }
         }
-        let info = PacketInfo { pn, bytes, sent_at: now, seg: carried, in_flight: ack_eliciting };
+        let info = PacketInfo {
+            pn,
+            bytes,
+            sent_at: now,
+            seg: carried,
+            in_flight: ack_eliciting,
+        };
         self.owned.push_back(Event::PacketSent(info));
         self.run(now, &mut ring);
         true

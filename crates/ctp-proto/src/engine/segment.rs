@@ -1,7 +1,7 @@
 //! The sender's segment store: a slab of segments with generation-checked handles and a pool
 //! of payload buffers, so that the steady-state data path allocates nothing.
 
-use super::hold::{Holds, HoldRegistry};
+use super::hold::{HoldRegistry, Holds};
 use std::collections::VecDeque;
 
 /// A handle to a segment. Stale handles (to a freed and reused slot) are detected.
@@ -43,7 +43,10 @@ pub struct SegmentStore {
 impl SegmentStore {
     /// A store holding at most `limit` live segments.
     pub fn new(limit: usize) -> Self {
-        SegmentStore { limit: limit.max(1), ..Default::default() }
+        SegmentStore {
+            limit: limit.max(1),
+            ..Default::default()
+        }
     }
 
     /// Live segments.
@@ -84,12 +87,16 @@ impl SegmentStore {
 
     /// The segment behind `id`, if it is still live.
     pub fn get(&self, id: SegId) -> Option<&Segment> {
-        self.slots.get(id.idx as usize).filter(|s| s.live && s.gen == id.gen)
+        self.slots
+            .get(id.idx as usize)
+            .filter(|s| s.live && s.gen == id.gen)
     }
 
     /// Mutable access to the segment behind `id`, if it is still live.
     pub fn get_mut(&mut self, id: SegId) -> Option<&mut Segment> {
-        self.slots.get_mut(id.idx as usize).filter(|s| s.live && s.gen == id.gen)
+        self.slots
+            .get_mut(id.idx as usize)
+            .filter(|s| s.live && s.gen == id.gen)
     }
 
     /// Frees a segment and keeps its buffer for reuse.
@@ -117,7 +124,10 @@ mod tests {
         assert!(st.alloc(3, &reg).is_none());
         st.free(a);
         let c = st.alloc(3, &reg).unwrap();
-        assert!(st.get(a).is_none(), "a stale handle must not reach the reused slot");
+        assert!(
+            st.get(a).is_none(),
+            "a stale handle must not reach the reused slot"
+        );
         assert_eq!(st.get(c).unwrap().seq, 3);
         assert_eq!(st.get(b).unwrap().seq, 2);
         st.free(a); // double free through a stale handle is harmless

@@ -32,10 +32,18 @@ impl core::fmt::Display for CloseReason {
         match self {
             CloseReason::Graceful => write!(f, "closed gracefully"),
             CloseReason::LocalAbort(r) => write!(f, "aborted locally: {r}"),
-            CloseReason::Peer { code: 0, reason } if reason.is_empty() => write!(f, "closed by peer"),
-            CloseReason::Peer { code, reason } => write!(f, "closed by peer (code {code}): {reason}"),
+            CloseReason::Peer { code: 0, reason } if reason.is_empty() => {
+                write!(f, "closed by peer")
+            }
+            CloseReason::Peer { code, reason } => {
+                write!(f, "closed by peer (code {code}): {reason}")
+            }
             CloseReason::IdleTimeout(d) => {
-                write!(f, "peer unreachable: nothing received for {:.1} s (idle timeout)", d.as_secs_f64())
+                write!(
+                    f,
+                    "peer unreachable: nothing received for {:.1} s (idle timeout)",
+                    d.as_secs_f64()
+                )
             }
             CloseReason::Handshake(r) => write!(f, "connection set-up failed: {r}"),
         }

@@ -103,7 +103,11 @@ impl AckTracking {
         debug_assert_eq!(info.pn, self.base_pn + self.sent.len() as u64);
         // Packets that elicit no acknowledgement (pure ACKs) are never reported on: they
         // are recorded only to keep packet numbers consecutive, and pruned at once.
-        let state = if info.in_flight { SentState::Outstanding } else { SentState::Acked };
+        let state = if info.in_flight {
+            SentState::Outstanding
+        } else {
+            SentState::Acked
+        };
         self.sent.push_back(Sent { info, state });
         if info.in_flight {
             self.outstanding_in_flight += 1;
@@ -152,7 +156,11 @@ impl AckTracking {
     }
 
     fn prune(&mut self) {
-        while self.sent.front().is_some_and(|s| s.state != SentState::Outstanding) {
+        while self
+            .sent
+            .front()
+            .is_some_and(|s| s.state != SentState::Outstanding)
+        {
             self.sent.pop_front();
             self.base_pn += 1;
         }
@@ -174,7 +182,10 @@ impl AckTracking {
         if let Some(s) = self.entry(ack.largest) {
             if newly_largest && s.state == SentState::Outstanding && s.info.in_flight {
                 let rtt = cx.now.saturating_since(s.info.sent_at);
-                cx.raise(Event::RttSample { rtt_us: rtt.as_micros() as u64, ack_delay_us: ack.delay_us });
+                cx.raise(Event::RttSample {
+                    rtt_us: rtt.as_micros() as u64,
+                    ack_delay_us: ack.delay_us,
+                });
             }
         }
         let mut any_new = false;
@@ -182,7 +193,10 @@ impl AckTracking {
             let lo = r.lo.max(self.base_pn);
             let mut pn = r.hi;
             while pn >= lo {
-                if self.entry(pn).is_some_and(|s| s.state == SentState::Outstanding) {
+                if self
+                    .entry(pn)
+                    .is_some_and(|s| s.state == SentState::Outstanding)
+                {
                     any_new = true;
                     self.mark(pn, SentState::Acked, cx);
                 }
@@ -211,7 +225,9 @@ impl AckTracking {
     }
 
     fn detect_losses(&mut self, cx: &mut Cx<'_, '_>) {
-        let Some(largest) = self.largest_acked else { return };
+        let Some(largest) = self.largest_acked else {
+            return;
+        };
         let delay = Self::loss_delay(cx);
         let mut earliest_pending: Option<Instant> = None;
         let mut lost = std::mem::take(&mut self.scratch);
@@ -259,10 +275,17 @@ impl AckTracking {
     fn on_rto(&mut self, cx: &mut Cx<'_, '_>) {
         cx.st.stats.rto_expiries += 1;
         self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
-        cx.raise(Event::RtoExpired { backoff: self.backoff });
+        cx.raise(Event::RtoExpired {
+            backoff: self.backoff,
+        });
         let mut lost = std::mem::take(&mut self.scratch);
         lost.clear();
-        lost.extend(self.sent.iter().filter(|s| s.state == SentState::Outstanding).map(|s| s.info.pn));
+        lost.extend(
+            self.sent
+                .iter()
+                .filter(|s| s.state == SentState::Outstanding)
+                .map(|s| s.info.pn),
+        );
         for &pn in &lost {
             self.mark(pn, SentState::Lost, cx);
         }
@@ -302,7 +325,9 @@ impl AckTracking {
     }
 
     fn find_holes(&mut self) {
-        let Some(largest) = self.recv.first().map(|r| r.hi) else { return };
+        let Some(largest) = self.recv.first().map(|r| r.hi) else {
+            return;
+        };
         let horizon = largest.saturating_sub(PACKET_THRESHOLD);
         if horizon <= self.nak_horizon {
             return;
@@ -339,7 +364,10 @@ impl AckTracking {
 /// most [`MAX_RECV_RANGES`] (the oldest are forgotten).
 fn insert_range(ranges: &mut Vec<PnRange>, pn: u64) {
     // Ranges before `i` end at or above `pn`.
-    let i = ranges.iter().position(|r| r.hi < pn).unwrap_or(ranges.len());
+    let i = ranges
+        .iter()
+        .position(|r| r.hi < pn)
+        .unwrap_or(ranges.len());
     if i > 0 && ranges[i - 1].lo <= pn {
         return; // already recorded
     }
@@ -359,7 +387,13 @@ fn insert_range(ranges: &mut Vec<PnRange>, pn: u64) {
 
 impl Microprotocol for AckTracking {
     fn bindings(&self) -> &'static [EventKind] {
-        &[EventKind::PacketSent, EventKind::AckFrame, EventKind::NakFrame, EventKind::PacketReceived, EventKind::AckFloor]
+        &[
+            EventKind::PacketSent,
+            EventKind::AckFrame,
+            EventKind::NakFrame,
+            EventKind::PacketReceived,
+            EventKind::AckFloor,
+        ]
     }
 
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
@@ -367,7 +401,9 @@ impl Microprotocol for AckTracking {
             Event::PacketSent(info) => self.on_sent(info, cx),
             Event::AckFrame(a) => self.on_ack(a, cx),
             Event::NakFrame(n) => self.on_nak(n, cx),
-            Event::PacketReceived { pn, ack_eliciting, .. } => self.on_received(pn, ack_eliciting, cx),
+            Event::PacketReceived {
+                pn, ack_eliciting, ..
+            } => self.on_received(pn, ack_eliciting, cx),
             Event::AckFloor(f) => self.on_floor(f),
             _ => {}
         }

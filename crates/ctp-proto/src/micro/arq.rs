@@ -18,7 +18,10 @@ pub struct Arq {
 impl Arq {
     /// Registers ARQ's hold bits.
     pub fn new(setup: &mut Setup<'_>) -> Result<Self, SetupError> {
-        Ok(Arq { done: setup.hold_bit(Barrier::Done, Rearm::Once)?, dealloc: setup.hold_bit(Barrier::Deallocate, Rearm::Once)? })
+        Ok(Arq {
+            done: setup.hold_bit(Barrier::Done, Rearm::Once)?,
+            dealloc: setup.hold_bit(Barrier::Deallocate, Rearm::Once)?,
+        })
     }
 }
 
@@ -31,7 +34,9 @@ impl Microprotocol for Arq {
         match *ev {
             Event::PacketAcked(p) => {
                 let Some(seg) = p.seg else { return };
-                let Some(s) = cx.st.segs.get_mut(seg) else { return };
+                let Some(s) = cx.st.segs.get_mut(seg) else {
+                    return;
+                };
                 if s.acked {
                     return;
                 }

@@ -79,7 +79,10 @@ impl Microprotocol for FlowWindow {
 
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
         match *ev {
-            Event::SegmentReady { seg, retransmit: false } => {
+            Event::SegmentReady {
+                seg,
+                retransmit: false,
+            } => {
                 self.blocked.push_back(seg);
                 self.release_allowed(cx);
             }

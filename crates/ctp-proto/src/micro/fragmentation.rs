@@ -38,7 +38,11 @@ impl Fragmentation {
     /// A segmenter accepting messages up to `max_message` bytes; `reliable` tells whether
     /// every piece will eventually arrive (otherwise stale partial messages are abandoned).
     pub fn new(max_message: usize, reliable: bool) -> Self {
-        Fragmentation { max_message, reliable, partials: BTreeMap::new() }
+        Fragmentation {
+            max_message,
+            reliable,
+            partials: BTreeMap::new(),
+        }
     }
 
     /// Cuts queued data into at most [`BATCH`] segments.
@@ -48,7 +52,9 @@ impl Fragmentation {
                 return;
             }
             let seq = cx.st.session.next_seg_seq;
-            let Some(seg) = cx.st.segs.alloc(seq, &cx.st.holds) else { return };
+            let Some(seg) = cx.st.segs.alloc(seq, &cx.st.holds) else {
+                return;
+            };
             cx.st.session.next_seg_seq += 1;
             let room_total = cx.st.session.max_segment_payload;
             let st = &mut *cx.st;
@@ -134,7 +140,15 @@ impl Fragmentation {
             let p = self.partials.remove(&piece.msg).unwrap_or_default();
             let mut buf = p.buf;
             buf.truncate(p.total.unwrap_or(0));
-            self.complete(piece.msg, Completed { data: Bytes::from(buf), stream: p.stream, fin: p.fin }, cx);
+            self.complete(
+                piece.msg,
+                Completed {
+                    data: Bytes::from(buf),
+                    stream: p.stream,
+                    fin: p.fin,
+                },
+                cx,
+            );
         } else if !self.reliable && self.partials.len() > MAX_PARTIALS_UNRELIABLE {
             self.partials.pop_first();
             cx.st.stats.messages_abandoned += 1;
@@ -154,7 +168,11 @@ impl Fragmentation {
 
 impl Microprotocol for Fragmentation {
     fn bindings(&self) -> &'static [EventKind] {
-        &[EventKind::UserData, EventKind::SegmentDone, EventKind::SegmentAccepted]
+        &[
+            EventKind::UserData,
+            EventKind::SegmentDone,
+            EventKind::SegmentAccepted,
+        ]
     }
 
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {

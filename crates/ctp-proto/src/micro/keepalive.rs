@@ -19,8 +19,18 @@ pub struct KeepAlive {
 
 impl KeepAlive {
     /// Pings after `interval` of silence; gives up after `idle` without hearing the peer.
-    pub fn new(setup: &mut Setup<'_>, interval: Duration, idle: Duration) -> Result<Self, SetupError> {
-        Ok(KeepAlive { interval, idle, ping_timer: setup.timer()?, idle_timer: setup.timer()?, started: false })
+    pub fn new(
+        setup: &mut Setup<'_>,
+        interval: Duration,
+        idle: Duration,
+    ) -> Result<Self, SetupError> {
+        Ok(KeepAlive {
+            interval,
+            idle,
+            ping_timer: setup.timer()?,
+            idle_timer: setup.timer()?,
+            started: false,
+        })
     }
 }
 

@@ -21,7 +21,13 @@ impl NewReno {
     /// A policy with an initial window of `initial_packets` segments of `mss` bytes.
     pub fn new(mss: u64, initial_packets: u64, s: &mut crate::engine::session::Session) -> Self {
         s.cwnd = mss * initial_packets.max(2);
-        NewReno { mss, ssthresh: u64::MAX, recovery_start: None, acked_in_ca: 0, min_window: 2 * mss }
+        NewReno {
+            mss,
+            ssthresh: u64::MAX,
+            recovery_start: None,
+            acked_in_ca: 0,
+            min_window: 2 * mss,
+        }
     }
 
     /// Current slow-start threshold.
@@ -41,7 +47,11 @@ impl NewReno {
 
 impl Microprotocol for NewReno {
     fn bindings(&self) -> &'static [EventKind] {
-        &[EventKind::PacketAcked, EventKind::PacketLost, EventKind::RtoExpired]
+        &[
+            EventKind::PacketAcked,
+            EventKind::PacketLost,
+            EventKind::RtoExpired,
+        ]
     }
 
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {

@@ -25,7 +25,9 @@ impl Microprotocol for Fifo {
     }
 
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
-        let Event::MessageComplete(m) = *ev else { return };
+        let Event::MessageComplete(m) = *ev else {
+            return;
+        };
         let next = *self.next.get_or_insert(cx.st.session.peer_msg_isn);
         if m.msg < next {
             // Already delivered (cannot happen with sequencing; harmless if it does).

@@ -42,7 +42,9 @@ impl Pacing {
     fn pump(&mut self, cx: &mut Cx<'_, '_>) {
         let rate = cx.st.session.pacing_rate;
         let mss = cx.st.session.max_segment_payload as u64 + PACKET_OVERHEAD;
-        let quantum_us = if rate == 0 { 0 } else { (2 * mss * 1_000_000 / rate).max(500) };
+        let quantum_us = (2 * mss * 1_000_000)
+            .checked_div(rate)
+            .map_or(0, |q| q.max(500));
         // Credit does not accumulate beyond one quantum.
         let floor = Instant::from_micros(cx.now.as_micros().saturating_sub(quantum_us));
         if self.next_at < floor {
@@ -59,8 +61,8 @@ impl Pacing {
             }
             let size = s.payload.len() as u64 + PACKET_OVERHEAD;
             self.queue.pop_front();
-            if rate != 0 {
-                self.next_at += Duration::from_micros(size * 1_000_000 / rate);
+            if let Some(gap) = (size * 1_000_000).checked_div(rate) {
+                self.next_at += Duration::from_micros(gap);
             }
             cx.release(seg, Barrier::Send, self.bit);
         }
@@ -79,11 +81,7 @@ impl Microprotocol for Pacing {
                 self.queue.push_back(seg);
                 self.pump(cx);
             }
-            Event::CongestionChanged => {
-                if !self.queue.is_empty() {
-                    self.pump(cx);
-                }
-            }
+            Event::CongestionChanged if !self.queue.is_empty() => self.pump(cx),
             _ => {}
         }
     }

@@ -26,14 +26,22 @@ pub struct RttEstimator {
 impl RttEstimator {
     /// An estimator clamping the RTO to `[min_rto_us, max_rto_us]`.
     pub fn new(min_rto_us: u64, max_rto_us: u64, max_ack_delay_us: u64) -> Self {
-        RttEstimator { min_rto_us, max_rto_us, max_ack_delay_us }
+        RttEstimator {
+            min_rto_us,
+            max_rto_us,
+            max_ack_delay_us,
+        }
     }
 
     /// Applies one sample to the session variables.
     pub fn sample(&self, rtt_us: u64, ack_delay_us: u64, s: &mut crate::engine::session::Session) {
         s.min_rtt_us = s.min_rtt_us.min(rtt_us);
         let delay = ack_delay_us.min(self.max_ack_delay_us);
-        let r = if rtt_us >= s.min_rtt_us + delay { rtt_us - delay } else { rtt_us };
+        let r = if rtt_us >= s.min_rtt_us + delay {
+            rtt_us - delay
+        } else {
+            rtt_us
+        };
         s.latest_rtt_us = r;
         if s.srtt_us == 0 {
             s.srtt_us = r.max(1);
@@ -54,7 +62,11 @@ impl Microprotocol for RttEstimator {
     }
 
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
-        if let Event::RttSample { rtt_us, ack_delay_us } = *ev {
+        if let Event::RttSample {
+            rtt_us,
+            ack_delay_us,
+        } = *ev
+        {
             self.sample(rtt_us, ack_delay_us, &mut cx.st.session);
         }
     }
@@ -70,7 +82,10 @@ mod tests {
         let e = RttEstimator::new(0, u64::MAX, 0);
         let mut s = Session::default();
         e.sample(100_000, 0, &mut s);
-        assert_eq!((s.srtt_us, s.rttvar_us, s.rto_us), (100_000, 50_000, 300_000));
+        assert_eq!(
+            (s.srtt_us, s.rttvar_us, s.rto_us),
+            (100_000, 50_000, 300_000)
+        );
         e.sample(200_000, 0, &mut s);
         // rttvar = 3/4*50000 + 1/4*100000 = 62500; srtt = 7/8*100000 + 1/8*200000 = 112500
         assert_eq!((s.srtt_us, s.rttvar_us), (112_500, 62_500));
@@ -88,7 +103,11 @@ mod tests {
         for _ in 0..50 {
             e.sample(2_000, 0, &mut s);
         }
-        assert_eq!(s.rto_us, 2_000 + GRANULARITY_US, "rttvar decays; G bounds the margin");
+        assert_eq!(
+            s.rto_us,
+            2_000 + GRANULARITY_US,
+            "rttvar decays; G bounds the margin"
+        );
     }
 
     #[test]
@@ -99,6 +118,9 @@ mod tests {
         e.sample(30_000, 5_000, &mut s);
         assert_eq!(s.latest_rtt_us, 25_000);
         e.sample(12_000, 5_000, &mut s);
-        assert_eq!(s.latest_rtt_us, 12_000, "subtracting would go below min_rtt");
+        assert_eq!(
+            s.latest_rtt_us, 12_000,
+            "subtracting would go below min_rtt"
+        );
     }
 }

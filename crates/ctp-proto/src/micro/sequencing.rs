@@ -31,7 +31,12 @@ impl Sequencing {
     /// A sequencer with a window of `width` segments (rounded up to a multiple of 64).
     pub fn new(mode: WindowMode, width: u64) -> Self {
         let words = width.div_ceil(64).max(1) as usize;
-        Sequencing { mode, bits: vec![0; words], width: words as u64 * 64, started: false }
+        Sequencing {
+            mode,
+            bits: vec![0; words],
+            width: words as u64 * 64,
+            started: false,
+        }
     }
 
     fn bit(&self, seq: u64) -> bool {

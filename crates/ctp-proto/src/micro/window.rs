@@ -61,7 +61,9 @@ impl CongestionWindow {
         }
         loop {
             let from_retx = !self.retx.is_empty();
-            let Some(&seg) = self.retx.front().or(self.fresh.front()) else { return };
+            let Some(&seg) = self.retx.front().or(self.fresh.front()) else {
+                return;
+            };
             let Some(s) = cx.st.segs.get(seg) else {
                 self.pop(from_retx);
                 continue;

@@ -101,7 +101,12 @@ impl Piece<'_> {
             return Err(WireError::Truncated);
         }
         let data = r.bytes(len as usize)?;
-        Ok(Piece { flags: PieceFlags(flags), msg, offset, data })
+        Ok(Piece {
+            flags: PieceFlags(flags),
+            msg,
+            offset,
+            data,
+        })
     }
 }
 
@@ -117,7 +122,13 @@ impl<'a> DataFrame<'a> {
     /// The pieces of the segment (validated when the frame was parsed).
     pub fn pieces(&self) -> impl Iterator<Item = Piece<'a>> + 'a {
         let mut r = Reader::new(self.raw);
-        core::iter::from_fn(move || if r.is_empty() { None } else { Piece::parse(&mut r).ok() })
+        core::iter::from_fn(move || {
+            if r.is_empty() {
+                None
+            } else {
+                Piece::parse(&mut r).ok()
+            }
+        })
     }
 
     /// Bytes of payload (pieces with their small headers).
@@ -151,7 +162,10 @@ impl<'a> AckFrame<'a> {
     /// The acknowledged ranges, highest first (validated when the frame was parsed).
     pub fn ranges(&self) -> impl Iterator<Item = PnRange> + 'a {
         let mut r = Reader::new(self.raw);
-        let mut next = Some(PnRange { lo: self.largest - self.first, hi: self.largest });
+        let mut next = Some(PnRange {
+            lo: self.largest - self.first,
+            hi: self.largest,
+        });
         let mut left = self.count;
         core::iter::from_fn(move || {
             let cur = next.take()?;
@@ -185,7 +199,9 @@ impl<'a> AckFrame<'a> {
 fn next_ack_range(r: &mut Reader<'_>, prev_lo: u64) -> Result<PnRange, WireError> {
     let gap = r.varint()?;
     let len = r.varint()?;
-    let hi = prev_lo.checked_sub(gap + 2).ok_or(WireError::Invalid("ack gap"))?;
+    let hi = prev_lo
+        .checked_sub(gap + 2)
+        .ok_or(WireError::Invalid("ack gap"))?;
     let lo = hi.checked_sub(len).ok_or(WireError::Invalid("ack range"))?;
     Ok(PnRange { lo, hi })
 }
@@ -222,7 +238,10 @@ impl<'a> NakFrame<'a> {
 fn nak_range(r: &mut Reader<'_>) -> Result<PnRange, WireError> {
     let lo = r.varint()?;
     let len = r.varint()?;
-    let hi = lo.checked_add(len).filter(|&h| h <= varint::MAX).ok_or(WireError::Invalid("nak range"))?;
+    let hi = lo
+        .checked_add(len)
+        .filter(|&h| h <= varint::MAX)
+        .ok_or(WireError::Invalid("nak range"))?;
     Ok(PnRange { lo, hi })
 }
 
@@ -274,14 +293,22 @@ impl<'a> Frame<'a> {
                     return Err(WireError::TooLarge("ack range count"));
                 }
                 let first = r.varint()?;
-                let mut lo = largest.checked_sub(first).ok_or(WireError::Invalid("ack range"))?;
+                let mut lo = largest
+                    .checked_sub(first)
+                    .ok_or(WireError::Invalid("ack range"))?;
                 let start = r.clone();
                 for _ in 0..count {
                     lo = next_ack_range(r, lo)?.lo;
                 }
                 let used = start.remaining() - r.remaining();
                 let raw = start_slice(&start, used);
-                Frame::Ack(AckFrame { largest, delay_us, first, count, raw })
+                Frame::Ack(AckFrame {
+                    largest,
+                    delay_us,
+                    first,
+                    count,
+                    raw,
+                })
             }
             ty::NAK => {
                 let count = r.varint()?;
@@ -293,7 +320,10 @@ impl<'a> Frame<'a> {
                     nak_range(r)?;
                 }
                 let used = start.remaining() - r.remaining();
-                Frame::Nak(NakFrame { count, raw: start_slice(&start, used) })
+                Frame::Nak(NakFrame {
+                    count,
+                    raw: start_slice(&start, used),
+                })
             }
             ty::ACK_FLOOR => Frame::AckFloor(r.varint()?),
             ty::MAX_SEG => Frame::MaxSeg(r.varint()?),
@@ -365,11 +395,17 @@ mod tests {
 
     #[test]
     fn ack_ranges_round_trip() {
-        let ranges = [PnRange { lo: 90, hi: 100 }, PnRange { lo: 50, hi: 80 }, PnRange { lo: 3, hi: 3 }];
+        let ranges = [
+            PnRange { lo: 90, hi: 100 },
+            PnRange { lo: 50, hi: 80 },
+            PnRange { lo: 3, hi: 3 },
+        ];
         let mut out = Vec::new();
         AckFrame::emit(&mut out, 25, ranges.iter().copied());
         let frames = parse_all(&out).unwrap();
-        let Frame::Ack(a) = frames[0] else { panic!("not an ack: {frames:?}") };
+        let Frame::Ack(a) = frames[0] else {
+            panic!("not an ack: {frames:?}")
+        };
         assert_eq!(a.largest, 100);
         assert_eq!(a.delay_us, 25);
         assert_eq!(a.ranges().collect::<Vec<_>>(), ranges);
@@ -382,12 +418,24 @@ mod tests {
         Frame::emit_simple(&mut out, ty::MAX_SEG, Some(12345));
         Frame::emit_close(&mut out, close_code::ABORT, "disk full");
         Frame::emit_data_header(&mut out, 42);
-        Piece { flags: PieceFlags(PieceFlags::LAST), msg: 3, offset: 0, data: b"hi" }.emit(&mut out);
+        Piece {
+            flags: PieceFlags(PieceFlags::LAST),
+            msg: 3,
+            offset: 0,
+            data: b"hi",
+        }
+        .emit(&mut out);
         let f = parse_all(&out).unwrap();
         let Frame::Nak(n) = f[0] else { panic!() };
         assert_eq!(n.ranges().collect::<Vec<_>>(), [PnRange { lo: 7, hi: 9 }]);
         assert_eq!(f[1], Frame::MaxSeg(12345));
-        assert_eq!(f[2], Frame::Close { code: 1, reason: b"disk full" });
+        assert_eq!(
+            f[2],
+            Frame::Close {
+                code: 1,
+                reason: b"disk full"
+            }
+        );
         let Frame::Data(d) = f[3] else { panic!() };
         assert_eq!(d.seg, 42);
         let p: Vec<_> = d.pieces().collect();

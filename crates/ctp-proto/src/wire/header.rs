@@ -92,7 +92,12 @@ impl Header {
             }
             let dcid = r.u64()?;
             let scid = r.u64()?;
-            Ok(Header::Long { ty, version, dcid, scid })
+            Ok(Header::Long {
+                ty,
+                version,
+                dcid,
+                scid,
+            })
         } else {
             if first & 0x3f != 0 {
                 return Err(WireError::Invalid("reserved bits"));
@@ -106,7 +111,12 @@ impl Header {
     /// Appends the header to `out`.
     pub fn emit(&self, out: &mut Vec<u8>) {
         match *self {
-            Header::Long { ty, version, dcid, scid } => {
+            Header::Long {
+                ty,
+                version,
+                dcid,
+                scid,
+            } => {
                 out.push(LONG | FIXED | ty as u8);
                 out.extend_from_slice(&version.to_be_bytes());
                 out.extend_from_slice(&dcid.to_be_bytes());
@@ -121,7 +131,7 @@ impl Header {
     }
 
     /// Bytes the header takes on the wire.
-    pub fn len(&self) -> usize {
+    pub fn wire_len(&self) -> usize {
         match *self {
             Header::Long { .. } => 1 + 4 + 8 + 8,
             Header::Short { pn, .. } => 1 + 8 + varint::len(pn),
@@ -136,12 +146,20 @@ mod tests {
     #[test]
     fn headers_round_trip() {
         for h in [
-            Header::Long { ty: LongType::CookieEcho, version: VERSION, dcid: 7, scid: u64::MAX },
-            Header::Short { dcid: 0xdead_beef, pn: 1 << 33 },
+            Header::Long {
+                ty: LongType::CookieEcho,
+                version: VERSION,
+                dcid: 7,
+                scid: u64::MAX,
+            },
+            Header::Short {
+                dcid: 0xdead_beef,
+                pn: 1 << 33,
+            },
         ] {
             let mut out = Vec::new();
             h.emit(&mut out);
-            assert_eq!(out.len(), h.len());
+            assert_eq!(out.len(), h.wire_len());
             let mut r = Reader::new(&out);
             assert_eq!(Header::parse(&mut r).unwrap(), h);
             assert!(r.is_empty());
@@ -151,9 +169,24 @@ mod tests {
     #[test]
     fn unknown_version_and_bad_first_byte_are_rejected() {
         let mut out = Vec::new();
-        Header::Long { ty: LongType::Init, version: 0x0bad, dcid: 0, scid: 1 }.emit(&mut out);
-        assert_eq!(Header::parse(&mut Reader::new(&out)), Err(WireError::UnsupportedVersion(0x0bad)));
-        assert_eq!(Header::parse(&mut Reader::new(&[0u8; 20])), Err(WireError::Invalid("fixed bit")));
-        assert_eq!(Header::parse(&mut Reader::new(&[0xcf; 20])), Err(WireError::Unknown("long packet", 0xf)));
+        Header::Long {
+            ty: LongType::Init,
+            version: 0x0bad,
+            dcid: 0,
+            scid: 1,
+        }
+        .emit(&mut out);
+        assert_eq!(
+            Header::parse(&mut Reader::new(&out)),
+            Err(WireError::UnsupportedVersion(0x0bad))
+        );
+        assert_eq!(
+            Header::parse(&mut Reader::new(&[0u8; 20])),
+            Err(WireError::Invalid("fixed bit"))
+        );
+        assert_eq!(
+            Header::parse(&mut Reader::new(&[0xcf; 20])),
+            Err(WireError::Unknown("long packet", 0xf))
+        );
     }
 }

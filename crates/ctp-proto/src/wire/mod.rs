@@ -91,7 +91,11 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads a varint length followed by that many bytes, refusing lengths above `max`.
-    pub fn length_prefixed(&mut self, max: usize, what: &'static str) -> Result<&'a [u8], WireError> {
+    pub fn length_prefixed(
+        &mut self,
+        max: usize,
+        what: &'static str,
+    ) -> Result<&'a [u8], WireError> {
         let n = self.varint()?;
         if n > max as u64 {
             return Err(WireError::TooLarge(what));

@@ -12,23 +12,39 @@ pub fn connect(p: &mut Pair, profile: &Profile) -> (ConnectionHandle, Connection
     let c = p.client.connect(now, addr, profile).expect("valid profile");
     let ok = p.run_until(Duration::from_secs(900), |p| {
         p.client.connection(c).is_some_and(|x| x.is_established())
-            && p.server_events.iter().any(|e| matches!(e, EndpointEvent::Incoming(_)))
+            && p.server_events
+                .iter()
+                .any(|e| matches!(e, EndpointEvent::Incoming(_)))
     });
-    assert!(ok, "handshake did not complete: {:?}", p.client.connection(c).map(|x| x.state().clone()));
+    assert!(
+        ok,
+        "handshake did not complete: {:?}",
+        p.client.connection(c).map(|x| x.state().clone())
+    );
     let s = p
         .server_events
         .iter()
-        .find_map(|e| if let EndpointEvent::Incoming(h) = e { Some(*h) } else { None })
+        .find_map(|e| {
+            if let EndpointEvent::Incoming(h) = e {
+                Some(*h)
+            } else {
+                None
+            }
+        })
         .expect("incoming");
     (c, s)
 }
 
 /// Deterministic test data.
 pub fn data(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..len)
         .map(|_| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (x >> 33) as u8
         })
         .collect()
@@ -36,7 +52,13 @@ pub fn data(len: usize, seed: u64) -> Vec<u8> {
 
 /// Streams `payload` from client to server and reads it back; returns what was read and
 /// whether the end of stream was seen.
-pub fn stream_transfer(p: &mut Pair, c: ConnectionHandle, s: ConnectionHandle, payload: &[u8], max: Duration) -> (Vec<u8>, bool) {
+pub fn stream_transfer(
+    p: &mut Pair,
+    c: ConnectionHandle,
+    s: ConnectionHandle,
+    payload: &[u8],
+    max: Duration,
+) -> (Vec<u8>, bool) {
     let mut written = 0;
     let mut finished = false;
     let mut got = Vec::new();
@@ -46,7 +68,9 @@ pub fn stream_transfer(p: &mut Pair, c: ConnectionHandle, s: ConnectionHandle, p
         let now = p.now;
         if let Some(conn) = p.client.connection_mut(c) {
             while written < payload.len() {
-                match conn.stream_write(now, &payload[written..(written + 65536).min(payload.len())]) {
+                match conn
+                    .stream_write(now, &payload[written..(written + 65536).min(payload.len())])
+                {
                     Ok(n) => written += n,
                     Err(_) => break,
                 }
