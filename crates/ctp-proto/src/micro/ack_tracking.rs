@@ -339,8 +339,17 @@ impl AckTracking {
             }
             let lo = hole_lo.max(self.nak_horizon);
             let hi = hole_hi.min(horizon);
-            if lo <= hi && self.pending_naks.len() < MAX_PENDING_NAKS {
-                self.pending_naks.push(PnRange { lo, hi });
+            if lo <= hi {
+                if let Some(adjacent) = self
+                    .pending_naks
+                    .iter_mut()
+                    .find(|r| r.hi + 1 == lo || hi + 1 == r.lo)
+                {
+                    adjacent.lo = adjacent.lo.min(lo);
+                    adjacent.hi = adjacent.hi.max(hi);
+                } else if self.pending_naks.len() < MAX_PENDING_NAKS {
+                    self.pending_naks.push(PnRange { lo, hi });
+                }
             }
         }
         self.nak_horizon = horizon + 1;
@@ -446,8 +455,10 @@ impl Microprotocol for AckTracking {
             self.pending_naks.clear();
             cx.st.stats.naks_sent += 1;
         }
+        // The floor rides along with data; it never makes a packet of its own.
         let floor = self.sent.front().map_or(self.base_pn, |s| s.info.pn);
-        if floor >= self.floor_sent + FLOOR_STEP && w.room() > 9 {
+        let data_follows = !cx.st.segs.sendable.is_empty();
+        if data_follows && floor >= self.floor_sent + FLOOR_STEP && w.room() > 9 {
             Frame::emit_simple(w.buf, ty::ACK_FLOOR, Some(floor));
             self.floor_sent = floor;
         }

@@ -13,6 +13,9 @@ pub mod rtt;
 pub mod sequencing;
 pub mod window;
 
+#[cfg(test)]
+mod tests;
+
 use crate::engine::event::{Event, EventKind};
 use crate::engine::timer::TimerId;
 use crate::engine::{Cx, FrameWriter, Microprotocol};
