@@ -1,0 +1,157 @@
+//! Connection set-up: stateless responder, anti-amplification, negotiation outcomes.
+
+mod common;
+
+use common::connect;
+use core::time::Duration;
+use ctp_proto::pair::Pair;
+use ctp_proto::{EndpointConfig, Instant, MicroId, MicroSet, Profile};
+use std::net::SocketAddr;
+
+fn server_cfg(supported: MicroSet) -> (EndpointConfig, EndpointConfig) {
+    let client = EndpointConfig::new([1; 32], [2; 32]);
+    let mut server = EndpointConfig::new([3; 32], [4; 32]);
+    server.accept = true;
+    server.supported = supported;
+    (client, server)
+}
+
+#[test]
+fn responder_keeps_no_state_before_the_cookie_and_never_amplifies() {
+    // Capture a real INIT from a client endpoint.
+    let mut client = ctp_proto::Endpoint::new(EndpointConfig::new([1; 32], [2; 32]));
+    let now = Instant::from_micros(1_000);
+    let server_addr: SocketAddr = "10.0.0.2:2000".parse().unwrap();
+    client
+        .connect(now, server_addr, &Profile::reliable())
+        .unwrap();
+    let mut init = Vec::new();
+    let t = client.poll_transmit(now, &mut init).unwrap();
+    assert!(
+        t.size >= 1200,
+        "INIT is padded so that replies cannot amplify"
+    );
+    let (_, scfg) = server_cfg(MicroSet::of(MicroId::ALL));
+    let mut server = ctp_proto::Endpoint::new(scfg);
+    // A thousand INITs from a thousand (spoofed) addresses.
+    let mut out = Vec::new();
+    for i in 0..1000u32 {
+        let from = SocketAddr::from(([192, 0, 2, (i % 250) as u8], 1000 + (i / 250) as u16));
+        server.handle_datagram(now, from, &init);
+        let reply = server.poll_transmit(now, &mut out).expect("an INIT_ACK");
+        assert_eq!(reply.destination, from);
+        assert!(
+            reply.size <= 3 * t.size,
+            "reply {} > 3 × {}",
+            reply.size,
+            t.size
+        );
+    }
+    assert_eq!(
+        server.connection_count(),
+        0,
+        "no state before the address is proved"
+    );
+    // A truncated (unpadded) INIT gets no answer at all.
+    server.handle_datagram(now, "192.0.2.9:9".parse().unwrap(), &init[..600]);
+    assert!(server.poll_transmit(now, &mut out).is_none());
+}
+
+#[test]
+fn a_cookie_echoed_from_another_address_is_refused() {
+    let (ccfg, scfg) = server_cfg(MicroSet::of(MicroId::ALL));
+    let mut client = ctp_proto::Endpoint::new(ccfg);
+    let mut server = ctp_proto::Endpoint::new(scfg);
+    let now = Instant::from_micros(1_000);
+    let (caddr, saddr): (SocketAddr, SocketAddr) = (
+        "10.0.0.1:1000".parse().unwrap(),
+        "10.0.0.2:2000".parse().unwrap(),
+    );
+    client.connect(now, saddr, &Profile::reliable()).unwrap();
+    let mut buf = Vec::new();
+    let t = client.poll_transmit(now, &mut buf).unwrap();
+    server.handle_datagram(now, caddr, &buf[..t.size]);
+    let t = server.poll_transmit(now, &mut buf).unwrap();
+    client.handle_datagram(now, saddr, &buf[..t.size]);
+    let t = client.poll_transmit(now, &mut buf).unwrap();
+    let echo = buf[..t.size].to_vec();
+    // The MAC binds the initiator's address: an echo from elsewhere creates nothing.
+    server.handle_datagram(now, "10.9.9.9:1000".parse().unwrap(), &echo);
+    assert_eq!(server.stats().handshake_dropped, 1);
+    assert_eq!(server.connection_count(), 0);
+    // From the right address it creates the connection, exactly once even if repeated.
+    server.handle_datagram(now, caddr, &echo);
+    server.handle_datagram(now, caddr, &echo);
+    assert_eq!(server.connection_count(), 1);
+    assert_eq!(server.stats().accepted, 1);
+    // An expired cookie is refused.
+    let late = now + Duration::from_secs(31);
+    let mut fresh = ctp_proto::Endpoint::new(server_cfg(MicroSet::of(MicroId::ALL)).1);
+    fresh.handle_datagram(late, caddr, &echo);
+    assert_eq!(fresh.connection_count(), 0);
+}
+
+#[test]
+fn responder_narrows_an_optional_microprotocol_it_lacks() {
+    let (c, s) = server_cfg(MicroSet::of(MicroId::ALL).without(MicroId::KeepAlive));
+    let mut p = Pair::with_configs(22, c, s);
+    let (ch, sh) = connect(&mut p, &Profile::reliable());
+    let expected = Profile::reliable().micros.without(MicroId::KeepAlive);
+    assert_eq!(p.client.connection(ch).unwrap().micros(), expected);
+    assert_eq!(p.server.connection(sh).unwrap().micros(), expected);
+}
+
+#[test]
+fn responder_narrows_parameters_to_its_limits() {
+    let (c, mut s) = server_cfg(MicroSet::of(MicroId::ALL));
+    s.params.flow_window = 64;
+    s.params.max_message = 1 << 20;
+    let mut p = Pair::with_configs(23, c, s);
+    let (ch, _) = connect(&mut p, &Profile::reliable());
+    let params = *p.client.connection(ch).unwrap().params();
+    assert_eq!((params.flow_window, params.max_message), (64, 1 << 20));
+}
+
+#[test]
+fn refusal_reaches_the_initiator_with_the_reason() {
+    let (c, s) = server_cfg(MicroSet::of(MicroId::ALL).without(MicroId::Arq));
+    let mut p = Pair::with_configs(24, c, s);
+    let now = p.now;
+    let addr = p.server_addr;
+    let ch = p.client.connect(now, addr, &Profile::reliable()).unwrap();
+    let ok = p.run_until(Duration::from_secs(5), |p| {
+        p.client.connection(ch).unwrap().close_reason().is_some()
+    });
+    assert!(ok);
+    let why = p
+        .client
+        .connection(ch)
+        .unwrap()
+        .close_reason()
+        .unwrap()
+        .to_string();
+    assert!(why.contains("refused") && why.contains("`arq`"), "{why}");
+    assert_eq!(p.server.stats().refused, 1);
+    // The datagram profile, which needs no ARQ, is accepted by the same responder.
+    let ch2 = p.client.connect(p.now, addr, &Profile::datagram()).unwrap();
+    let ok = p.run_until(Duration::from_secs(5), |p| {
+        p.client.connection(ch2).unwrap().is_established()
+    });
+    assert!(ok);
+}
+
+#[test]
+fn an_invalid_profile_is_rejected_locally_with_both_names() {
+    let mut p = Pair::new(25);
+    let mut prof = Profile::reliable();
+    prof.micros = prof.micros.without(MicroId::AckTracking);
+    let err = p
+        .client
+        .connect(p.now, p.server_addr, &prof)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("`arq`") && err.contains("`ack-tracking`"),
+        "{err}"
+    );
+}
