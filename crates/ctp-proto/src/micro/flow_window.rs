@@ -62,6 +62,10 @@ impl FlowWindow {
         }
     }
 
+    fn step(&self) -> u64 {
+        (self.window / 8).max(1)
+    }
+
     fn credit(&self, cx: &Cx<'_, '_>) -> u64 {
         let app = &cx.st.app;
         if app.rx_bytes >= app.rx_limit {
@@ -74,7 +78,12 @@ impl FlowWindow {
 
 impl Microprotocol for FlowWindow {
     fn bindings(&self) -> &'static [EventKind] {
-        &[EventKind::SegmentReady, EventKind::MaxSeg, EventKind::Ping]
+        &[
+            EventKind::SegmentReady,
+            EventKind::MaxSeg,
+            EventKind::Ping,
+            EventKind::UserRead,
+        ]
     }
 
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
@@ -91,6 +100,8 @@ impl Microprotocol for FlowWindow {
                 self.release_allowed(cx);
             }
             Event::Ping => self.repeat = true,
+            // The application made room: announce it now rather than when the sender probes.
+            Event::UserRead if self.credit(cx) >= self.granted + self.step() => self.repeat = true,
             _ => {}
         }
     }
@@ -110,8 +121,7 @@ impl Microprotocol for FlowWindow {
     fn write_frames(&mut self, w: &mut FrameWriter<'_>, cx: &mut Cx<'_, '_>) {
         let credit = self.credit(cx);
         // Announce when the credit grew by an eighth of the window, or when asked to.
-        let step = (self.window / 8).max(1);
-        if (credit >= self.granted + step || self.repeat) && w.room() > 9 {
+        if (credit >= self.granted + self.step() || self.repeat) && w.room() > 9 {
             Frame::emit_simple(w.buf, ty::MAX_SEG, Some(credit));
             self.granted = credit;
             self.repeat = false;

@@ -448,3 +448,47 @@ fn varint_helper_is_consistent_with_frames() {
     Frame::emit_simple(&mut f, ty::MAX_SEG, Some(300));
     assert_eq!(f.len(), 1 + varint::len(300));
 }
+
+#[test]
+fn flow_credit_is_announced_as_soon_as_the_application_reads() {
+    let mut p = Params {
+        recv_buffer: 65_536,
+        flow_window: 64,
+        ..Params::default()
+    };
+    p.check().unwrap();
+    let mut rx = compose(reliable_set(), &p, PEER, LOCAL).unwrap();
+    // Fill the receive buffer beyond its limit with 60 segments of 1200 bytes.
+    for i in 0..60u64 {
+        let f = data_frame(
+            LOCAL.seg + i,
+            &[(PieceFlags::LAST, LOCAL.msg + i, 0, &[9u8; 1200])],
+        );
+        rx.receive(t(0), LOCAL.pn + i, &f, 1250).unwrap();
+    }
+    let credit_of = |frames: &[Vec<u8>]| {
+        frames
+            .iter()
+            .flat_map(|b| {
+                let mut r = Reader::new(b);
+                let mut v = Vec::new();
+                while !r.is_empty() {
+                    if let Ok(Frame::MaxSeg(m)) = Frame::parse(&mut r) {
+                        v.push(m);
+                    }
+                }
+                v
+            })
+            .max()
+    };
+    let before = credit_of(&drain(&mut rx, t(0)));
+    assert!(
+        before.is_none_or(|c| c < LOCAL.seg + 60 + 64),
+        "credit frozen while the buffer is full: {before:?}"
+    );
+    // The application reads everything: new credit goes out without any packet arriving.
+    while rx.st.app.rx_msgs.pop_front().is_some() {}
+    rx.st.app.rx_bytes = 0;
+    rx.dispatch(t(1), Event::UserRead);
+    assert_eq!(credit_of(&drain(&mut rx, t(1))), Some(LOCAL.seg + 60 + 64));
+}
