@@ -100,8 +100,6 @@ impl Microprotocol for FlowWindow {
                 self.release_allowed(cx);
             }
             Event::Ping => self.repeat = true,
-            // The application made room: announce it now rather than when the sender probes.
-            Event::UserRead if self.credit(cx) >= self.granted + self.step() => self.repeat = true,
             _ => {}
         }
     }

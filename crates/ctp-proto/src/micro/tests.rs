@@ -486,7 +486,8 @@ fn flow_credit_is_announced_as_soon_as_the_application_reads() {
         before.is_none_or(|c| c < LOCAL.seg + 60 + 64),
         "credit frozen while the buffer is full: {before:?}"
     );
-    // The application reads everything: new credit goes out without any packet arriving.
+    // The application reads everything: the next poll carries the new credit (a packet of
+    // its own), without waiting for the sender's probe.
     while rx.st.app.rx_msgs.pop_front().is_some() {}
     rx.st.app.rx_bytes = 0;
     rx.dispatch(t(1), Event::UserRead);
