@@ -440,6 +440,8 @@ impl Connection {
 
     /// Ends the connection with `reason` (no CLOSE sent).
     pub(crate) fn terminate(&mut self, reason: CloseReason) {
+        self.handshake_deadline = None;
+        self.handshake_due = false;
         if !matches!(self.state, ConnectionState::Closed(_)) {
             self.state = ConnectionState::Closed(reason);
             self.activity = true;
@@ -591,7 +593,12 @@ impl Connection {
             e.st.session.ping_owed = true;
             self.owe_handshake_done = false;
         }
+        let room = e.st.app.tx_room();
         let built = e.build_packet(now, self.peer_cid, max, out);
+        if e.st.app.tx_room() > room {
+            // Writers blocked on a full send buffer can go on.
+            self.activity = true;
+        }
         self.after_engine(now);
         built
     }

@@ -36,6 +36,7 @@ impl CongestionWindow {
     }
 
     fn unreserve(&mut self, seg: SegId) {
+        // Segments leave in the order they were released, so this is nearly always the front.
         if let Some(i) = self.reserved.iter().position(|&(s, _)| s == seg) {
             let (_, b) = self.reserved.remove(i).unwrap_or((seg, 0));
             self.reserved_bytes -= b;
@@ -56,9 +57,7 @@ impl CongestionWindow {
     }
 
     fn try_release(&mut self, cx: &mut Cx<'_, '_>) {
-        if !self.reserved.is_empty() {
-            self.purge_reserved(cx);
-        }
+        let mut purged = false;
         loop {
             let from_retx = !self.retx.is_empty();
             let Some(&seg) = self.retx.front().or(self.fresh.front()) else {
@@ -76,7 +75,14 @@ impl CongestionWindow {
             let used = cx.st.session.bytes_in_flight + self.reserved_bytes;
             // Always allow one packet when nothing is outstanding, so a tiny window still moves.
             if used > 0 && used + size > cx.st.session.cwnd {
-                return;
+                // Reservations of segments acknowledged before they were sent are stale;
+                // drop them (rare, so only when the window blocks) and look again once.
+                if purged || self.reserved.is_empty() {
+                    return;
+                }
+                self.purge_reserved(cx);
+                purged = true;
+                continue;
             }
             self.pop(from_retx);
             self.reserved.push_back((seg, size));
