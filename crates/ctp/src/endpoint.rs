@@ -5,7 +5,7 @@ use crate::driver::Driver;
 use crate::error::ConnectError;
 use crate::shared::{register, Shared, State};
 use ctp_proto::{ConnectionState, EndpointConfig, EndpointStats, Params, Profile};
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -110,13 +110,17 @@ impl Endpoint {
     }
 
     /// Connects to `addr` with `profile`; resolves once the connection is established.
-    pub async fn connect(
+    ///
+    /// The attempt starts at the call (the profile is checked and the first handshake
+    /// packet queued right away), so the returned future borrows nothing and may be
+    /// spawned. Dropping it abandons the attempt.
+    pub fn connect(
         &self,
         addr: SocketAddr,
         profile: &Profile,
-    ) -> Result<Connection, ConnectError> {
-        let shared = &self.inner.shared;
-        let conn = {
+    ) -> impl Future<Output = Result<Connection, ConnectError>> + Send + 'static {
+        let shared = self.inner.shared.clone();
+        let started = (|| {
             let mut st = shared.lock();
             if st.closed.is_some() {
                 return Err(ConnectError::EndpointClosed);
@@ -124,30 +128,35 @@ impl Endpoint {
             let now = shared.now();
             let h = st.ep.connect(now, addr, profile)?;
             st.fresh_slot(h, Default::default());
-            Connection::new(shared.clone(), &mut st, h)
-        };
+            Ok(Connection::new(shared.clone(), &mut st, h))
+        })();
         shared.wake_driver();
-        let h = conn.handle();
-        // If this future is dropped, `conn` goes with it and abandons the attempt.
-        poll_fn(|cx| {
-            let mut st = shared.lock();
-            if st.closed.is_some() {
-                return Poll::Ready(Err(ConnectError::EndpointClosed));
-            }
-            match st.ep.connection(h).map(|c| c.state().clone()) {
-                Some(ConnectionState::Closed(r)) => Poll::Ready(Err(ConnectError::Handshake(r))),
-                None => Poll::Ready(Err(ConnectError::EndpointClosed)),
-                Some(ConnectionState::Initiating | ConnectionState::Echoing) => {
-                    if let Some(s) = st.slot(h) {
-                        register(&mut s.wakers, cx.waker());
-                    }
-                    Poll::Pending
+        async move {
+            let conn = started?;
+            let h = conn.handle();
+            // If this future is dropped, `conn` goes with it and abandons the attempt.
+            poll_fn(|cx| {
+                let mut st = shared.lock();
+                if st.closed.is_some() {
+                    return Poll::Ready(Err(ConnectError::EndpointClosed));
                 }
-                Some(_) => Poll::Ready(Ok(())),
-            }
-        })
-        .await?;
-        Ok(conn)
+                match st.ep.connection(h).map(|c| c.state().clone()) {
+                    Some(ConnectionState::Closed(r)) => {
+                        Poll::Ready(Err(ConnectError::Handshake(r)))
+                    }
+                    None => Poll::Ready(Err(ConnectError::EndpointClosed)),
+                    Some(ConnectionState::Initiating | ConnectionState::Echoing) => {
+                        if let Some(s) = st.slot(h) {
+                            register(&mut s.wakers, cx.waker());
+                        }
+                        Poll::Pending
+                    }
+                    Some(_) => Poll::Ready(Ok(())),
+                }
+            })
+            .await?;
+            Ok(conn)
+        }
     }
 
     /// Waits for the next incoming connection. `None` once the endpoint is closed, or at

@@ -383,3 +383,25 @@ async fn dropping_every_handle_stops_the_driver_and_frees_the_socket() {
     .await
     .expect("the driver did not stop");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dual_stack_server_talks_to_an_ipv4_client() {
+    timeout(Duration::from_secs(20), async {
+        // Skip quietly where IPv6 is unavailable.
+        let Ok(srv) = Endpoint::bind("[::]:0".parse().unwrap(), EndpointOptions { accept: true, ..Default::default() }).await
+        else {
+            return;
+        };
+        let port = srv.local_addr().unwrap().port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let c = client().await;
+        let (conn, acc) = tokio::join!(c.connect(addr, &Profile::reliable()), srv.accept());
+        let (conn, acc) = (conn.expect("connect"), acc.expect("accept"));
+        assert_eq!(acc.remote_addr(), c.local_addr().unwrap(), "the peer is seen as plain IPv4");
+        let payload = data(300_000, 9);
+        let got = stream(acc, conn, payload.clone()).await;
+        assert!(got == payload);
+    })
+    .await
+    .expect("timed out");
+}
