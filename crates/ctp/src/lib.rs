@@ -4,6 +4,26 @@
 //! [`Endpoint`] owns the socket, receives and sends in batches (recvmmsg, GRO, GSO through
 //! `quinn-udp`), fires the core's timers and wakes the tasks waiting on [`Connection`]s.
 //!
+//! ## Semantics worth knowing
+//!
+//! - **Handles.** [`Endpoint`] and [`Connection`] are cheap clones of shared state. The
+//!   endpoint's driver task stops when [`Endpoint::close`] is called or when every
+//!   `Endpoint` and `Connection` handle is gone; on stopping it aborts the connections
+//!   that are left (the peers are told) and every pending operation fails.
+//! - **Closing.** Dropping the last handle of a connection while its endpoint lives on
+//!   closes it gracefully (written data is still delivered). [`Connection::close`] does the
+//!   same and resolves once the connection has ended, so await it before dropping the
+//!   endpoint when delivery matters. [`Connection::abort`] ends at once with a reason the
+//!   peer sees.
+//! - **Byte stream.** `poll_write` hands bytes to the protocol (it waits only when the send
+//!   buffer is full), `poll_flush` has nothing to do, `poll_shutdown` finishes the stream.
+//!   A read returns end-of-stream after the peer finished the stream or closed gracefully;
+//!   any other ending is an `io::Error` whose message is the [`CloseReason`].
+//! - **Time.** The core counts microseconds from the moment the endpoint was bound
+//!   (`tokio::time::Instant`, so paused test clocks work). Deadlines under a millisecond
+//!   away (pacing at high rates) are met by yielding instead of sleeping, since tokio's
+//!   timer has millisecond granularity; an idle endpoint sleeps.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use ctp::{Endpoint, EndpointOptions, Profile};

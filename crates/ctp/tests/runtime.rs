@@ -388,7 +388,14 @@ async fn dropping_every_handle_stops_the_driver_and_frees_the_socket() {
 async fn dual_stack_server_talks_to_an_ipv4_client() {
     timeout(Duration::from_secs(20), async {
         // Skip quietly where IPv6 is unavailable.
-        let Ok(srv) = Endpoint::bind("[::]:0".parse().unwrap(), EndpointOptions { accept: true, ..Default::default() }).await
+        let Ok(srv) = Endpoint::bind(
+            "[::]:0".parse().unwrap(),
+            EndpointOptions {
+                accept: true,
+                ..Default::default()
+            },
+        )
+        .await
         else {
             return;
         };
@@ -397,9 +404,26 @@ async fn dual_stack_server_talks_to_an_ipv4_client() {
         let c = client().await;
         let (conn, acc) = tokio::join!(c.connect(addr, &Profile::reliable()), srv.accept());
         let (conn, acc) = (conn.expect("connect"), acc.expect("accept"));
-        assert_eq!(acc.remote_addr(), c.local_addr().unwrap(), "the peer is seen as plain IPv4");
+        assert_eq!(
+            acc.remote_addr(),
+            c.local_addr().unwrap(),
+            "the peer is seen as plain IPv4"
+        );
         let payload = data(300_000, 9);
         let got = stream(acc, conn, payload.clone()).await;
+        assert!(got == payload);
+    })
+    .await
+    .expect("timed out");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn works_on_a_current_thread_runtime() {
+    timeout(Duration::from_secs(30), async {
+        let (srv, addr) = server().await;
+        let (_c, tx, rx) = pair(&srv, addr, &Profile::reliable()).await;
+        let payload = data(2 << 20, 11);
+        let got = stream(tx, rx, payload.clone()).await;
         assert!(got == payload);
     })
     .await
