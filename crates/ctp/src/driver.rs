@@ -31,8 +31,9 @@ const MAX_GSO_BYTES: usize = 64_000;
 /// Deadlines closer than this are not slept through (timer granularity is ~1 ms); the
 /// driver yields to the scheduler and checks again instead.
 const NEAR_DEADLINE: Duration = Duration::from_millis(1);
-/// Rounds in a row a deadline may stay overdue after firing it before the driver stops
-/// yielding and sleeps a millisecond instead (defends against a deadline that never clears).
+/// Rounds in a row the *same* deadline may stay overdue after firing it before the driver
+/// stops yielding and sleeps a millisecond instead (defends against a deadline that firing
+/// does not clear; a deadline that moves on is progress, not this).
 const MAX_OVERDUE_ROUNDS: u32 = 16;
 /// Receive or send errors in a row (other than "would block") after which the socket is
 /// considered broken and the driver stops.
@@ -111,7 +112,7 @@ impl Driver {
     }
 
     async fn drive(&mut self) -> CloseReason {
-        let mut overdue = 0u32;
+        let mut overdue = (ctp_proto::Instant::ZERO, 0u32);
         loop {
             let rx_more = match self.receive() {
                 Ok(more) => more,
@@ -135,15 +136,14 @@ impl Driver {
             let sleep_until = match next {
                 None => None,
                 Some(d) if d <= now => {
-                    overdue += 1;
-                    if overdue <= MAX_OVERDUE_ROUNDS && tx != Tx::Blocked {
+                    overdue = if overdue.0 == d { (d, overdue.1 + 1) } else { (d, 1) };
+                    if overdue.1 <= MAX_OVERDUE_ROUNDS && tx != Tx::Blocked {
                         tokio::task::yield_now().await;
                         continue;
                     }
                     Some(tokio::time::Instant::now() + Duration::from_millis(1))
                 }
                 Some(d) => {
-                    overdue = 0;
                     if d - now < NEAR_DEADLINE && tx != Tx::Blocked {
                         tokio::task::yield_now().await;
                         continue;
