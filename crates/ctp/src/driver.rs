@@ -136,7 +136,11 @@ impl Driver {
             let sleep_until = match next {
                 None => None,
                 Some(d) if d <= now => {
-                    overdue = if overdue.0 == d { (d, overdue.1 + 1) } else { (d, 1) };
+                    overdue = if overdue.0 == d {
+                        (d, overdue.1 + 1)
+                    } else {
+                        (d, 1)
+                    };
                     if overdue.1 <= MAX_OVERDUE_ROUNDS && tx != Tx::Blocked {
                         tokio::task::yield_now().await;
                         continue;

@@ -429,3 +429,23 @@ async fn works_on_a_current_thread_runtime() {
     .await
     .expect("timed out");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_connection_reports_the_responders_reason() {
+    timeout(Duration::from_secs(20), async {
+        let (_srv, addr) = server().await;
+        let c = client().await;
+        let mut odd = Profile::reliable();
+        odd.micros = ctp::MicroSet(odd.micros.0 | 1 << 60);
+        let err = c.connect(addr, &odd).await.unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("refused by") && text.contains("unknown microprotocol"),
+            "{text}"
+        );
+        // A client that does not accept has no incoming connections.
+        assert!(c.accept().await.is_none());
+    })
+    .await
+    .expect("timed out");
+}
