@@ -1,0 +1,437 @@
+//! A connection: the async face of one proto connection.
+
+use crate::error::ConnectionError;
+use crate::shared::{register, Shared, State};
+use bytes::Bytes;
+use ctp_proto::{
+    CloseReason, ConnectionHandle, ConnectionState, ConnectionStats, MicroSet, Params, ReadError,
+    WriteError,
+};
+use std::future::poll_fn;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// A connection to a peer: an ordered byte stream ([`AsyncRead`]/[`AsyncWrite`]) and
+/// messages, as the negotiated profile provides them.
+///
+/// Clones share the connection. When the last clone is dropped while the endpoint lives
+/// on, the connection is closed gracefully (data already written is still delivered); when
+/// every handle of the endpoint is dropped too, the endpoint's driver stops and aborts what
+/// is left. Await [`Connection::close`] to know that everything arrived.
+#[derive(Clone)]
+pub struct Connection {
+    inner: Arc<ConnInner>,
+}
+
+/// One clone family of a connection; its drop releases the connection.
+struct ConnInner {
+    shared: Arc<Shared>,
+    handle: ConnectionHandle,
+    remote: SocketAddr,
+}
+
+impl Drop for ConnInner {
+    fn drop(&mut self) {
+        let mut st = self.shared.lock();
+        let now = self.shared.now();
+        let h = self.handle;
+        if let Some(s) = st.slot(h) {
+            s.owned = false;
+        }
+        if st.closed.is_none() {
+            if let Some(c) = st.ep.connection_mut(h) {
+                c.close(now);
+            }
+        }
+        st.maybe_remove(h);
+        st.user_refs = st.user_refs.saturating_sub(1);
+        drop(st);
+        self.shared.wake_driver();
+    }
+}
+
+/// What a closed endpoint's or aborted connection's operations fail with, if anything.
+fn gate(st: &mut State, h: ConnectionHandle) -> Option<ConnectionError> {
+    if let Some(r) = &st.closed {
+        return Some(ConnectionError::Closed(r.clone()));
+    }
+    match st.slot(h) {
+        Some(s) => s.aborted.clone().map(ConnectionError::Closed),
+        None => Some(gone()),
+    }
+}
+
+fn gone() -> ConnectionError {
+    ConnectionError::Closed(CloseReason::LocalAbort(
+        "connection no longer exists".into(),
+    ))
+}
+
+/// Maps a refused write to what the application sees (`None`: wait for room).
+fn write_error(e: WriteError, state: &ConnectionState, closing: bool) -> Option<ConnectionError> {
+    match e {
+        WriteError::Blocked => None,
+        WriteError::TooLarge { len, max } => Some(ConnectionError::MessageTooLarge { len, max }),
+        WriteError::Finished => Some(ConnectionError::Finished),
+        WriteError::NotOpen(_) => Some(match state {
+            ConnectionState::Closed(r) => ConnectionError::Closed(r.clone()),
+            _ if closing => ConnectionError::Closing,
+            // Draining after a close the peer or a timer started, or not yet set up.
+            _ => ConnectionError::Closing,
+        }),
+    }
+}
+
+impl Connection {
+    /// Wraps proto connection `h`; counts a user handle. Call with the state locked.
+    pub(crate) fn new(shared: Arc<Shared>, st: &mut State, h: ConnectionHandle) -> Connection {
+        let remote = st
+            .ep
+            .connection(h)
+            .map_or(shared.local_addr, |c| c.remote());
+        st.slot_entry(h).owned = true;
+        st.user_refs += 1;
+        Connection {
+            inner: Arc::new(ConnInner {
+                shared,
+                handle: h,
+                remote,
+            }),
+        }
+    }
+
+    /// Locks the state and runs `f` on the proto connection, unless the endpoint is closed,
+    /// the connection was aborted, or it no longer exists. The driver is woken afterwards
+    /// when `f` reports that it changed something.
+    fn with<T>(
+        &self,
+        cx: Option<&mut Context<'_>>,
+        f: impl FnOnce(
+            &mut ctp_proto::endpoint::Endpoint,
+            ConnectionHandle,
+            ctp_proto::Instant,
+            bool,
+        ) -> Op<T>,
+    ) -> Poll<Result<T, ConnectionError>> {
+        let shared = &self.inner.shared;
+        let h = self.inner.handle;
+        let mut guard = shared.lock();
+        let st = &mut *guard;
+        if let Some(e) = gate(st, h) {
+            return Poll::Ready(Err(e));
+        }
+        let now = shared.now();
+        let closing = st.slot(h).is_some_and(|s| s.closing);
+        match f(&mut st.ep, h, now, closing) {
+            Op::Done(v, changed) => {
+                drop(guard);
+                if changed {
+                    shared.wake_driver();
+                }
+                Poll::Ready(v)
+            }
+            Op::Wait => {
+                if let (Some(cx), Some(s)) = (cx, st.slot(h)) {
+                    register(&mut s.wakers, cx.waker());
+                }
+                Poll::Pending
+            }
+        }
+    }
+
+    fn poll_read_bytes(
+        &self,
+        cx: &mut Context<'_>,
+        dst: &mut [u8],
+    ) -> Poll<Result<usize, ConnectionError>> {
+        self.with(Some(cx), |ep, h, now, _| {
+            let Some(c) = ep.connection_mut(h) else {
+                return Op::Done(Err(gone()), false);
+            };
+            match c.stream_read(now, dst) {
+                Ok(n) => Op::Done(Ok(n), n > 0),
+                Err(ReadError::Blocked) => Op::Wait,
+                // Everything the peer sent was delivered before it closed: end of stream.
+                Err(ReadError::Closed(CloseReason::Graceful)) => Op::Done(Ok(0), false),
+                Err(ReadError::Closed(r)) => Op::Done(Err(ConnectionError::Closed(r)), false),
+            }
+        })
+    }
+
+    fn poll_write_bytes(
+        &self,
+        cx: &mut Context<'_>,
+        src: &[u8],
+    ) -> Poll<Result<usize, ConnectionError>> {
+        self.with(Some(cx), |ep, h, now, closing| {
+            let Some(c) = ep.connection_mut(h) else {
+                return Op::Done(Err(gone()), false);
+            };
+            if closing {
+                return Op::Done(Err(ConnectionError::Closing), false);
+            }
+            match c.stream_write(now, src) {
+                Ok(n) => Op::Done(Ok(n), true),
+                Err(e) => match write_error(e, c.state(), closing) {
+                    None => Op::Wait,
+                    Some(e) => Op::Done(Err(e), false),
+                },
+            }
+        })
+    }
+
+    fn poll_finish(&self) -> Poll<Result<(), ConnectionError>> {
+        self.with(None, |ep, h, now, closing| {
+            let Some(c) = ep.connection_mut(h) else {
+                return Op::Done(Err(gone()), false);
+            };
+            match c.stream_finish(now) {
+                Ok(()) => Op::Done(Ok(()), true),
+                Err(e) => Op::Done(
+                    Err(write_error(e, c.state(), closing).unwrap_or(ConnectionError::Closing)),
+                    false,
+                ),
+            }
+        })
+    }
+
+    /// Sends one message, waiting for room in the send buffer. Messages keep their
+    /// boundaries; whether they arrive reliably and in order depends on the profile.
+    pub async fn send_msg(&self, msg: Bytes) -> Result<(), ConnectionError> {
+        poll_fn(|cx| {
+            self.with(Some(cx), |ep, h, now, closing| {
+                let Some(c) = ep.connection_mut(h) else {
+                    return Op::Done(Err(gone()), false);
+                };
+                if closing {
+                    return Op::Done(Err(ConnectionError::Closing), false);
+                }
+                match c.send_msg(now, msg.clone()) {
+                    Ok(()) => Op::Done(Ok(()), true),
+                    Err(e) => match write_error(e, c.state(), closing) {
+                        None => Op::Wait,
+                        Some(e) => Op::Done(Err(e), false),
+                    },
+                }
+            })
+        })
+        .await
+    }
+
+    /// Receives the next message. Fails with the close reason once the connection ended
+    /// (with [`CloseReason::Graceful`] after an orderly close) and no message is left.
+    pub async fn recv_msg(&self) -> Result<Bytes, ConnectionError> {
+        poll_fn(|cx| {
+            self.with(Some(cx), |ep, h, now, _| {
+                let Some(c) = ep.connection_mut(h) else {
+                    return Op::Done(Err(gone()), false);
+                };
+                match c.recv_msg(now) {
+                    Ok(m) => Op::Done(Ok(m), true),
+                    Err(ReadError::Blocked) => Op::Wait,
+                    Err(ReadError::Closed(r)) => Op::Done(Err(ConnectionError::Closed(r)), false),
+                }
+            })
+        })
+        .await
+    }
+
+    /// Ends the byte stream: the peer reads end-of-stream after everything written before.
+    /// Messages can still be sent.
+    pub async fn finish(&self) -> Result<(), ConnectionError> {
+        poll_fn(|_| self.poll_finish()).await
+    }
+
+    /// Closes gracefully: everything written is delivered first, then both sides close.
+    /// Resolves when the connection has ended: `Ok` for an orderly close, otherwise the
+    /// reason it ended some other way.
+    pub async fn close(&self) -> Result<(), ConnectionError> {
+        {
+            let shared = &self.inner.shared;
+            let mut st = shared.lock();
+            let now = shared.now();
+            let h = self.inner.handle;
+            if st.closed.is_none() {
+                if let Some(s) = st.slot(h) {
+                    s.closing = true;
+                }
+                if let Some(c) = st.ep.connection_mut(h) {
+                    c.close(now);
+                }
+            }
+            drop(st);
+            shared.wake_driver();
+        }
+        match self.closed().await {
+            CloseReason::Graceful => Ok(()),
+            r => Err(ConnectionError::Closed(r)),
+        }
+    }
+
+    /// Aborts at once: buffered data is discarded and the peer is told `reason`.
+    pub fn abort(&self, reason: &str) {
+        let shared = &self.inner.shared;
+        let mut st = shared.lock();
+        let now = shared.now();
+        let h = self.inner.handle;
+        if st.closed.is_some() {
+            return;
+        }
+        let already = st
+            .ep
+            .connection(h)
+            .is_none_or(|c| matches!(c.state(), ConnectionState::Closed(_)));
+        if let Some(c) = st.ep.connection_mut(h) {
+            c.abort(now, reason);
+        }
+        let mut wakers = Vec::new();
+        if let Some(s) = st.slot(h) {
+            if !already && s.aborted.is_none() {
+                s.aborted = Some(CloseReason::LocalAbort(reason.to_string()));
+            }
+            wakers = std::mem::take(&mut s.wakers);
+        }
+        drop(st);
+        shared.wake_driver();
+        wakers.into_iter().for_each(|w| w.wake());
+    }
+
+    /// Resolves with the reason once the connection has ended.
+    pub async fn closed(&self) -> CloseReason {
+        poll_fn(|cx| {
+            let shared = &self.inner.shared;
+            let h = self.inner.handle;
+            let mut st = shared.lock();
+            if let Some(r) = st.ep.connection(h).and_then(|c| c.close_reason()) {
+                return Poll::Ready(r.clone());
+            }
+            if let Some(r) = &st.closed {
+                return Poll::Ready(r.clone());
+            }
+            match st.slot(h) {
+                Some(s) => {
+                    register(&mut s.wakers, cx.waker());
+                    Poll::Pending
+                }
+                None => Poll::Ready(CloseReason::LocalAbort(
+                    "connection no longer exists".into(),
+                )),
+            }
+        })
+        .await
+    }
+
+    /// The reason the connection ended, or `None` while it is open.
+    pub fn close_reason(&self) -> Option<CloseReason> {
+        let mut st = self.inner.shared.lock();
+        let h = self.inner.handle;
+        if let Some(r) = st.ep.connection(h).and_then(|c| c.close_reason()) {
+            return Some(r.clone());
+        }
+        st.closed
+            .clone()
+            .or_else(|| st.slot(h).and_then(|s| s.aborted.clone()))
+    }
+
+    /// A snapshot of every counter of this connection.
+    pub fn stats(&self) -> ConnectionStats {
+        let st = self.inner.shared.lock();
+        st.ep
+            .connection(self.inner.handle)
+            .map(|c| c.stats())
+            .unwrap_or_default()
+    }
+
+    /// The peer's address.
+    pub fn remote_addr(&self) -> SocketAddr {
+        self.inner.remote
+    }
+
+    /// The microprotocols negotiated for this connection.
+    pub fn profile_micros(&self) -> MicroSet {
+        let st = self.inner.shared.lock();
+        st.ep
+            .connection(self.inner.handle)
+            .map(|c| c.micros())
+            .unwrap_or_default()
+    }
+
+    /// The parameters negotiated for this connection (largest message, windows, timeouts).
+    pub fn params(&self) -> Params {
+        let st = self.inner.shared.lock();
+        st.ep
+            .connection(self.inner.handle)
+            .map(|c| *c.params())
+            .unwrap_or_default()
+    }
+
+    /// The proto handle (for the endpoint's internal use).
+    pub(crate) fn handle(&self) -> ConnectionHandle {
+        self.inner.handle
+    }
+}
+
+/// The result of one attempt at an operation.
+enum Op<T> {
+    /// Finished with a result; `true` when the driver should run.
+    Done(Result<T, ConnectionError>, bool),
+    /// Not possible yet; wait for activity on the connection.
+    Wait,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("handle", &self.inner.handle.0)
+            .field("remote", &self.inner.remote)
+            .finish()
+    }
+}
+
+impl AsyncRead for Connection {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        let dst = buf.initialize_unfilled();
+        match self.poll_read_bytes(cx, dst) {
+            Poll::Ready(Ok(n)) => {
+                buf.advance(n);
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e.into())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl AsyncWrite for Connection {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if buf.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        self.poll_write_bytes(cx, buf).map_err(io::Error::from)
+    }
+
+    /// Data is handed to the protocol by `poll_write`; there is nothing to flush.
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    /// Finishes the byte stream (see [`Connection::finish`]).
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_finish().map_err(io::Error::from)
+    }
+}

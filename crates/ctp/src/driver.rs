@@ -1,0 +1,435 @@
+//! The driver task: owns the socket, feeds the sans-IO endpoint with datagrams and time,
+//! sends what it produces in batches, and wakes the tasks waiting on it.
+//!
+//! One loop per endpoint (quinn's model): receive a batch (recvmmsg, GRO-coalesced buffers
+//! split by `stride`), fire due timers, build and send datagrams (consecutive equal-sized
+//! datagrams to one destination go out as one GSO send), hand events to the waiting tasks,
+//! then wait for the socket, the next deadline or an application operation. Buffers are
+//! allocated once; nothing is allocated per packet.
+
+use crate::shared::{Shared, Slot, State};
+use ctp_proto::{CloseReason, ConnectionHandle, EndpointEvent};
+use quinn_udp::{RecvMeta, Transmit, UdpSocketState, BATCH_SIZE};
+use std::io::{self, IoSliceMut};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::task::Waker;
+use std::time::Duration;
+use tokio::io::Interest;
+use tokio::net::UdpSocket;
+
+/// Receive system calls per round before timers and sends get their turn.
+const RECV_CALLS_PER_ROUND: usize = 8;
+/// Bytes of datagrams built per hold of the state lock.
+const SEND_BATCH_BYTES: usize = 256 * 1024;
+/// Datagrams built per hold of the state lock.
+const SEND_BATCH_DATAGRAMS: usize = 512;
+/// Bytes sent per round before receiving again (acknowledgements must not starve).
+const SEND_BYTES_PER_ROUND: usize = 2 << 20;
+/// Largest payload of one GSO send (the UDP length field bounds the whole train).
+const MAX_GSO_BYTES: usize = 64_000;
+/// Deadlines closer than this are not slept through (timer granularity is ~1 ms); the
+/// driver yields to the scheduler and checks again instead.
+const NEAR_DEADLINE: Duration = Duration::from_millis(1);
+/// Rounds in a row the *same* deadline may stay overdue after firing it before the driver
+/// stops yielding and sleeps a millisecond instead (defends against a deadline that firing
+/// does not clear; a deadline that moves on is progress, not this).
+const MAX_OVERDUE_ROUNDS: u32 = 16;
+/// Receive or send errors in a row (other than "would block") after which the socket is
+/// considered broken and the driver stops.
+const MAX_SOCKET_ERRORS: u32 = 1000;
+/// Datagrams sent at most while shutting down (CLOSE frames to the peers).
+const SHUTDOWN_DATAGRAMS: usize = 8192;
+
+/// Datagrams to one destination sent with one system call.
+#[derive(Clone, Copy, Debug)]
+struct Group {
+    dest: SocketAddr,
+    start: usize,
+    end: usize,
+    /// Size of every datagram but possibly the last.
+    seg: usize,
+    count: usize,
+    /// A shorter datagram ended the train; nothing more may join.
+    sealed: bool,
+}
+
+/// What a send round ended with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tx {
+    /// Nothing more to send.
+    Idle,
+    /// The per-round budget ran out; more may be waiting.
+    Budget,
+    /// The socket buffer is full; wait until it is writable.
+    Blocked,
+}
+
+/// The task behind an endpoint.
+pub(crate) struct Driver {
+    shared: Arc<Shared>,
+    socket: UdpSocket,
+    udp: UdpSocketState,
+    ipv6: bool,
+    recv_buf: Vec<u8>,
+    recv_chunk: usize,
+    metas: [RecvMeta; BATCH_SIZE],
+    scratch: Vec<u8>,
+    send_buf: Vec<u8>,
+    groups: Vec<Group>,
+    next_group: usize,
+    wakers: Vec<Waker>,
+    socket_errors: u32,
+}
+
+impl Driver {
+    pub(crate) fn new(shared: Arc<Shared>, socket: UdpSocket, udp: UdpSocketState) -> Self {
+        // A GRO buffer can hold up to `gro_segments` datagrams; one plain datagram up to 64 KiB.
+        let recv_chunk = (1500 * udp.gro_segments()).max(65_536);
+        let ipv6 = shared.local_addr.is_ipv6();
+        Driver {
+            shared,
+            socket,
+            udp,
+            ipv6,
+            recv_buf: vec![0; recv_chunk * BATCH_SIZE],
+            recv_chunk,
+            metas: [RecvMeta::default(); BATCH_SIZE],
+            scratch: Vec::with_capacity(65_536),
+            send_buf: Vec::with_capacity(SEND_BATCH_BYTES + 65_536),
+            groups: Vec::with_capacity(SEND_BATCH_DATAGRAMS),
+            next_group: 0,
+            wakers: Vec::new(),
+            socket_errors: 0,
+        }
+    }
+
+    /// Runs until the endpoint is closed or every user handle is gone.
+    pub(crate) async fn run(mut self) {
+        let reason = self.drive().await;
+        tracing::debug!(local_addr = %self.shared.local_addr, %reason, "ctp endpoint driver stopping");
+        self.shutdown(reason);
+    }
+
+    async fn drive(&mut self) -> CloseReason {
+        let mut overdue = (ctp_proto::Instant::ZERO, 0u32);
+        loop {
+            let rx_more = match self.receive() {
+                Ok(more) => more,
+                Err(e) => return CloseReason::LocalAbort(format!("socket error: {e}")),
+            };
+            if let Some(reason) = self.service() {
+                return reason;
+            }
+            let tx = self.transmit();
+            if self.socket_errors > MAX_SOCKET_ERRORS {
+                return CloseReason::LocalAbort(
+                    "socket error: too many send/receive failures in a row".into(),
+                );
+            }
+            if rx_more || tx == Tx::Budget {
+                tokio::task::yield_now().await;
+                continue;
+            }
+            let next = self.shared.lock().ep.poll_timeout();
+            let now = self.shared.now();
+            let sleep_until = match next {
+                None => None,
+                Some(d) if d <= now => {
+                    overdue = if overdue.0 == d {
+                        (d, overdue.1 + 1)
+                    } else {
+                        (d, 1)
+                    };
+                    if overdue.1 <= MAX_OVERDUE_ROUNDS && tx != Tx::Blocked {
+                        tokio::task::yield_now().await;
+                        continue;
+                    }
+                    Some(tokio::time::Instant::now() + Duration::from_millis(1))
+                }
+                Some(d) => {
+                    if d - now < NEAR_DEADLINE && tx != Tx::Blocked {
+                        tokio::task::yield_now().await;
+                        continue;
+                    }
+                    self.shared.deadline(d)
+                }
+            };
+            let sleep = async {
+                match sleep_until {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                _ = self.shared.driver_notified() => {}
+                r = self.socket.readable() => {
+                    if let Err(e) = r {
+                        return CloseReason::LocalAbort(format!("socket error: {e}"));
+                    }
+                }
+                r = self.socket.writable(), if tx == Tx::Blocked => {
+                    if let Err(e) = r {
+                        return CloseReason::LocalAbort(format!("socket error: {e}"));
+                    }
+                }
+                _ = sleep => {}
+            }
+        }
+    }
+
+    /// Receives what the socket holds (a bounded number of batches) and feeds it to the
+    /// endpoint. Returns true when the budget ran out before the socket was drained.
+    fn receive(&mut self) -> io::Result<bool> {
+        for _ in 0..RECV_CALLS_PER_ROUND {
+            let mut chunks = self
+                .recv_buf
+                .chunks_mut(self.recv_chunk)
+                .map(IoSliceMut::new);
+            let mut iovs: [IoSliceMut<'_>; BATCH_SIZE] =
+                std::array::from_fn(|_| chunks.next().expect("recv_buf holds BATCH_SIZE chunks"));
+            let (socket, udp, metas) = (&self.socket, &self.udp, &mut self.metas);
+            let res = socket.try_io(Interest::READABLE, || {
+                udp.recv(socket.into(), &mut iovs, metas)
+            });
+            match res {
+                Ok(n) => {
+                    self.socket_errors = 0;
+                    let mut st = self.shared.lock();
+                    let now = self.shared.now();
+                    for (meta, iov) in self.metas[..n].iter().zip(iovs.iter()) {
+                        let from = normalize(meta.addr);
+                        let data = &iov[..meta.len.min(iov.len())];
+                        if data.is_empty() {
+                            st.ep.handle_datagram(now, from, data);
+                            continue;
+                        }
+                        let stride = if meta.stride == 0 {
+                            data.len()
+                        } else {
+                            meta.stride
+                        };
+                        for d in data.chunks(stride) {
+                            st.ep.handle_datagram(now, from, d);
+                        }
+                    }
+                    process_events(&mut st, &mut self.wakers);
+                    drop(st);
+                    self.wakers.drain(..).for_each(Waker::wake);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // ICMP-reported errors and the like: nothing to do but carry on.
+                    self.socket_errors += 1;
+                    tracing::debug!("receive error: {e}");
+                    if self.socket_errors > MAX_SOCKET_ERRORS {
+                        return Err(e);
+                    }
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Checks whether to stop, fires due timers and hands out events.
+    fn service(&mut self) -> Option<CloseReason> {
+        let mut st = self.shared.lock();
+        if let Some(r) = &st.closed {
+            return Some(r.clone());
+        }
+        if st.user_refs == 0 {
+            return Some(CloseReason::LocalAbort("endpoint dropped".into()));
+        }
+        let now = self.shared.now();
+        st.ep.handle_timeout(now);
+        process_events(&mut st, &mut self.wakers);
+        drop(st);
+        self.wakers.drain(..).for_each(Waker::wake);
+        None
+    }
+
+    /// Sends what is pending, then builds and sends more until nothing is left, the socket
+    /// is full, or the round's budget is spent.
+    fn transmit(&mut self) -> Tx {
+        let mut sent = 0;
+        loop {
+            while self.next_group < self.groups.len() {
+                let g = self.groups[self.next_group];
+                let t = Transmit {
+                    destination: self.denormalize(g.dest),
+                    ecn: None,
+                    contents: &self.send_buf[g.start..g.end],
+                    segment_size: (g.count > 1).then_some(g.seg),
+                    src_ip: None,
+                };
+                let (socket, udp) = (&self.socket, &self.udp);
+                match socket.try_io(Interest::WRITABLE, || udp.try_send(socket.into(), &t)) {
+                    Ok(()) => {
+                        self.socket_errors = 0;
+                        sent += g.end - g.start;
+                        self.next_group += 1;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Tx::Blocked,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        // UDP is lossy anyway: the protocol recovers what this drops.
+                        self.socket_errors += 1;
+                        tracing::debug!(dest = %g.dest, bytes = g.end - g.start, segments = g.count, "send error: {e}");
+                        self.next_group += 1;
+                    }
+                }
+            }
+            if sent >= SEND_BYTES_PER_ROUND {
+                return Tx::Budget;
+            }
+            if !self.build_batch() {
+                return Tx::Idle;
+            }
+        }
+    }
+
+    /// Polls the endpoint for datagrams into the send buffer, grouping trains of equal-sized
+    /// datagrams to one destination for GSO. Returns false when there was nothing to send.
+    fn build_batch(&mut self) -> bool {
+        self.send_buf.clear();
+        self.groups.clear();
+        self.next_group = 0;
+        let max_segments = self.udp.max_gso_segments().max(1);
+        let mut st = self.shared.lock();
+        let now = self.shared.now();
+        while self.send_buf.len() < SEND_BATCH_BYTES && self.groups.len() < SEND_BATCH_DATAGRAMS {
+            let Some(t) = st.ep.poll_transmit(now, &mut self.scratch) else {
+                break;
+            };
+            let size = t.size.min(self.scratch.len());
+            let start = self.send_buf.len();
+            self.send_buf.extend_from_slice(&self.scratch[..size]);
+            match self.groups.last_mut() {
+                Some(g)
+                    if max_segments > 1
+                        && !g.sealed
+                        && g.dest == t.destination
+                        && size > 0
+                        && size <= g.seg
+                        && g.count < max_segments
+                        && g.end - g.start + size <= MAX_GSO_BYTES =>
+                {
+                    g.end += size;
+                    g.count += 1;
+                    g.sealed = size < g.seg;
+                }
+                _ => self.groups.push(Group {
+                    dest: t.destination,
+                    start,
+                    end: start + size,
+                    seg: size,
+                    count: 1,
+                    sealed: false,
+                }),
+            }
+        }
+        process_events(&mut st, &mut self.wakers);
+        drop(st);
+        self.wakers.drain(..).for_each(Waker::wake);
+        !self.groups.is_empty()
+    }
+
+    /// An IPv4 destination as the socket's family wants it.
+    fn denormalize(&self, a: SocketAddr) -> SocketAddr {
+        match a {
+            SocketAddr::V4(v4) if self.ipv6 => {
+                SocketAddr::new(IpAddr::V6(v4.ip().to_ipv6_mapped()), v4.port())
+            }
+            a => a,
+        }
+    }
+
+    /// Aborts every connection (telling the peers), sends what that produced, marks the
+    /// endpoint closed and wakes every waiting task.
+    fn shutdown(&mut self, reason: CloseReason) {
+        let mut st = self.shared.lock();
+        let now = self.shared.now();
+        if st.closed.is_none() {
+            st.closed = Some(reason.clone());
+        }
+        process_events(&mut st, &mut self.wakers);
+        let text = match &reason {
+            CloseReason::LocalAbort(t) => t.clone(),
+            r => r.to_string(),
+        };
+        for i in 0..st.slots.len() {
+            if st.slots[i].is_some() {
+                if let Some(c) = st.ep.connection_mut(ConnectionHandle(i)) {
+                    c.abort(now, &text);
+                }
+            }
+        }
+        for _ in 0..SHUTDOWN_DATAGRAMS {
+            let Some(t) = st.ep.poll_transmit(now, &mut self.scratch) else {
+                break;
+            };
+            let tx = Transmit {
+                destination: self.denormalize(t.destination),
+                ecn: None,
+                contents: &self.scratch[..t.size.min(self.scratch.len())],
+                segment_size: None,
+                src_ip: None,
+            };
+            if let Err(e) = self.udp.try_send((&self.socket).into(), &tx) {
+                if e.kind() == io::ErrorKind::WouldBlock {
+                    break;
+                }
+            }
+        }
+        st.take_all_wakers(&mut self.wakers);
+        drop(st);
+        self.wakers.drain(..).for_each(Waker::wake);
+    }
+}
+
+/// An IPv4-mapped IPv6 source as plain IPv4, so it matches the address a connection was
+/// opened to.
+fn normalize(a: SocketAddr) -> SocketAddr {
+    match a {
+        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
+            Some(v4) => SocketAddr::new(IpAddr::V4(v4), v6.port()),
+            None => a,
+        },
+        a => a,
+    }
+}
+
+/// Hands the endpoint's events to the runtime's bookkeeping; collects the wakers to wake
+/// once the lock is released.
+fn process_events(st: &mut State, wakers: &mut Vec<Waker>) {
+    while let Some(ev) = st.ep.poll_event() {
+        match ev {
+            EndpointEvent::Connected(h) | EndpointEvent::Activity(h) => {
+                if let Some(s) = st.slot(h) {
+                    wakers.append(&mut s.wakers);
+                }
+            }
+            EndpointEvent::Incoming(h) => {
+                st.fresh_slot(
+                    h,
+                    Slot {
+                        queued: true,
+                        ..Slot::default()
+                    },
+                );
+                st.accept_queue.push_back(h);
+                wakers.append(&mut st.accept_wakers);
+            }
+            EndpointEvent::Closed(h, reason) => {
+                tracing::debug!(handle = h.0, %reason, "connection closed");
+                if let Some(s) = st.slot(h) {
+                    wakers.append(&mut s.wakers);
+                }
+                st.maybe_remove(h);
+            }
+        }
+    }
+}

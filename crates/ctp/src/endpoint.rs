@@ -1,0 +1,236 @@
+//! The endpoint: one UDP socket, its driver task, and the connections it carries.
+
+use crate::connection::Connection;
+use crate::driver::Driver;
+use crate::error::ConnectError;
+use crate::shared::{register, Shared, State};
+use ctp_proto::{ConnectionState, EndpointConfig, EndpointStats, Params, Profile};
+use std::future::{poll_fn, Future};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+/// Socket buffer size asked for by default (SO_RCVBUF and SO_SNDBUF), 8 MiB.
+pub const DEFAULT_SOCKET_BUFFER: usize = 8 << 20;
+
+/// How an endpoint is set up.
+#[derive(Clone, Debug)]
+pub struct EndpointOptions {
+    /// Accept incoming connections (a server); `false` for a pure client.
+    pub accept: bool,
+    /// Local limits and defaults; as a responder, requests are narrowed to these.
+    pub params: Params,
+    /// Give up a connection set-up after this long without an answer.
+    pub handshake_timeout: Duration,
+    /// SO_RCVBUF and SO_SNDBUF to ask for, bytes (the OS may grant less; see the log).
+    pub socket_buffer: usize,
+    /// Most connections at once on this endpoint.
+    pub max_connections: usize,
+}
+
+impl Default for EndpointOptions {
+    fn default() -> Self {
+        EndpointOptions {
+            accept: false,
+            params: Params::default(),
+            handshake_timeout: Duration::from_secs(10),
+            socket_buffer: DEFAULT_SOCKET_BUFFER,
+            max_connections: 4096,
+        }
+    }
+}
+
+/// A UDP socket carrying ctp connections, driven by a background tokio task.
+///
+/// Clones share the endpoint. The driver stops when [`Endpoint::close`] is called or when
+/// every `Endpoint` and [`Connection`] handle is gone.
+#[derive(Clone)]
+pub struct Endpoint {
+    inner: Arc<EndpointInner>,
+}
+
+/// One clone family of an endpoint handle; its drop releases the endpoint.
+struct EndpointInner {
+    shared: Arc<Shared>,
+}
+
+impl Drop for EndpointInner {
+    fn drop(&mut self) {
+        let mut st = self.shared.lock();
+        st.user_refs = st.user_refs.saturating_sub(1);
+        drop(st);
+        self.shared.wake_driver();
+    }
+}
+
+fn random32() -> io::Result<[u8; 32]> {
+    let mut b = [0u8; 32];
+    getrandom::fill(&mut b)
+        .map_err(|e| io::Error::other(format!("no randomness for the endpoint: {e}")))?;
+    Ok(b)
+}
+
+impl Endpoint {
+    /// Binds a UDP socket to `addr` (port 0 picks a free one) and starts the driver.
+    /// Must be called within a tokio runtime.
+    pub async fn bind(addr: SocketAddr, opts: EndpointOptions) -> io::Result<Endpoint> {
+        opts.params.check().map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("invalid endpoint parameters: {e}"),
+            )
+        })?;
+        let std_socket = std::net::UdpSocket::bind(addr)?;
+        std_socket.set_nonblocking(true)?;
+        let socket = tokio::net::UdpSocket::from_std(std_socket)?;
+        let udp = quinn_udp::UdpSocketState::new((&socket).into())?;
+        set_buffers(&socket, opts.socket_buffer);
+        let local_addr = socket.local_addr()?;
+
+        let mut cfg = EndpointConfig::new(random32()?, random32()?);
+        cfg.accept = opts.accept;
+        cfg.params = opts.params;
+        cfg.handshake_timeout = opts.handshake_timeout;
+        cfg.max_connections = opts.max_connections;
+        let state = State::new(ctp_proto::Endpoint::new(cfg), opts.accept);
+        let shared = Arc::new(Shared::new(state, local_addr));
+        tracing::debug!(%local_addr, gso = udp.max_gso_segments(), gro = udp.gro_segments(), "ctp endpoint bound");
+        let driver = Driver::new(shared.clone(), socket, udp);
+        tokio::spawn(driver.run());
+        Ok(Endpoint {
+            inner: Arc::new(EndpointInner { shared }),
+        })
+    }
+
+    /// The address the socket is bound to.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(self.inner.shared.local_addr)
+    }
+
+    /// Connects to `addr` with `profile`; resolves once the connection is established.
+    ///
+    /// The attempt starts at the call (the profile is checked and the first handshake
+    /// packet queued right away), so the returned future borrows nothing and may be
+    /// spawned. Dropping it abandons the attempt.
+    pub fn connect(
+        &self,
+        addr: SocketAddr,
+        profile: &Profile,
+    ) -> impl Future<Output = Result<Connection, ConnectError>> + Send + 'static {
+        let shared = self.inner.shared.clone();
+        let started = (|| {
+            let mut st = shared.lock();
+            if st.closed.is_some() {
+                return Err(ConnectError::EndpointClosed);
+            }
+            let now = shared.now();
+            let h = st.ep.connect(now, addr, profile)?;
+            st.fresh_slot(h, Default::default());
+            Ok(Connection::new(shared.clone(), &mut st, h))
+        })();
+        shared.wake_driver();
+        async move {
+            let conn = started?;
+            let h = conn.handle();
+            // If this future is dropped, `conn` goes with it and abandons the attempt.
+            poll_fn(|cx| {
+                let mut st = shared.lock();
+                if st.closed.is_some() {
+                    return Poll::Ready(Err(ConnectError::EndpointClosed));
+                }
+                match st.ep.connection(h).map(|c| c.state().clone()) {
+                    Some(ConnectionState::Closed(r)) => {
+                        Poll::Ready(Err(ConnectError::Handshake(r)))
+                    }
+                    None => Poll::Ready(Err(ConnectError::EndpointClosed)),
+                    Some(ConnectionState::Initiating | ConnectionState::Echoing) => {
+                        if let Some(s) = st.slot(h) {
+                            register(&mut s.wakers, cx.waker());
+                        }
+                        Poll::Pending
+                    }
+                    Some(_) => Poll::Ready(Ok(())),
+                }
+            })
+            .await?;
+            Ok(conn)
+        }
+    }
+
+    /// Waits for the next incoming connection. `None` once the endpoint is closed, or at
+    /// once if it does not accept connections.
+    pub async fn accept(&self) -> Option<Connection> {
+        let shared = &self.inner.shared;
+        poll_fn(|cx| {
+            let mut st = shared.lock();
+            if st.closed.is_some() || !st.accepting {
+                return Poll::Ready(None);
+            }
+            match st.accept_queue.pop_front() {
+                Some(h) => {
+                    st.slot_entry(h).queued = false;
+                    Poll::Ready(Some(Connection::new(shared.clone(), &mut st, h)))
+                }
+                None => {
+                    register(&mut st.accept_wakers, cx.waker());
+                    Poll::Pending
+                }
+            }
+        })
+        .await
+    }
+
+    /// Endpoint-level counters (datagrams received, dropped as malformed, accepted, …).
+    pub fn stats(&self) -> EndpointStats {
+        self.inner.shared.lock().ep.stats()
+    }
+
+    /// Closes the endpoint: every connection is aborted (peers are told), the driver stops,
+    /// and pending and later operations fail.
+    pub fn close(&self) {
+        let shared = &self.inner.shared;
+        let mut wakers = Vec::new();
+        {
+            let mut st = shared.lock();
+            if st.closed.is_none() {
+                st.closed = Some(ctp_proto::CloseReason::LocalAbort("endpoint closed".into()));
+            }
+            st.take_all_wakers(&mut wakers);
+        }
+        shared.wake_driver();
+        wakers.into_iter().for_each(|w| w.wake());
+    }
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoint")
+            .field("local_addr", &self.inner.shared.local_addr)
+            .finish()
+    }
+}
+
+/// Asks for `size`-byte socket buffers; best effort, the result is logged.
+fn set_buffers(socket: &tokio::net::UdpSocket, size: usize) {
+    let s = socket2::SockRef::from(socket);
+    if let Err(e) = s.set_recv_buffer_size(size) {
+        tracing::warn!("could not set SO_RCVBUF to {size}: {e}");
+    }
+    if let Err(e) = s.set_send_buffer_size(size) {
+        tracing::warn!("could not set SO_SNDBUF to {size}: {e}");
+    }
+    let rcv = s.recv_buffer_size().unwrap_or(0);
+    let snd = s.send_buffer_size().unwrap_or(0);
+    if rcv < size || snd < size {
+        tracing::info!(
+            asked = size,
+            rcvbuf = rcv,
+            sndbuf = snd,
+            "socket buffers smaller than asked (raise net.core.rmem_max / wmem_max)"
+        );
+    } else {
+        tracing::debug!(rcvbuf = rcv, sndbuf = snd, "socket buffers");
+    }
+}

@@ -1,0 +1,78 @@
+//! Errors of the runtime API.
+
+use ctp_proto::{CloseReason, ProfileError};
+use std::io;
+
+/// Why an operation on a [`crate::Connection`] failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectionError {
+    /// The connection ended; the reason (displayed as the human text, e.g.
+    /// "peer unreachable: nothing received for 2.0 s (idle timeout)").
+    #[error("{0}")]
+    Closed(CloseReason),
+    /// The application already asked for a close, so nothing more can be sent.
+    #[error("connection is closing: nothing more can be sent")]
+    Closing,
+    /// The byte stream was already finished, so nothing more can be written to it.
+    #[error("byte stream already finished: nothing more can be written")]
+    Finished,
+    /// The message is larger than the negotiated maximum.
+    #[error("message of {len} bytes exceeds the negotiated maximum of {max} bytes")]
+    MessageTooLarge {
+        /// Message length.
+        len: usize,
+        /// Negotiated maximum.
+        max: usize,
+    },
+}
+
+impl ConnectionError {
+    /// The close reason, when the connection ended.
+    pub fn close_reason(&self) -> Option<&CloseReason> {
+        match self {
+            ConnectionError::Closed(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+impl From<ConnectionError> for io::Error {
+    fn from(e: ConnectionError) -> io::Error {
+        let kind = match &e {
+            ConnectionError::Closed(CloseReason::Graceful) => io::ErrorKind::NotConnected,
+            ConnectionError::Closed(CloseReason::LocalAbort(_)) => io::ErrorKind::ConnectionAborted,
+            ConnectionError::Closed(CloseReason::Peer { .. }) => io::ErrorKind::ConnectionReset,
+            ConnectionError::Closed(CloseReason::IdleTimeout(_)) => io::ErrorKind::TimedOut,
+            ConnectionError::Closed(CloseReason::Handshake(_)) => io::ErrorKind::ConnectionRefused,
+            ConnectionError::Closing | ConnectionError::Finished => io::ErrorKind::BrokenPipe,
+            ConnectionError::MessageTooLarge { .. } => io::ErrorKind::InvalidInput,
+        };
+        io::Error::new(kind, e)
+    }
+}
+
+/// Why [`crate::Endpoint::connect`] failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectError {
+    /// The profile is not a valid composition; the message says how to fix it.
+    #[error("invalid profile: {0}")]
+    Profile(#[from] ProfileError),
+    /// The handshake failed (no answer, refused, or an invalid answer); the proto reason,
+    /// e.g. "connection set-up failed: no answer from 127.0.0.1:9 (handshake timed out)".
+    #[error("{0}")]
+    Handshake(CloseReason),
+    /// The endpoint was closed before the connection was established.
+    #[error("the endpoint is closed")]
+    EndpointClosed,
+}
+
+impl From<ConnectError> for io::Error {
+    fn from(e: ConnectError) -> io::Error {
+        let kind = match &e {
+            ConnectError::Profile(_) => io::ErrorKind::InvalidInput,
+            ConnectError::Handshake(_) => io::ErrorKind::ConnectionRefused,
+            ConnectError::EndpointClosed => io::ErrorKind::NotConnected,
+        };
+        io::Error::new(kind, e)
+    }
+}

@@ -1,0 +1,451 @@
+//! End-to-end tests of the runtime over real UDP sockets on 127.0.0.1.
+//!
+//! Every test is bounded by `tokio::time::timeout`; none asserts on speed.
+
+use bytes::Bytes;
+use ctp::{ConnectError, Connection, Endpoint, EndpointOptions, Profile};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::timeout;
+
+const LOCAL: &str = "127.0.0.1:0";
+
+/// Deterministic pseudo-random bytes (xorshift64*).
+fn data(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+async fn server() -> (Endpoint, SocketAddr) {
+    let ep = Endpoint::bind(
+        LOCAL.parse().unwrap(),
+        EndpointOptions {
+            accept: true,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("bind server");
+    let addr = ep.local_addr().unwrap();
+    (ep, addr)
+}
+
+async fn client() -> Endpoint {
+    Endpoint::bind(LOCAL.parse().unwrap(), EndpointOptions::default())
+        .await
+        .expect("bind client")
+}
+
+/// Connects a fresh client endpoint to `server` and accepts on the server side.
+async fn pair(
+    server: &Endpoint,
+    addr: SocketAddr,
+    profile: &Profile,
+) -> (Endpoint, Connection, Connection) {
+    let c = client().await;
+    let (conn, acc) = tokio::join!(c.connect(addr, profile), server.accept());
+    (c, conn.expect("connect"), acc.expect("accept"))
+}
+
+/// Writes `payload` as a byte stream from `tx`, reads it on `rx`; returns what was read.
+async fn stream(tx: Connection, rx: Connection, payload: Vec<u8>) -> Vec<u8> {
+    let writer = tokio::spawn(async move {
+        let mut tx = tx;
+        tx.write_all(&payload).await.expect("write_all");
+        tx.shutdown().await.expect("shutdown");
+        tx
+    });
+    let mut rx = rx;
+    let mut got = Vec::new();
+    rx.read_to_end(&mut got).await.expect("read_to_end");
+    let tx = writer.await.unwrap();
+    tx.close().await.expect("graceful close");
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reliable_byte_stream_moves_16_mib_intact() {
+    timeout(Duration::from_secs(40), async {
+        let (srv, addr) = server().await;
+        let (_c, tx, rx) = pair(&srv, addr, &Profile::reliable()).await;
+        let payload = data(16 << 20, 1);
+        let want = blake3::hash(&payload);
+        let got = stream(tx.clone(), rx.clone(), payload).await;
+        assert_eq!(got.len(), 16 << 20);
+        assert_eq!(blake3::hash(&got), want, "bytes differ");
+        let s = tx.stats();
+        let r = rx.stats();
+        assert!(s.packets_sent > 16 << 20 >> 11, "sender packets {s:?}");
+        assert_eq!(s.app_bytes_sent, 16 << 20, "{s:?}");
+        assert_eq!(r.app_bytes_delivered, 16 << 20, "{r:?}");
+        assert!(r.packets_received > 0 && r.acks_sent > 0, "{r:?}");
+        assert!(s.srtt_us > 0, "{s:?}");
+        assert_eq!(rx.closed().await, ctp::CloseReason::Graceful);
+    })
+    .await
+    .expect("timed out");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_keep_boundaries_and_order() {
+    timeout(Duration::from_secs(40), async {
+        let (srv, addr) = server().await;
+        let (_c, tx, rx) = pair(&srv, addr, &Profile::reliable()).await;
+        let sizes: Vec<usize> = (0..500u64)
+            .map(|i| match i % 10 {
+                0 => 0,
+                1 => 200_000,
+                2 => 1,
+                3 => 1452,
+                _ => ((i * 7919) % 60_000) as usize,
+            })
+            .collect();
+        let msgs: Vec<Bytes> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| Bytes::from(data(n, i as u64 + 10)))
+            .collect();
+        let to_send = msgs.clone();
+        let sender = tokio::spawn(async move {
+            for m in to_send {
+                tx.send_msg(m).await.expect("send_msg");
+            }
+            tx.close().await.expect("close");
+        });
+        for (i, want) in msgs.iter().enumerate() {
+            let got = rx
+                .recv_msg()
+                .await
+                .unwrap_or_else(|e| panic!("message {i}: {e}"));
+            assert_eq!(got.len(), want.len(), "message {i} length");
+            assert!(got == want, "message {i} differs");
+        }
+        sender.await.unwrap();
+        let end = rx.recv_msg().await.unwrap_err();
+        assert_eq!(
+            end.close_reason(),
+            Some(&ctp::CloseReason::Graceful),
+            "{end}"
+        );
+    })
+    .await
+    .expect("timed out");
+}
+
+fn dgram(id: u32) -> Bytes {
+    let mut v = id.to_be_bytes().to_vec();
+    v.extend(data(20 + (id as usize * 37) % 3000, id as u64));
+    Bytes::from(v)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn datagram_profile_delivers_intact_at_most_once() {
+    timeout(Duration::from_secs(30), async {
+        let (srv, addr) = server().await;
+        let (_c, tx, rx) = pair(&srv, addr, &Profile::datagram()).await;
+        let n = 1000u32;
+        let sender = tokio::spawn(async move {
+            for id in 0..n {
+                tx.send_msg(dgram(id)).await.expect("send_msg");
+            }
+            tx
+        });
+        let mut seen = std::collections::HashSet::new();
+        // Unreliable: read until nothing has arrived for a while.
+        while let Ok(m) = timeout(Duration::from_millis(1500), rx.recv_msg()).await {
+            let m = m.expect("recv_msg");
+            let id = u32::from_be_bytes(m[..4].try_into().unwrap());
+            assert!(id < n, "unknown id {id}");
+            assert!(m == dgram(id), "message {id} corrupted");
+            assert!(seen.insert(id), "message {id} delivered twice");
+        }
+        let tx = sender.await.unwrap();
+        assert!(!seen.is_empty() && seen.len() <= n as usize);
+        assert!(tx.profile_micros() == Profile::datagram().micros);
+    })
+    .await
+    .expect("timed out");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abort_reason_reaches_the_peer_reader() {
+    timeout(Duration::from_secs(20), async {
+        let (srv, addr) = server().await;
+        let (_c, mut tx, rx) = pair(&srv, addr, &Profile::reliable()).await;
+        tx.write_all(&data(100_000, 3)).await.unwrap();
+        let reader = tokio::spawn(async move {
+            let mut rx = rx;
+            let mut sink = Vec::new();
+            rx.read_to_end(&mut sink).await
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        tx.abort("disk full");
+        let err = reader
+            .await
+            .unwrap()
+            .expect_err("read must fail after the peer aborted");
+        assert!(err.to_string().contains("disk full"), "{err}");
+        // The aborting side fails too, with its own reason.
+        let werr = tx.write_all(b"more").await.unwrap_err();
+        assert!(werr.to_string().contains("disk full"), "{werr}");
+    })
+    .await
+    .expect("timed out");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_datagrams_are_dropped_and_counted() {
+    timeout(Duration::from_secs(40), async {
+        let (srv, addr) = server().await;
+        let (_c, tx, rx) = pair(&srv, addr, &Profile::reliable()).await;
+        let payload = data(4 << 20, 5);
+        let want = blake3::hash(&payload);
+        let transfer = tokio::spawn(stream(tx, rx, payload));
+
+        let junk = tokio::net::UdpSocket::bind(LOCAL).await.unwrap();
+        let mut sent = 0u64;
+        for i in 0..300u64 {
+            let pkt = match i % 3 {
+                // Random bytes of random length.
+                0 => data(1 + (i as usize * 131) % 1400, i),
+                // A valid header for an unknown connection id, sealed correctly.
+                1 => {
+                    let mut p = Vec::new();
+                    ctp_proto::wire::header::Header::Short {
+                        dcid: 0xdead_beef_0000 + i,
+                        pn: i,
+                    }
+                    .emit(&mut p);
+                    p.extend_from_slice(&data(40, i));
+                    ctp_proto::wire::integrity::seal(&mut p);
+                    p
+                }
+                // The same, truncated.
+                _ => {
+                    let mut p = Vec::new();
+                    ctp_proto::wire::header::Header::Short {
+                        dcid: 0x1234_5678 + i,
+                        pn: i,
+                    }
+                    .emit(&mut p);
+                    p.extend_from_slice(&data(40, i));
+                    ctp_proto::wire::integrity::seal(&mut p);
+                    p.truncate(p.len() / 2);
+                    p
+                }
+            };
+            junk.send_to(&pkt, addr).await.unwrap();
+            sent += 1;
+            if i % 20 == 0 {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        }
+        let got = transfer.await.unwrap();
+        assert_eq!(blake3::hash(&got), want, "transfer corrupted");
+        let st = srv.stats();
+        assert!(st.malformed_dropped() > 0, "{st:?}");
+        assert!(st.unknown_connection > 0 && st.bad_checksum > 0, "{st:?}");
+        assert!(st.malformed_dropped() <= sent, "{st:?}");
+    })
+    .await
+    .expect("timed out");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_to_a_silent_port_times_out_with_a_reason() {
+    timeout(Duration::from_secs(20), async {
+        // A port where nobody listens: bind one, note it, let it go.
+        let dead = std::net::UdpSocket::bind(LOCAL)
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let opts = EndpointOptions {
+            handshake_timeout: Duration::from_millis(600),
+            ..Default::default()
+        };
+        let c = Endpoint::bind(LOCAL.parse().unwrap(), opts).await.unwrap();
+        let err = c.connect(dead, &Profile::reliable()).await.unwrap_err();
+        assert!(matches!(err, ConnectError::Handshake(_)), "{err:?}");
+        assert!(err.to_string().contains("handshake timed out"), "{err}");
+        // A bad profile is refused before anything is sent.
+        let mut bad = Profile::reliable();
+        bad.params.max_udp_payload = 100;
+        let err = c.connect(dead, &bad).await.unwrap_err();
+        assert!(err.to_string().contains("max_udp_payload"), "{err}");
+    })
+    .await
+    .expect("timed out");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_clients_share_one_server_endpoint() {
+    timeout(Duration::from_secs(50), async {
+        let (srv, addr) = server().await;
+        let server_task = {
+            let srv = srv.clone();
+            tokio::spawn(async move {
+                let mut echoes = Vec::new();
+                for _ in 0..8 {
+                    let conn = srv.accept().await.expect("accept");
+                    echoes.push(tokio::spawn(async move {
+                        let mut conn = conn;
+                        let mut got = Vec::new();
+                        conn.read_to_end(&mut got).await.expect("server read");
+                        // Answer with the digest so the client can check.
+                        conn.write_all(blake3::hash(&got).as_bytes()).await.unwrap();
+                        conn.shutdown().await.unwrap();
+                        got.len()
+                    }));
+                }
+                let mut total = 0;
+                for e in echoes {
+                    total += e.await.unwrap();
+                }
+                total
+            })
+        };
+        let mut clients = Vec::new();
+        for k in 0..8u64 {
+            clients.push(tokio::spawn(async move {
+                let c = client().await;
+                let mut conn = c
+                    .connect(addr, &Profile::reliable())
+                    .await
+                    .expect("connect");
+                let payload = data(1 << 20, 100 + k);
+                conn.write_all(&payload).await.unwrap();
+                conn.shutdown().await.unwrap();
+                let mut digest = Vec::new();
+                conn.read_to_end(&mut digest).await.unwrap();
+                assert_eq!(&digest[..], blake3::hash(&payload).as_bytes(), "client {k}");
+                conn.close().await.expect("close");
+            }));
+        }
+        for c in clients {
+            c.await.unwrap();
+        }
+        assert_eq!(server_task.await.unwrap(), 8 << 20);
+        assert_eq!(srv.stats().accepted, 8);
+    })
+    .await
+    .expect("timed out");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_endpoint_fails_pending_operations() {
+    timeout(Duration::from_secs(20), async {
+        let (srv, addr) = server().await;
+        let (c, tx, rx) = pair(&srv, addr, &Profile::reliable()).await;
+        let pending = tokio::spawn(async move { rx.recv_msg().await });
+        let acceptor = {
+            let srv = srv.clone();
+            tokio::spawn(async move { srv.accept().await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        srv.close();
+        assert!(pending.await.unwrap().is_err());
+        assert!(acceptor.await.unwrap().is_none());
+        assert!(srv.accept().await.is_none());
+        // The client learns that the server went away.
+        let t0 = std::time::Instant::now();
+        let reason = tx.closed().await;
+        eprintln!("closed after {:?}", t0.elapsed());
+        assert!(reason.to_string().contains("endpoint closed"), "{reason}");
+        drop(c);
+    })
+    .await
+    .expect("timed out");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_every_handle_stops_the_driver_and_frees_the_socket() {
+    timeout(Duration::from_secs(20), async {
+        let (srv, addr) = server().await;
+        let (c, tx, rx) = pair(&srv, addr, &Profile::reliable()).await;
+        drop((c, tx, rx, srv));
+        // The driver releases the socket once it has stopped; the port can be bound again.
+        loop {
+            if std::net::UdpSocket::bind(addr).is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the driver did not stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dual_stack_server_talks_to_an_ipv4_client() {
+    timeout(Duration::from_secs(20), async {
+        // Skip quietly where IPv6 is unavailable.
+        let Ok(srv) = Endpoint::bind(
+            "[::]:0".parse().unwrap(),
+            EndpointOptions {
+                accept: true,
+                ..Default::default()
+            },
+        )
+        .await
+        else {
+            return;
+        };
+        let port = srv.local_addr().unwrap().port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let c = client().await;
+        let (conn, acc) = tokio::join!(c.connect(addr, &Profile::reliable()), srv.accept());
+        let (conn, acc) = (conn.expect("connect"), acc.expect("accept"));
+        assert_eq!(
+            acc.remote_addr(),
+            c.local_addr().unwrap(),
+            "the peer is seen as plain IPv4"
+        );
+        let payload = data(300_000, 9);
+        let got = stream(acc, conn, payload.clone()).await;
+        assert!(got == payload);
+    })
+    .await
+    .expect("timed out");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn works_on_a_current_thread_runtime() {
+    timeout(Duration::from_secs(30), async {
+        let (srv, addr) = server().await;
+        let (_c, tx, rx) = pair(&srv, addr, &Profile::reliable()).await;
+        let payload = data(2 << 20, 11);
+        let got = stream(tx, rx, payload.clone()).await;
+        assert!(got == payload);
+    })
+    .await
+    .expect("timed out");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_connection_reports_the_responders_reason() {
+    timeout(Duration::from_secs(20), async {
+        let (_srv, addr) = server().await;
+        let c = client().await;
+        let mut odd = Profile::reliable();
+        odd.micros = ctp::MicroSet(odd.micros.0 | 1 << 60);
+        let err = c.connect(addr, &odd).await.unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("refused by") && text.contains("unknown microprotocol"),
+            "{text}"
+        );
+        // A client that does not accept has no incoming connections.
+        assert!(c.accept().await.is_none());
+    })
+    .await
+    .expect("timed out");
+}
