@@ -23,6 +23,8 @@ pub struct ConnectionStats {
     pub retransmissions: u64,
     /// Packets declared lost.
     pub packets_lost: u64,
+    /// Packets declared lost and acknowledged later after all.
+    pub spurious_losses: u64,
     /// Retransmission-timer expiries.
     pub rto_expiries: u64,
     /// Duplicate segments received and dropped.

@@ -29,6 +29,8 @@ pub enum EventKind {
     PacketAcked,
     /// A packet was declared lost.
     PacketLost,
+    /// A packet declared lost was acknowledged after all.
+    LateAck,
     /// The retransmission timer expired.
     RtoExpired,
     /// A new round-trip-time sample.
@@ -37,6 +39,8 @@ pub enum EventKind {
     CongestionChanged,
     /// Every done bit of a segment is set: it will never be sent again.
     SegmentDone,
+    /// A segment released for sending was dropped unsent (acknowledged or freed meanwhile).
+    SegmentDiscarded,
     /// A packet arrived and passed integrity checks.
     PacketReceived,
     /// An ACK frame arrived.
@@ -89,6 +93,8 @@ pub enum Event<'a> {
     PacketAcked(PacketInfo),
     /// See [`EventKind::PacketLost`].
     PacketLost(PacketInfo),
+    /// See [`EventKind::LateAck`].
+    LateAck(PacketInfo),
     /// See [`EventKind::RtoExpired`].
     RtoExpired {
         /// Consecutive expiries without progress.
@@ -105,6 +111,8 @@ pub enum Event<'a> {
     CongestionChanged,
     /// See [`EventKind::SegmentDone`].
     SegmentDone(SegId),
+    /// See [`EventKind::SegmentDiscarded`].
+    SegmentDiscarded(SegId),
     /// See [`EventKind::PacketReceived`].
     PacketReceived {
         /// Packet number.
@@ -146,10 +154,12 @@ impl Event<'_> {
             Event::PacketSent(_) => EventKind::PacketSent,
             Event::PacketAcked(_) => EventKind::PacketAcked,
             Event::PacketLost(_) => EventKind::PacketLost,
+            Event::LateAck(_) => EventKind::LateAck,
             Event::RtoExpired { .. } => EventKind::RtoExpired,
             Event::RttSample { .. } => EventKind::RttSample,
             Event::CongestionChanged => EventKind::CongestionChanged,
             Event::SegmentDone(_) => EventKind::SegmentDone,
+            Event::SegmentDiscarded(_) => EventKind::SegmentDiscarded,
             Event::PacketReceived { .. } => EventKind::PacketReceived,
             Event::AckFrame(_) => EventKind::AckFrame,
             Event::NakFrame(_) => EventKind::NakFrame,
@@ -203,6 +213,7 @@ impl<'a> Event<'a> {
             Event::PacketSent(p) => Event::PacketSent(p),
             Event::PacketAcked(p) => Event::PacketAcked(p),
             Event::PacketLost(p) => Event::PacketLost(p),
+            Event::LateAck(p) => Event::LateAck(p),
             Event::RtoExpired { backoff } => Event::RtoExpired { backoff },
             Event::RttSample {
                 rtt_us,
@@ -213,6 +224,7 @@ impl<'a> Event<'a> {
             },
             Event::CongestionChanged => Event::CongestionChanged,
             Event::SegmentDone(s) => Event::SegmentDone(s),
+            Event::SegmentDiscarded(s) => Event::SegmentDiscarded(s),
             Event::PacketReceived {
                 pn,
                 ack_eliciting,

@@ -434,12 +434,11 @@ impl Engine {
         let mut ack_eliciting = w.ack_eliciting;
         let mut carried = None;
         while let Some(seg) = self.st.segs.sendable.pop_front() {
-            let Some(s) = self.st.segs.get(seg) else {
+            let Some(s) = self.st.segs.get(seg).filter(|s| !s.acked) else {
+                // Acknowledged or freed while waiting: it will never be sent.
+                self.owned.push_back(Event::SegmentDiscarded(seg));
                 continue;
             };
-            if s.acked {
-                continue;
-            }
             let need = 1 + crate::wire::varint::len(s.seq) + s.payload.len();
             if need > w.room() {
                 self.st.segs.sendable.push_front(seg);

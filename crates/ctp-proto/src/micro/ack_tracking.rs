@@ -114,7 +114,7 @@ impl AckTracking {
             self.last_eliciting_sent = info.sent_at;
             self.arm_rto(cx);
         } else {
-            self.prune();
+            self.prune(cx);
         }
         cx.st.stats.tracked_packets = self.sent.len() as u64;
     }
@@ -155,15 +155,32 @@ impl AckTracking {
         }
     }
 
-    fn prune(&mut self) {
-        while self
-            .sent
-            .front()
-            .is_some_and(|s| s.state != SentState::Outstanding)
-        {
+    /// Forgets packets from the front that need no more attention: acknowledged ones at
+    /// once, lost ones after a few RTTs (until then a late acknowledgement still counts).
+    fn prune(&mut self, cx: &Cx<'_, '_>) {
+        let keep_lost = Self::loss_delay(cx) * 3;
+        while let Some(s) = self.sent.front() {
+            let done = match s.state {
+                SentState::Outstanding => false,
+                SentState::Acked => true,
+                SentState::Lost => s.info.sent_at + keep_lost <= cx.now,
+            };
+            if !done {
+                break;
+            }
             self.sent.pop_front();
             self.base_pn += 1;
         }
+    }
+
+    /// A packet declared lost was acknowledged after all (reordering, a slow ACK): its
+    /// data arrived, so its segment need not be sent again.
+    fn late_ack(&mut self, pn: u64, cx: &mut Cx<'_, '_>) {
+        let Some(s) = self.entry(pn) else { return };
+        s.state = SentState::Acked;
+        let info = s.info;
+        cx.st.stats.spurious_losses += 1;
+        cx.raise(Event::LateAck(info));
     }
 
     /// Packets currently remembered by the sender side.
@@ -193,12 +210,13 @@ impl AckTracking {
             let lo = r.lo.max(self.base_pn);
             let mut pn = r.hi;
             while pn >= lo {
-                if self
-                    .entry(pn)
-                    .is_some_and(|s| s.state == SentState::Outstanding)
-                {
-                    any_new = true;
-                    self.mark(pn, SentState::Acked, cx);
+                match self.entry(pn).map(|s| s.state) {
+                    Some(SentState::Outstanding) => {
+                        any_new = true;
+                        self.mark(pn, SentState::Acked, cx);
+                    }
+                    Some(SentState::Lost) => self.late_ack(pn, cx),
+                    _ => {}
                 }
                 if pn == 0 {
                     break;
@@ -213,7 +231,7 @@ impl AckTracking {
             self.backoff = 0;
         }
         self.detect_losses(cx);
-        self.prune();
+        self.prune(cx);
         self.arm_rto(cx);
         cx.st.stats.tracked_packets = self.sent.len() as u64;
     }
@@ -268,7 +286,7 @@ impl AckTracking {
                 pn += 1;
             }
         }
-        self.prune();
+        self.prune(cx);
         self.arm_rto(cx);
     }
 
@@ -290,7 +308,7 @@ impl AckTracking {
             self.mark(pn, SentState::Lost, cx);
         }
         self.scratch = lost;
-        self.prune();
+        self.prune(cx);
         cx.cancel_timer(self.loss_timer);
         // Re-armed by the next ack-eliciting packet.
     }
@@ -423,7 +441,7 @@ impl Microprotocol for AckTracking {
             self.on_rto(cx);
         } else if timer == self.loss_timer {
             self.detect_losses(cx);
-            self.prune();
+            self.prune(cx);
             self.arm_rto(cx);
         } else if timer == self.ack_timer {
             self.ack_now = true;

@@ -27,12 +27,16 @@ impl Arq {
 
 impl Microprotocol for Arq {
     fn bindings(&self) -> &'static [EventKind] {
-        &[EventKind::PacketAcked, EventKind::PacketLost]
+        &[
+            EventKind::PacketAcked,
+            EventKind::LateAck,
+            EventKind::PacketLost,
+        ]
     }
 
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
         match *ev {
-            Event::PacketAcked(p) => {
+            Event::PacketAcked(p) | Event::LateAck(p) => {
                 let Some(seg) = p.seg else { return };
                 let Some(s) = cx.st.segs.get_mut(seg) else {
                     return;

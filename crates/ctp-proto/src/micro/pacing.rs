@@ -53,6 +53,7 @@ impl Pacing {
         while let Some(&seg) = self.queue.front() {
             let Some(s) = cx.st.segs.get(seg) else {
                 self.queue.pop_front();
+                cx.raise(Event::SegmentDiscarded(seg));
                 continue;
             };
             if rate != 0 && self.next_at > cx.now {

@@ -451,7 +451,7 @@ fn varint_helper_is_consistent_with_frames() {
 
 #[test]
 fn flow_credit_is_announced_as_soon_as_the_application_reads() {
-    let mut p = Params {
+    let p = Params {
         recv_buffer: 65_536,
         flow_window: 64,
         ..Params::default()
@@ -492,4 +492,61 @@ fn flow_credit_is_announced_as_soon_as_the_application_reads() {
     rx.st.app.rx_bytes = 0;
     rx.dispatch(t(1), Event::UserRead);
     assert_eq!(credit_of(&drain(&mut rx, t(1))), Some(LOCAL.seg + 60 + 64));
+}
+
+#[test]
+fn a_retransmission_made_unnecessary_while_paced_releases_its_window_reservation() {
+    let mut tx = engine(&[
+        Sequencing,
+        AckTracking,
+        Rtt,
+        Arq,
+        Fifo,
+        CongestionWindow,
+        Pacing,
+        NewReno,
+    ]);
+    // A slow pacing rate: the next packet may leave only ~1.3 s after this one.
+    tx.st.session.pacing_rate = 1_000;
+    queue(&mut tx, t(0), &[1u8; 1300], false);
+    assert_eq!(data_packets(&drain(&mut tx, t(0))).len(), 1);
+    // The first is declared lost (NAK) and requeued; pacing holds the retransmission.
+    let mut f = Vec::new();
+    crate::wire::frame::NakFrame::emit(
+        &mut f,
+        &[PnRange {
+            lo: LOCAL.pn,
+            hi: LOCAL.pn,
+        }],
+    );
+    tx.receive(t(1), PEER.pn, &f, 20).unwrap();
+    assert!(
+        data_packets(&drain(&mut tx, t(1))).is_empty(),
+        "held by pacing"
+    );
+    // The original was only late: its ACK makes the retransmission unnecessary.
+    let mut f = Vec::new();
+    AckFrame::emit(
+        &mut f,
+        0,
+        [PnRange {
+            lo: LOCAL.pn,
+            hi: LOCAL.pn,
+        }]
+        .into_iter(),
+    );
+    tx.receive(t(2), PEER.pn + 1, &f, 20).unwrap();
+    assert_eq!(tx.st.segs.live(), 0);
+    assert_eq!(tx.st.session.bytes_in_flight, 0);
+    // Pacing drops the stale segment; the window must not stay reserved for it.
+    tx.st.session.pacing_rate = 0;
+    tx.dispatch(t(3), Event::CongestionChanged);
+    assert!(data_packets(&drain(&mut tx, t(3))).is_empty());
+    tx.st.session.cwnd = 2 * (tx.st.session.max_segment_payload as u64 + 40);
+    queue(&mut tx, t(4), &vec![5u8; 10 * 1374], true);
+    assert_eq!(
+        data_packets(&drain(&mut tx, t(4))).len(),
+        2,
+        "the full window is available again"
+    );
 }

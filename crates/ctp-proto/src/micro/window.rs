@@ -18,9 +18,9 @@ pub struct CongestionWindow {
     bit: HoldBit,
     retx: VecDeque<SegId>,
     fresh: VecDeque<SegId>,
-    /// Released by us, not yet sent.
-    reserved: VecDeque<(SegId, u64)>,
-    reserved_bytes: u64,
+    /// Segments released by us and not yet sent or discarded. Every release ends in exactly
+    /// one `PacketSent` carrying the segment or one `SegmentDiscarded`, so a counter suffices.
+    reserved: u64,
 }
 
 impl CongestionWindow {
@@ -30,63 +30,28 @@ impl CongestionWindow {
             bit: setup.hold_bit(Barrier::Send, Rearm::PerTransmission)?,
             retx: VecDeque::new(),
             fresh: VecDeque::new(),
-            reserved: VecDeque::new(),
-            reserved_bytes: 0,
+            reserved: 0,
         })
     }
 
-    fn unreserve(&mut self, seg: SegId) {
-        // Segments leave in the order they were released, so this is nearly always the front.
-        if let Some(i) = self.reserved.iter().position(|&(s, _)| s == seg) {
-            let (_, b) = self.reserved.remove(i).unwrap_or((seg, 0));
-            self.reserved_bytes -= b;
-        }
-    }
-
-    fn purge_reserved(&mut self, cx: &Cx<'_, '_>) {
-        let segs = &cx.st.segs;
-        let mut freed = 0;
-        self.reserved.retain(|&(s, b)| {
-            let keep = segs.get(s).is_some_and(|x| !x.acked);
-            if !keep {
-                freed += b;
-            }
-            keep
-        });
-        self.reserved_bytes -= freed;
-    }
-
     fn try_release(&mut self, cx: &mut Cx<'_, '_>) {
-        let mut purged = false;
+        let per_segment = cx.st.session.max_segment_payload as u64 + PACKET_OVERHEAD;
         loop {
             let from_retx = !self.retx.is_empty();
             let Some(&seg) = self.retx.front().or(self.fresh.front()) else {
                 return;
             };
-            let Some(s) = cx.st.segs.get(seg) else {
-                self.pop(from_retx);
-                continue;
-            };
-            if s.acked {
+            if cx.st.segs.get(seg).is_none_or(|s| s.acked) {
                 self.pop(from_retx);
                 continue;
             }
-            let size = s.payload.len() as u64 + PACKET_OVERHEAD;
-            let used = cx.st.session.bytes_in_flight + self.reserved_bytes;
+            let used = cx.st.session.bytes_in_flight + self.reserved * per_segment;
             // Always allow one packet when nothing is outstanding, so a tiny window still moves.
-            if used > 0 && used + size > cx.st.session.cwnd {
-                // Reservations of segments acknowledged before they were sent are stale;
-                // drop them (rare, so only when the window blocks) and look again once.
-                if purged || self.reserved.is_empty() {
-                    return;
-                }
-                self.purge_reserved(cx);
-                purged = true;
-                continue;
+            if used > 0 && used + per_segment > cx.st.session.cwnd {
+                return;
             }
             self.pop(from_retx);
-            self.reserved.push_back((seg, size));
-            self.reserved_bytes += size;
+            self.reserved += 1;
             cx.release(seg, Barrier::Send, self.bit);
         }
     }
@@ -105,6 +70,7 @@ impl Microprotocol for CongestionWindow {
         &[
             EventKind::SegmentReady,
             EventKind::PacketSent,
+            EventKind::SegmentDiscarded,
             EventKind::PacketAcked,
             EventKind::PacketLost,
             EventKind::CongestionChanged,
@@ -121,13 +87,14 @@ impl Microprotocol for CongestionWindow {
                 }
             }
             Event::PacketSent(p) => {
-                if let Some(seg) = p.seg {
-                    self.unreserve(seg);
+                if p.seg.is_some() {
+                    self.reserved = self.reserved.saturating_sub(1);
                 }
                 if p.in_flight {
                     cx.st.session.bytes_in_flight += p.bytes as u64;
                 }
             }
+            Event::SegmentDiscarded(_) => self.reserved = self.reserved.saturating_sub(1),
             Event::PacketAcked(p) | Event::PacketLost(p) => {
                 if p.in_flight {
                     let f = &mut cx.st.session.bytes_in_flight;
