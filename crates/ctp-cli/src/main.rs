@@ -1,1 +1,241 @@
-fn main() {}
+//! The `ctp` command: file transfer, profile listing and the demo.
+
+mod cli;
+mod demo;
+mod profiles;
+mod progress;
+mod summary;
+mod transfer;
+
+use anyhow::{anyhow, Context};
+use clap::Parser;
+use cli::{Cli, Command, RecvArgs, SendArgs};
+use ctp::{Connection, Endpoint};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Instant;
+use summary::Summary;
+use transfer::{endpoint_options, profile_for_files};
+
+/// Why a command failed; decides the exit status.
+#[derive(Debug)]
+pub enum Failure {
+    /// Bad arguments or configuration (exit status 2).
+    Usage(String),
+    /// The transfer could not be completed (exit status 1).
+    Transfer(anyhow::Error),
+    /// Interrupted by the user (exit status 130).
+    Interrupted,
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Failure::Transfer(e)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ctp: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = rt.block_on(async {
+        tokio::select! {
+            r = run(cli.command) => r,
+            _ = tokio::signal::ctrl_c() => Err(Failure::Interrupted),
+        }
+    });
+    // Do not wait for lingering tasks (a server's accept loop, for instance).
+    rt.shutdown_timeout(std::time::Duration::from_millis(100));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(msg)) => {
+            eprintln!("ctp: {msg}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Transfer(e)) => {
+            eprintln!("ctp: {e:#}");
+            ExitCode::from(1)
+        }
+        Err(Failure::Interrupted) => {
+            eprintln!("ctp: interrupted");
+            ExitCode::from(130)
+        }
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+async fn run(cmd: Command) -> Result<(), Failure> {
+    match cmd {
+        Command::Send(a) => send(a).await,
+        Command::Recv(a) => recv(a).await,
+        Command::Profiles(a) => {
+            profiles::run(a.json);
+            Ok(())
+        }
+        Command::Demo(a) => demo::run(a).await,
+    }
+}
+
+fn unspecified_like(addr: SocketAddr) -> SocketAddr {
+    if addr.is_ipv4() {
+        SocketAddr::from(([0, 0, 0, 0], 0))
+    } else {
+        SocketAddr::from(([0u16; 8], 0))
+    }
+}
+
+async fn send(a: SendArgs) -> Result<(), Failure> {
+    let t = &a.transport;
+    let profile = profile_for_files(t)?;
+    let meta = std::fs::metadata(&a.file)
+        .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", a.file.display())))?;
+    if !meta.is_file() {
+        return Err(Failure::Usage(format!(
+            "{} is not a regular file",
+            a.file.display()
+        )));
+    }
+    let name = a
+        .file
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "file".into());
+    let ep = Endpoint::bind(
+        unspecified_like(a.addr),
+        endpoint_options(t, &profile, false)?,
+    )
+    .await
+    .context("cannot open a UDP socket")?;
+    let start = Instant::now();
+    let mut conn = ep
+        .connect(a.addr, &profile)
+        .await
+        .map_err(|e| anyhow!("cannot connect to {}: {e}", a.addr))?;
+    let pb = progress::bar(meta.len(), "send", t.json);
+    let digest = transfer::send::send_file(&mut conn, &a.file, &name, &pb)
+        .await
+        .with_context(|| format!("sending {} to {} failed", a.file.display(), a.addr))?;
+    pb.finish_and_clear();
+    let secs = start.elapsed().as_secs_f64();
+    let stats = conn.stats();
+    let _ = conn.close().await;
+    Summary::new(
+        "send",
+        &a.file,
+        a.addr.to_string(),
+        &t.profile,
+        meta.len(),
+        secs,
+        &stats,
+        &digest,
+    )
+    .print(t.json);
+    Ok(())
+}
+
+async fn recv(a: RecvArgs) -> Result<(), Failure> {
+    let t = a.transport.clone();
+    let profile = profile_for_files(&t)?;
+    check_output(&a.out)?;
+    let ep = Endpoint::bind(a.listen, endpoint_options(&t, &profile, true)?)
+        .await
+        .with_context(|| format!("cannot listen on {}", a.listen))?;
+    if !t.json {
+        eprintln!(
+            "ctp: listening on {} (profile {})",
+            ep.local_addr().map(|x| x.to_string()).unwrap_or_default(),
+            t.profile
+        );
+    }
+    if a.once {
+        let conn = ep
+            .accept()
+            .await
+            .ok_or_else(|| anyhow!("the endpoint closed before a sender connected"))?;
+        let summary = receive_one(conn, &a.out, &t.profile, t.json).await?;
+        summary.print(t.json);
+        return Ok(());
+    }
+    while let Some(conn) = ep.accept().await {
+        let (out, name, json) = (a.out.clone(), t.profile.clone(), t.json);
+        tokio::spawn(async move {
+            let peer = conn.remote_addr();
+            match receive_one(conn, &out, &name, json).await {
+                Ok(s) => s.print(json),
+                Err(e) => eprintln!("ctp: transfer from {peer} failed: {e:#}"),
+            }
+        });
+    }
+    Ok(())
+}
+
+/// `--out` must be an existing directory or a path in one.
+fn check_output(out: &Path) -> Result<(), Failure> {
+    if out.is_dir() {
+        return Ok(());
+    }
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !parent.is_dir() {
+        return Err(Failure::Usage(format!(
+            "--out {}: directory {} does not exist",
+            out.display(),
+            parent.display()
+        )));
+    }
+    Ok(())
+}
+
+async fn receive_one(
+    mut conn: Connection,
+    out: &Path,
+    profile: &str,
+    json: bool,
+) -> anyhow::Result<Summary> {
+    let start = Instant::now();
+    let peer = conn.remote_addr();
+    let pb = progress::bar(0, "recv", json);
+    let r = transfer::recv::recv_file(&mut conn, out, &pb)
+        .await
+        .with_context(|| format!("receiving from {peer}"))?;
+    pb.finish_and_clear();
+    let secs = start.elapsed().as_secs_f64();
+    let stats = conn.stats();
+    let _ = conn.close().await;
+    Ok(Summary::new(
+        "recv",
+        &r.path,
+        peer.to_string(),
+        profile,
+        r.bytes,
+        secs,
+        &stats,
+        &r.digest,
+    ))
+}

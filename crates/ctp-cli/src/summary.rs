@@ -1,0 +1,155 @@
+//! The final summary both sides print: human-readable or JSON.
+
+use ctp::ConnectionStats;
+use serde::Serialize;
+use std::path::Path;
+
+/// What one side of a transfer reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    /// "send" or "recv".
+    pub role: &'static str,
+    /// The file (sender: the source; receiver: where it was stored).
+    pub file: String,
+    /// The peer's address.
+    pub peer: String,
+    /// Profile used.
+    pub profile: String,
+    /// Bytes of file content moved.
+    pub bytes: u64,
+    /// Seconds from connection to verified end.
+    pub seconds: f64,
+    /// Goodput in megabits per second.
+    pub goodput_mbps: f64,
+    /// Segments sent again.
+    pub retransmissions: u64,
+    /// Packets declared lost.
+    pub packets_lost: u64,
+    /// Smoothed RTT at the end, milliseconds.
+    pub rtt_ms: f64,
+    /// BLAKE3 of the content, hex.
+    pub checksum: String,
+}
+
+impl Summary {
+    /// Builds a summary from the connection's counters.
+    pub fn new(
+        role: &'static str,
+        file: &Path,
+        peer: String,
+        profile: &str,
+        bytes: u64,
+        seconds: f64,
+        stats: &ConnectionStats,
+        checksum: &[u8],
+    ) -> Self {
+        Summary {
+            role,
+            file: file.display().to_string(),
+            peer,
+            profile: profile.to_string(),
+            bytes,
+            seconds,
+            goodput_mbps: if seconds > 0.0 {
+                bytes as f64 * 8.0 / seconds / 1e6
+            } else {
+                0.0
+            },
+            retransmissions: stats.retransmissions,
+            packets_lost: stats.packets_lost,
+            rtt_ms: stats.srtt_us as f64 / 1000.0,
+            checksum: hex(checksum),
+        }
+    }
+
+    /// Prints the summary on stdout.
+    pub fn print(&self, json: bool) {
+        if json {
+            println!("{}", serde_json::to_string(self).unwrap_or_default());
+            return;
+        }
+        let verb = if self.role == "send" {
+            "sent"
+        } else {
+            "received"
+        };
+        let dir = if self.role == "send" { "to" } else { "from" };
+        println!(
+            "{verb} {} ({}) {dir} {} in {:.2} s: {:.1} Mb/s, {} retransmissions, {} packets lost, RTT {:.2} ms [{}]",
+            self.file,
+            human_bytes(self.bytes),
+            self.peer,
+            self.seconds,
+            self.goodput_mbps,
+            self.retransmissions,
+            self.packets_lost,
+            self.rtt_ms,
+            self.profile
+        );
+        println!("blake3 {}", self.checksum);
+    }
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Bytes with a binary unit.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_and_hex() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(64 << 20), "64.0 MiB");
+        assert_eq!(hex(&[0, 15, 255]), "000fff");
+    }
+
+    #[test]
+    fn goodput_is_computed_and_json_has_every_field() {
+        let s = Summary::new(
+            "send",
+            Path::new("f"),
+            "p".into(),
+            "reliable",
+            125_000_000,
+            1.0,
+            &ConnectionStats::default(),
+            &[1; 32],
+        );
+        assert_eq!(s.goodput_mbps, 1000.0);
+        let v: serde_json::Value = serde_json::to_value(&s).unwrap();
+        for k in [
+            "role",
+            "file",
+            "peer",
+            "profile",
+            "bytes",
+            "seconds",
+            "goodput_mbps",
+            "retransmissions",
+            "packets_lost",
+            "rtt_ms",
+            "checksum",
+        ] {
+            assert!(v.get(k).is_some(), "missing {k}");
+        }
+    }
+}

@@ -1,0 +1,54 @@
+//! File transfer over a reliable ctp connection: framing, the sending and the receiving side.
+
+pub mod header;
+pub mod recv;
+pub mod send;
+
+use crate::cli::TransportArgs;
+use crate::Failure;
+use ctp::{EndpointOptions, Profile};
+use std::time::Duration;
+
+/// Bytes read from disk or from the connection at a time.
+pub const CHUNK: usize = 1 << 20;
+
+/// The profile the transfer options ask for, checked for file transfer.
+pub fn profile_for_files(t: &TransportArgs) -> Result<Profile, Failure> {
+    let mut p = Profile::builtin(&t.profile).map_err(|e| Failure::Usage(e.to_string()))?;
+    if !p.is_reliable() {
+        return Err(Failure::Usage(format!(
+            "profile `{}` is not reliable, so a file could arrive with holes; use --profile reliable",
+            t.profile
+        )));
+    }
+    if !(t.idle_timeout.is_finite() && (0.1..=3600.0).contains(&t.idle_timeout)) {
+        return Err(Failure::Usage(format!(
+            "--idle-timeout {} is out of range: use 0.1 to 3600 seconds",
+            t.idle_timeout
+        )));
+    }
+    p.params.idle_timeout_ms = (t.idle_timeout * 1000.0) as u32;
+    p.params.keepalive_ms = (p.params.idle_timeout_ms / 3).clamp(1, 5_000);
+    p.check().map_err(|e| Failure::Usage(e.to_string()))?;
+    Ok(p)
+}
+
+/// Endpoint options matching the transfer options.
+pub fn endpoint_options(
+    t: &TransportArgs,
+    profile: &Profile,
+    accept: bool,
+) -> Result<EndpointOptions, Failure> {
+    if !(t.handshake_timeout.is_finite() && (0.1..=600.0).contains(&t.handshake_timeout)) {
+        return Err(Failure::Usage(format!(
+            "--handshake-timeout {} is out of range: use 0.1 to 600 seconds",
+            t.handshake_timeout
+        )));
+    }
+    Ok(EndpointOptions {
+        accept,
+        params: profile.params,
+        handshake_timeout: Duration::from_secs_f64(t.handshake_timeout),
+        ..EndpointOptions::default()
+    })
+}

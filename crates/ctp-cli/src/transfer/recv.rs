@@ -1,0 +1,181 @@
+//! The receiving side: write to a hidden temporary file, verify, then rename into place.
+
+use super::header::{sanitize_name, FileHeader, Reply, DIGEST_LEN};
+use super::CHUNK;
+use anyhow::{bail, Context, Result};
+use ctp::Connection;
+use indicatif::ProgressBar;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+use tokio::fs::File;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+
+/// Removes the temporary file unless the transfer completed (also on panic or cancellation).
+struct TempFile {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Where a file named `name` goes when the user asked for `out`.
+pub fn destination(out: &Path, name: &str) -> PathBuf {
+    if out.is_dir() {
+        out.join(sanitize_name(name))
+    } else {
+        out.to_path_buf()
+    }
+}
+
+fn temp_path(dest: &Path) -> PathBuf {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let base = dest
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    dest.with_file_name(format!(
+        ".{base}.ctp-partial-{}-{nanos:08x}",
+        std::process::id()
+    ))
+}
+
+/// Outcome of a received file.
+pub struct Received {
+    /// Where it was stored.
+    pub path: PathBuf,
+    /// Content bytes.
+    pub bytes: u64,
+    /// BLAKE3 digest.
+    pub digest: [u8; DIGEST_LEN],
+}
+
+/// Receives one file over `conn` into `out`; tells the sender the verdict either way.
+pub async fn recv_file(
+    conn: &mut Connection,
+    out: &Path,
+    progress: &ProgressBar,
+) -> Result<Received> {
+    match receive(conn, out, progress).await {
+        Ok(r) => {
+            conn.write_all(&Reply::Ok(r.digest).encode())
+                .await
+                .context("confirming to the sender")?;
+            conn.shutdown().await.context("finishing the reply")?;
+            Ok(r)
+        }
+        Err(e) => {
+            let reason = format!("{e:#}");
+            let _ = conn.write_all(&Reply::Err(reason).encode()).await;
+            let _ = conn.shutdown().await;
+            Err(e)
+        }
+    }
+}
+
+async fn receive(conn: &mut Connection, out: &Path, progress: &ProgressBar) -> Result<Received> {
+    let mut buf = vec![0u8; CHUNK];
+    let mut pending = Vec::new();
+    let header = loop {
+        if let Some((h, used)) = FileHeader::decode(&pending)? {
+            pending.drain(..used);
+            break h;
+        }
+        let n = conn.read(&mut buf).await.context("reading the header")?;
+        if n == 0 {
+            bail!("the sender closed before sending a file header");
+        }
+        pending.extend_from_slice(&buf[..n]);
+    };
+    let dest = destination(out, &header.name);
+    let mut tmp = TempFile {
+        path: temp_path(&dest),
+        keep: false,
+    };
+    let file = File::create(&tmp.path)
+        .await
+        .with_context(|| format!("cannot create {}", tmp.path.display()))?;
+    progress.set_length(header.size);
+    let mut sink = Sink {
+        writer: BufWriter::with_capacity(CHUNK, file),
+        hasher: blake3::Hasher::new(),
+        size: header.size,
+        got: 0,
+        trailer: Vec::with_capacity(DIGEST_LEN),
+    };
+    sink.feed(&pending, &tmp.path).await?;
+    loop {
+        let n = conn.read(&mut buf).await.context("receiving")?;
+        if n == 0 {
+            break;
+        }
+        sink.feed(&buf[..n], &tmp.path).await?;
+        progress.set_position(sink.got);
+    }
+    if sink.got < header.size {
+        bail!(
+            "the stream ended after {} of {} bytes",
+            sink.got,
+            header.size
+        );
+    }
+    if sink.trailer.len() != DIGEST_LEN {
+        bail!("the checksum trailer is missing or truncated");
+    }
+    let digest: [u8; DIGEST_LEN] = *sink.hasher.finalize().as_bytes();
+    if sink.trailer[..] != digest[..] {
+        bail!("checksum mismatch: the content is corrupt; nothing was stored");
+    }
+    sink.writer.flush().await?;
+    let file = sink.writer.into_inner();
+    file.sync_all().await.context("syncing to disk")?;
+    drop(file);
+    tokio::fs::rename(&tmp.path, &dest)
+        .await
+        .with_context(|| format!("renaming into {}", dest.display()))?;
+    tmp.keep = true;
+    Ok(Received {
+        path: dest,
+        bytes: header.size,
+        digest,
+    })
+}
+
+/// Splits the incoming stream into content (hashed and written) and the digest trailer.
+struct Sink {
+    writer: BufWriter<File>,
+    hasher: blake3::Hasher,
+    size: u64,
+    got: u64,
+    trailer: Vec<u8>,
+}
+
+impl Sink {
+    async fn feed(&mut self, data: &[u8], path: &Path) -> Result<()> {
+        let content = ((self.size - self.got) as usize).min(data.len());
+        if content > 0 {
+            self.hasher.update(&data[..content]);
+            self.writer
+                .write_all(&data[..content])
+                .await
+                .with_context(|| format!("writing {}", path.display()))?;
+            self.got += content as u64;
+        }
+        self.trailer.extend_from_slice(&data[content..]);
+        if self.trailer.len() > DIGEST_LEN {
+            bail!(
+                "the sender sent more than the announced {} bytes",
+                self.size
+            );
+        }
+        Ok(())
+    }
+}

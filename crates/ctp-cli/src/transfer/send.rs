@@ -1,0 +1,78 @@
+//! The sending side: stream a file (never loaded whole), then wait for the receiver's verdict.
+
+use super::header::{FileHeader, Reply, DIGEST_LEN};
+use super::CHUNK;
+use anyhow::{bail, Context, Result};
+use ctp::Connection;
+use indicatif::ProgressBar;
+use std::path::Path;
+use tokio::fs::File;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Longest reply accepted from the receiver.
+const MAX_REPLY: u64 = 4 + u16::MAX as u64;
+
+/// Sends `path` as `name` over `conn` and returns the BLAKE3 digest once the receiver
+/// confirmed that it stored the file with that digest.
+pub async fn send_file(
+    conn: &mut Connection,
+    path: &Path,
+    name: &str,
+    progress: &ProgressBar,
+) -> Result<[u8; DIGEST_LEN]> {
+    let mut file = File::open(path)
+        .await
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    let size = file.metadata().await?.len();
+    progress.set_length(size);
+    conn.write_all(
+        &FileHeader {
+            name: name.to_string(),
+            size,
+        }
+        .encode(),
+    )
+    .await
+    .context("sending the header")?;
+    let mut hasher = blake3::Hasher::new();
+    let mut buf = vec![0u8; CHUNK];
+    let mut sent = 0u64;
+    while sent < size {
+        let want = (size - sent).min(CHUNK as u64) as usize;
+        let n = file
+            .read(&mut buf[..want])
+            .await
+            .with_context(|| format!("reading {}", path.display()))?;
+        if n == 0 {
+            bail!(
+                "{} shrank while being sent ({} of {} bytes read)",
+                path.display(),
+                sent,
+                size
+            );
+        }
+        hasher.update(&buf[..n]);
+        conn.write_all(&buf[..n]).await.context("sending")?;
+        sent += n as u64;
+        progress.set_position(sent);
+    }
+    let digest: [u8; DIGEST_LEN] = *hasher.finalize().as_bytes();
+    conn.write_all(&digest)
+        .await
+        .context("sending the checksum")?;
+    conn.shutdown().await.context("finishing the stream")?;
+    let mut reply = Vec::new();
+    (&mut *conn)
+        .take(MAX_REPLY)
+        .read_to_end(&mut reply)
+        .await
+        .context("waiting for the receiver's confirmation")?;
+    if reply.is_empty() {
+        bail!("the receiver closed without confirming the file");
+    }
+    match Reply::decode(&reply)? {
+        Reply::Ok(d) if d == digest => Ok(digest),
+        Reply::Ok(_) => bail!("the receiver stored content with a different checksum"),
+        Reply::Err(reason) => bail!("the receiver rejected the file: {reason}"),
+    }
+}

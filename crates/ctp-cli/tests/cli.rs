@@ -1,0 +1,290 @@
+//! The `ctp` binary end to end on loopback. Every child is killed at the end and every wait
+//! is bounded.
+
+use std::io::{Read, Write};
+use std::net::UdpSocket;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const CTP: &str = env!("CARGO_BIN_EXE_ctp");
+
+/// Kills the child when dropped, so a failing test leaves no process behind.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits for `child` to exit, at most `limit`.
+fn wait_output(mut g: Guard, limit: Duration) -> Output {
+    let start = Instant::now();
+    loop {
+        if let Some(_status) = g.0.try_wait().unwrap() {
+            break;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "process did not exit within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    g.0.stdout.take().map(|mut s| s.read_to_end(&mut stdout));
+    g.0.stderr.take().map(|mut s| s.read_to_end(&mut stderr));
+    let status = g.0.wait().unwrap();
+    Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
+fn spawn(args: &[&str]) -> Guard {
+    Guard(
+        Command::new(CTP)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+fn write_random(path: &Path, bytes: usize) {
+    let mut f = std::fs::File::create(path).unwrap();
+    let mut x = 0x1234_5678_9abc_def1u64;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut left = bytes;
+    while left > 0 {
+        for w in buf.chunks_exact_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            w.copy_from_slice(&x.to_le_bytes());
+        }
+        let n = left.min(buf.len());
+        f.write_all(&buf[..n]).unwrap();
+        left -= n;
+    }
+}
+
+fn blake3_file(path: &Path) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(&std::fs::read(path).unwrap());
+    h.finalize().to_hex().to_string()
+}
+
+#[test]
+fn sixty_four_mib_through_send_and_recv_arrive_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("payload.bin");
+    write_random(&src, 64 << 20);
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let recv = spawn(&[
+        "recv",
+        "--listen",
+        &listen,
+        "--out",
+        out.to_str().unwrap(),
+        "--once",
+        "--json",
+    ]);
+    std::thread::sleep(Duration::from_millis(300));
+    let send = spawn(&["send", src.to_str().unwrap(), &listen, "--json"]);
+    let s = wait_output(send, Duration::from_secs(120));
+    let r = wait_output(recv, Duration::from_secs(30));
+    assert!(
+        s.status.success(),
+        "send failed: {}",
+        String::from_utf8_lossy(&s.stderr)
+    );
+    assert!(
+        r.status.success(),
+        "recv failed: {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    let sj: serde_json::Value = serde_json::from_slice(&s.stdout).expect("send JSON");
+    let rj: serde_json::Value = serde_json::from_slice(&r.stdout).expect("recv JSON");
+    let expected = blake3_file(&src);
+    assert_eq!(sj["bytes"], 64 << 20);
+    assert_eq!(rj["bytes"], 64 << 20);
+    assert_eq!(sj["checksum"], expected.as_str());
+    assert_eq!(rj["checksum"], expected.as_str());
+    let stored = out.join("payload.bin");
+    assert_eq!(blake3_file(&stored), expected, "stored file differs");
+    assert!(sj["goodput_mbps"].as_f64().unwrap() > 0.0);
+    // Nothing but the verified file is left in the output directory.
+    let names: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, [std::ffi::OsString::from("payload.bin")]);
+}
+
+#[test]
+fn sender_fails_with_a_reason_when_the_receiver_dies_and_no_file_is_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("huge.bin");
+    // A sparse 8 GiB file: cheap to create, long enough to still be sending when killed.
+    std::fs::File::create(&src)
+        .unwrap()
+        .set_len(8 << 30)
+        .unwrap();
+    let dest = dir.path().join("copy.bin");
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut recv = spawn(&[
+        "recv",
+        "--listen",
+        &listen,
+        "--out",
+        dest.to_str().unwrap(),
+        "--once",
+    ]);
+    std::thread::sleep(Duration::from_millis(300));
+    let send = spawn(&[
+        "send",
+        src.to_str().unwrap(),
+        &listen,
+        "--idle-timeout",
+        "2",
+    ]);
+    std::thread::sleep(Duration::from_millis(800));
+    recv.0.kill().unwrap();
+    recv.0.wait().unwrap();
+    let s = wait_output(send, Duration::from_secs(30));
+    assert!(!s.status.success(), "the sender must fail");
+    assert_eq!(s.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&s.stderr);
+    assert!(
+        err.contains("peer unreachable") && err.contains("idle timeout"),
+        "stderr: {err}"
+    );
+    assert!(!dest.exists(), "no complete-looking file may remain");
+}
+
+#[test]
+fn connecting_to_nobody_times_out_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("a.txt");
+    std::fs::write(&src, b"hello").unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let s = wait_output(
+        spawn(&[
+            "send",
+            src.to_str().unwrap(),
+            &addr,
+            "--handshake-timeout",
+            "1",
+        ]),
+        Duration::from_secs(20),
+    );
+    assert_eq!(s.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&s.stderr);
+    assert!(
+        err.contains("cannot connect") && err.contains("handshake timed out"),
+        "stderr: {err}"
+    );
+}
+
+#[test]
+fn usage_errors_exit_2_with_one_line_saying_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("a.txt");
+    std::fs::write(&src, b"hello").unwrap();
+    let src = src.to_str().unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["send", src, "127.0.0.1:9", "--profile", "bogus"],
+            "unknown profile `bogus`",
+        ),
+        (
+            &["send", src, "127.0.0.1:9", "--profile", "datagram"],
+            "not reliable",
+        ),
+        (
+            &["send", "/definitely/not/here", "127.0.0.1:9"],
+            "cannot read",
+        ),
+        (&["send", src, "not-an-address"], "invalid"),
+        (
+            &["send", src, "127.0.0.1:9", "--idle-timeout", "0"],
+            "--idle-timeout",
+        ),
+        (
+            &[
+                "recv",
+                "--listen",
+                "127.0.0.1:0",
+                "--out",
+                "/definitely/not/here/x",
+            ],
+            "does not exist",
+        ),
+    ];
+    for (args, needle) in cases {
+        let o = wait_output(spawn(args), Duration::from_secs(10));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(needle),
+            "{args:?}: expected {needle:?} in {err}"
+        );
+    }
+}
+
+#[test]
+fn profiles_json_lists_the_builtins_and_their_microprotocols() {
+    let o = wait_output(spawn(&["profiles", "--json"]), Duration::from_secs(10));
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<_> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["reliable", "datagram"]);
+    let micros = |i: usize| -> Vec<String> {
+        v[i]["microprotocols"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(micros(0).contains(&"arq".to_string()) && micros(0).contains(&"fifo".to_string()));
+    assert!(
+        !micros(1).contains(&"arq".to_string()) && micros(1).contains(&"unordered".to_string())
+    );
+    assert_eq!(v[0]["reliable"], true);
+    assert_eq!(v[1]["reliable"], false);
+}
+
+#[test]
+fn demo_runs_a_verified_transfer() {
+    let o = wait_output(
+        spawn(&["demo", "--mib", "16", "--json"]),
+        Duration::from_secs(60),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["send"]["bytes"], 16 << 20);
+    assert_eq!(v["send"]["checksum"], v["recv"]["checksum"]);
+}
