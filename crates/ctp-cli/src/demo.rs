@@ -2,7 +2,7 @@
 //! `ctp send` / `ctp recv`, with progress and a summary. Needs no root and no peers.
 
 use crate::cli::DemoArgs;
-use crate::summary::{human_bytes, Summary};
+use crate::summary::{human_bytes, Measured, Summary};
 use crate::transfer::{recv, send, CHUNK};
 use crate::{progress, Failure};
 use anyhow::{anyhow, Context};
@@ -98,10 +98,12 @@ pub async fn run(a: DemoArgs) -> Result<(), Failure> {
             &r.path,
             conn.remote_addr().to_string(),
             "reliable",
-            r.bytes,
-            secs,
-            &stats,
-            &r.digest,
+            Measured {
+                bytes: r.bytes,
+                seconds: secs,
+                stats: &stats,
+                checksum: &r.digest,
+            },
         ))
     });
     let start = Instant::now();
@@ -122,10 +124,12 @@ pub async fn run(a: DemoArgs) -> Result<(), Failure> {
         &source,
         addr.to_string(),
         "reliable",
-        bytes,
-        secs,
-        &stats,
-        &digest,
+        Measured {
+            bytes,
+            seconds: secs,
+            stats: &stats,
+            checksum: &digest,
+        },
     );
     let got = receiver
         .await

@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
-use summary::Summary;
+use summary::{Measured, Summary};
 use transfer::{endpoint_options, profile_for_files};
 
 /// Why a command failed; decides the exit status.
@@ -148,10 +148,12 @@ async fn send(a: SendArgs) -> Result<(), Failure> {
         &a.file,
         a.addr.to_string(),
         &t.profile,
-        meta.len(),
-        secs,
-        &stats,
-        &digest,
+        Measured {
+            bytes: meta.len(),
+            seconds: secs,
+            stats: &stats,
+            checksum: &digest,
+        },
     )
     .print(t.json);
     Ok(())
@@ -233,9 +235,11 @@ async fn receive_one(
         &r.path,
         peer.to_string(),
         profile,
-        r.bytes,
-        secs,
-        &stats,
-        &r.digest,
+        Measured {
+            bytes: r.bytes,
+            seconds: secs,
+            stats: &stats,
+            checksum: &r.digest,
+        },
     ))
 }

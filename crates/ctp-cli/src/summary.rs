@@ -4,6 +4,18 @@ use ctp::ConnectionStats;
 use serde::Serialize;
 use std::path::Path;
 
+/// What was measured on one side of a transfer.
+pub struct Measured<'a> {
+    /// Bytes of file content.
+    pub bytes: u64,
+    /// Seconds taken.
+    pub seconds: f64,
+    /// The connection's counters at the end.
+    pub stats: &'a ConnectionStats,
+    /// BLAKE3 digest.
+    pub checksum: &'a [u8],
+}
+
 /// What one side of a transfer reports.
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {
@@ -32,33 +44,30 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// Builds a summary from the connection's counters.
+    /// Builds a summary from what was measured.
     pub fn new(
         role: &'static str,
         file: &Path,
         peer: String,
         profile: &str,
-        bytes: u64,
-        seconds: f64,
-        stats: &ConnectionStats,
-        checksum: &[u8],
+        m: Measured<'_>,
     ) -> Self {
         Summary {
             role,
             file: file.display().to_string(),
             peer,
             profile: profile.to_string(),
-            bytes,
-            seconds,
-            goodput_mbps: if seconds > 0.0 {
-                bytes as f64 * 8.0 / seconds / 1e6
+            bytes: m.bytes,
+            seconds: m.seconds,
+            goodput_mbps: if m.seconds > 0.0 {
+                m.bytes as f64 * 8.0 / m.seconds / 1e6
             } else {
                 0.0
             },
-            retransmissions: stats.retransmissions,
-            packets_lost: stats.packets_lost,
-            rtt_ms: stats.srtt_us as f64 / 1000.0,
-            checksum: hex(checksum),
+            retransmissions: m.stats.retransmissions,
+            packets_lost: m.stats.packets_lost,
+            rtt_ms: m.stats.srtt_us as f64 / 1000.0,
+            checksum: hex(m.checksum),
         }
     }
 
@@ -129,10 +138,12 @@ mod tests {
             Path::new("f"),
             "p".into(),
             "reliable",
-            125_000_000,
-            1.0,
-            &ConnectionStats::default(),
-            &[1; 32],
+            Measured {
+                bytes: 125_000_000,
+                seconds: 1.0,
+                stats: &ConnectionStats::default(),
+                checksum: &[1; 32],
+            },
         );
         assert_eq!(s.goodput_mbps, 1000.0);
         let v: serde_json::Value = serde_json::to_value(&s).unwrap();
