@@ -32,7 +32,7 @@ pub enum Command {
 /// Options shared by the transfer commands.
 #[derive(Debug, Clone, Args)]
 pub struct TransportArgs {
-    /// Profile to use (see `ctp profiles`).
+    /// Profile to use: a built-in name (see `ctp profiles`) or a profile file (NAME.toml).
     #[arg(long, default_value = "reliable")]
     pub profile: String,
     /// Give up when nothing is heard from the peer for this many seconds.
@@ -78,6 +78,10 @@ pub struct RecvArgs {
 /// `ctp profiles`.
 #[derive(Debug, Args)]
 pub struct ProfilesArgs {
+    /// Show one profile's composition (a built-in name or a profile file) and the events
+    /// each microprotocol binds.
+    #[arg(long, value_name = "PROFILE")]
+    pub explain: Option<String>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,

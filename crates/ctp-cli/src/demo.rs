@@ -2,6 +2,7 @@
 //! `ctp send` / `ctp recv`, with progress and a summary. Needs no root and no peers.
 
 use crate::cli::DemoArgs;
+use crate::output::outln;
 use crate::summary::{human_bytes, Measured, Summary};
 use crate::transfer::{recv, send, CHUNK};
 use crate::{progress, Failure};
@@ -54,11 +55,11 @@ pub async fn run(a: DemoArgs) -> Result<(), Failure> {
     let source = scratch.0.join("demo.bin");
     let bytes = a.mib << 20;
     if !a.json {
-        println!(
+        outln!(
             "ctp demo: moving {} over loopback with the `reliable` profile",
             human_bytes(bytes)
         );
-        println!("  (ordered byte stream, ARQ, SACK/NAK, flow window, NewReno window + pacing)\n");
+        outln!("  (ordered byte stream, ARQ, SACK/NAK, flow window, NewReno window + pacing)\n");
     }
     make_source(&source, bytes)
         .await
@@ -135,15 +136,15 @@ pub async fn run(a: DemoArgs) -> Result<(), Failure> {
         .await
         .map_err(|e| anyhow!("receiver task: {e}"))??;
     if json {
-        println!("{}", serde_json::json!({ "send": sent, "recv": got }));
+        outln!("{}", serde_json::json!({ "send": sent, "recv": got }));
         return Ok(());
     }
     sent.print(false);
     got.print(false);
-    println!("\nchecksums match: {}", sent.checksum == got.checksum);
-    println!("\nNext:");
-    println!("  ctp recv --listen 0.0.0.0:9000 --out ./incoming/ --once   # on the receiving host");
-    println!("  ctp send FILE HOST:9000                                  # on the sending host");
-    println!("  ctp profiles                                             # what the profiles are made of");
+    outln!("\nchecksums match: {}", sent.checksum == got.checksum);
+    outln!("\nNext:");
+    outln!("  ctp recv --listen 0.0.0.0:9000 --out ./incoming/ --once   # on the receiving host");
+    outln!("  ctp send FILE HOST:9000                                  # on the sending host");
+    outln!("  ctp profiles                                             # what the profiles are made of");
     Ok(())
 }

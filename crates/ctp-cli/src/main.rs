@@ -2,6 +2,7 @@
 
 mod cli;
 mod demo;
+mod output;
 mod profiles;
 mod progress;
 mod summary;
@@ -92,10 +93,13 @@ async fn run(cmd: Command) -> Result<(), Failure> {
     match cmd {
         Command::Send(a) => send(a).await,
         Command::Recv(a) => recv(a).await,
-        Command::Profiles(a) => {
-            profiles::run(a.json);
-            Ok(())
-        }
+        Command::Profiles(a) => match a.explain {
+            Some(p) => profiles::explain_one(&p, a.json),
+            None => {
+                profiles::run(a.json);
+                Ok(())
+            }
+        },
         Command::Demo(a) => demo::run(a).await,
     }
 }

@@ -1,7 +1,79 @@
-//! `ctp profiles`: the built-in profiles and their microprotocols.
+//! `ctp profiles`: the built-in profiles and their microprotocols, `--explain` for one
+//! composition, and resolving a `--profile` argument (a built-in name or a TOML file).
 
-use ctp_proto::profile::{Profile, BUILTIN};
+use crate::output::outln;
+use crate::Failure;
+use ctp_proto::profile::{explain, file, Profile, BUILTIN};
 use serde::Serialize;
+use std::path::Path;
+
+/// A built-in profile by name, or a profile file (a path ending in `.toml` or an existing file).
+pub fn resolve(arg: &str) -> Result<Profile, Failure> {
+    let path = Path::new(arg);
+    if arg.ends_with(".toml") || path.is_file() {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Failure::Usage(format!("cannot read profile file {arg}: {e}")))?;
+        return file::parse(&text, arg).map_err(|e| Failure::Usage(e.to_string()));
+    }
+    Profile::builtin(arg)
+        .map_err(|e| Failure::Usage(format!("{e}; or give a profile file (NAME.toml)")))
+}
+
+#[derive(Serialize)]
+struct Explanation {
+    name: String,
+    microprotocols: Vec<ExplainedMicro>,
+}
+
+#[derive(Serialize)]
+struct ExplainedMicro {
+    name: &'static str,
+    description: &'static str,
+    events: Vec<String>,
+    writes_frames: bool,
+}
+
+/// Prints the composition of one profile and the events each microprotocol binds.
+pub fn explain_one(arg: &str, json: bool) -> Result<(), Failure> {
+    let p = resolve(arg)?;
+    let parts = explain(&p)
+        .map_err(|e| Failure::Usage(format!("profile `{}` does not compose: {e}", p.name)))?;
+    let x = Explanation {
+        name: p.name.clone(),
+        microprotocols: parts
+            .into_iter()
+            .map(|e| ExplainedMicro {
+                name: e.id.name(),
+                description: e.id.describe(),
+                events: e.events.iter().map(|k| format!("{k:?}")).collect(),
+                writes_frames: e.writes_frames,
+            })
+            .collect(),
+    };
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&x).unwrap_or_default());
+        return Ok(());
+    }
+    outln!(
+        "{} — {} microprotocols (parameters: {:?})
+",
+        x.name,
+        x.microprotocols.len(),
+        p.params
+    );
+    for m in x.microprotocols {
+        outln!("{:<14} {}", m.name, m.description);
+        if m.events.is_empty() {
+            outln!("{:<14} built into the endpoint and packet path", "");
+        } else {
+            outln!("{:<14} binds: {}", "", m.events.join(", "));
+        }
+        if m.writes_frames {
+            outln!("{:<14} writes frames into packets", "");
+        }
+    }
+    Ok(())
+}
 
 #[derive(Serialize)]
 struct MicroInfo {
@@ -43,17 +115,17 @@ fn infos() -> Vec<ProfileInfo> {
 pub fn run(json: bool) {
     let infos = infos();
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&infos).unwrap_or_default()
         );
         return;
     }
     for p in infos {
-        println!("{} — {}", p.name, p.description);
+        outln!("{} — {}", p.name, p.description);
         for m in p.microprotocols {
-            println!("    {:<14} {}", m.name, m.description);
+            outln!("    {:<14} {}", m.name, m.description);
         }
-        println!();
+        outln!();
     }
 }

@@ -1,5 +1,6 @@
 //! The final summary both sides print: human-readable or JSON.
 
+use crate::output::outln;
 use ctp::ConnectionStats;
 use serde::Serialize;
 use std::path::Path;
@@ -74,7 +75,7 @@ impl Summary {
     /// Prints the summary on stdout.
     pub fn print(&self, json: bool) {
         if json {
-            println!("{}", serde_json::to_string(self).unwrap_or_default());
+            outln!("{}", serde_json::to_string(self).unwrap_or_default());
             return;
         }
         let verb = if self.role == "send" {
@@ -83,7 +84,7 @@ impl Summary {
             "received"
         };
         let dir = if self.role == "send" { "to" } else { "from" };
-        println!(
+        outln!(
             "{verb} {} ({}) {dir} {} in {:.2} s: {:.1} Mb/s, {} retransmissions, {} packets lost, RTT {:.2} ms [{}]",
             self.file,
             human_bytes(self.bytes),
@@ -95,7 +96,7 @@ impl Summary {
             self.rtt_ms,
             self.profile
         );
-        println!("blake3 {}", self.checksum);
+        outln!("blake3 {}", self.checksum);
     }
 }
 

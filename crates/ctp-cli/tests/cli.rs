@@ -288,3 +288,110 @@ fn demo_runs_a_verified_transfer() {
     assert_eq!(v["send"]["bytes"], 16 << 20);
     assert_eq!(v["send"]["checksum"], v["recv"]["checksum"]);
 }
+
+#[test]
+fn profile_files_and_explain_work_and_errors_name_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("small.toml");
+    std::fs::write(&good, "name = \"small\"\nbase = \"reliable\"\nremove = [\"pacing\"]\n[params]\nflow_window = 64\n").unwrap();
+    let o = wait_output(
+        spawn(&["profiles", "--explain", good.to_str().unwrap(), "--json"]),
+        Duration::from_secs(10),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<_> = v["microprotocols"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"arq") && !names.contains(&"pacing"),
+        "{names:?}"
+    );
+    let arq = v["microprotocols"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "arq")
+        .unwrap();
+    assert!(arq["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|e| e == "PacketLost"));
+    // A transfer with the file's profile.
+    let src = dir.path().join("data.bin");
+    write_random(&src, 3 << 20);
+    let out = dir.path().join("copy.bin");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let recv = spawn(&[
+        "recv",
+        "--listen",
+        &listen,
+        "--out",
+        out.to_str().unwrap(),
+        "--once",
+        "--profile",
+        good.to_str().unwrap(),
+    ]);
+    std::thread::sleep(Duration::from_millis(300));
+    let s = wait_output(
+        spawn(&[
+            "send",
+            src.to_str().unwrap(),
+            &listen,
+            "--profile",
+            good.to_str().unwrap(),
+        ]),
+        Duration::from_secs(60),
+    );
+    assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    assert!(wait_output(recv, Duration::from_secs(20)).status.success());
+    assert_eq!(blake3_file(&out), blake3_file(&src));
+    // A bad file: exit 2, the error names the file, the line and the key.
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "name = \"bad\"\nbase = \"reliable\"\n[params]\nflow_windw = 64\n",
+    )
+    .unwrap();
+    let o = wait_output(
+        spawn(&[
+            "send",
+            src.to_str().unwrap(),
+            &listen,
+            "--profile",
+            bad.to_str().unwrap(),
+        ]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("bad.toml:4") && err.contains("flow_windw"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_closed_stdout_pipe_is_not_a_panic() {
+    let mut child = Command::new(CTP)
+        .args(["profiles"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(status.success());
+}

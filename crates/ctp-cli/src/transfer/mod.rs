@@ -14,7 +14,7 @@ pub const CHUNK: usize = 1 << 20;
 
 /// The profile the transfer options ask for, checked for file transfer.
 pub fn profile_for_files(t: &TransportArgs) -> Result<Profile, Failure> {
-    let mut p = Profile::builtin(&t.profile).map_err(|e| Failure::Usage(e.to_string()))?;
+    let mut p = crate::profiles::resolve(&t.profile)?;
     if !p.is_reliable() {
         return Err(Failure::Usage(format!(
             "profile `{}` is not reliable, so a file could arrive with holes; use --profile reliable",

@@ -1,6 +1,8 @@
 //! Profiles: a set of microprotocols with their parameters, checked for missing
 //! dependencies and conflicts, composed into an [`Engine`] and negotiated in the handshake.
 
+pub mod file;
+
 use crate::engine::app::AppIo;
 use crate::engine::segment::SegmentStore;
 use crate::engine::session::Session;
@@ -629,6 +631,53 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
     Engine::new(micros, st)
 }
 
+/// One composed microprotocol as `ctp profiles --explain` shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Explained {
+    /// The microprotocol.
+    pub id: MicroId,
+    /// Events it binds.
+    pub events: Vec<crate::engine::event::EventKind>,
+    /// True when it writes frames (message attributes) into packets.
+    pub writes_frames: bool,
+}
+
+/// Microprotocols implemented by the endpoint and the packet path rather than composed into
+/// the engine (they bind no events).
+pub const BUILT_INTO_ENDPOINT: &[MicroId] = &[MicroId::Demux, MicroId::Integrity, MicroId::Setup];
+
+/// Composes `profile` and reports, for each microprotocol, the events it binds.
+pub fn explain(profile: &Profile) -> Result<Vec<Explained>, SetupError> {
+    use crate::engine::Microprotocol;
+    let engine = compose(
+        profile.micros,
+        &profile.params,
+        Isn::default(),
+        Isn::default(),
+    )?;
+    let composed = profile
+        .micros
+        .iter()
+        .filter(|m| !BUILT_INTO_ENDPOINT.contains(m));
+    let mut out: Vec<Explained> = BUILT_INTO_ENDPOINT
+        .iter()
+        .filter(|m| profile.micros.has(**m))
+        .map(|&id| Explained {
+            id,
+            events: Vec::new(),
+            writes_frames: false,
+        })
+        .collect();
+    for (id, m) in composed.zip(engine.micros()) {
+        out.push(Explained {
+            id,
+            events: m.bindings().to_vec(),
+            writes_frames: m.writes_frames(),
+        });
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -754,6 +803,18 @@ mod tests {
         encode_offer(&mut out, Profile::datagram().micros, &p, &isn);
         let (m, q, i) = decode_offer(&mut Reader::new(&out), &Params::default()).unwrap();
         assert_eq!((m, q, i), (Profile::datagram().micros, p, isn));
+    }
+
+    #[test]
+    fn explain_lists_each_microprotocol_with_its_events() {
+        use crate::engine::event::EventKind;
+        let e = explain(&Profile::reliable()).unwrap();
+        assert_eq!(e.len(), Profile::reliable().micros.iter().count());
+        let find = |id| e.iter().find(|x| x.id == id).unwrap();
+        assert!(find(Arq).events.contains(&EventKind::PacketLost));
+        assert!(find(Pacing).events.contains(&EventKind::HoldLast));
+        assert!(find(AckTracking).writes_frames && !find(Arq).writes_frames);
+        assert!(find(Demux).events.is_empty());
     }
 
     #[test]
