@@ -3,20 +3,26 @@
 
 use crate::output::outln;
 use crate::Failure;
-use ctp_proto::profile::{explain, file, Profile, BUILTIN};
+use ctp_proto::profile::{explain, file, warnings, Profile, BUILTIN};
 use serde::Serialize;
 use std::path::Path;
 
-/// A built-in profile by name, or a profile file (a path ending in `.toml` or an existing file).
+/// A built-in profile by name, or a profile file (a path ending in `.toml` or an existing
+/// file). Semantic warnings about the composition go to stderr.
 pub fn resolve(arg: &str) -> Result<Profile, Failure> {
     let path = Path::new(arg);
-    if arg.ends_with(".toml") || path.is_file() {
+    let profile = if arg.ends_with(".toml") || path.is_file() {
         let text = std::fs::read_to_string(path)
             .map_err(|e| Failure::Usage(format!("cannot read profile file {arg}: {e}")))?;
-        return file::parse(&text, arg).map_err(|e| Failure::Usage(e.to_string()));
+        file::parse(&text, arg).map_err(|e| Failure::Usage(e.to_string()))?
+    } else {
+        Profile::builtin(arg)
+            .map_err(|e| Failure::Usage(format!("{e}; or give a profile file (NAME.toml)")))?
+    };
+    for w in warnings(profile.micros) {
+        eprintln!("ctp: warning: profile `{}`: {w}", profile.name);
     }
-    Profile::builtin(arg)
-        .map_err(|e| Failure::Usage(format!("{e}; or give a profile file (NAME.toml)")))
+    Ok(profile)
 }
 
 #[derive(Serialize)]

@@ -260,7 +260,16 @@ fn profiles_json_lists_the_builtins_and_their_microprotocols() {
         .iter()
         .map(|p| p["name"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(names, ["reliable", "datagram"]);
+    assert_eq!(
+        names,
+        [
+            "reliable",
+            "datagram",
+            "ctp-minimal",
+            "ctp-lossy-fifo",
+            "ctp-bulk"
+        ]
+    );
     let micros = |i: usize| -> Vec<String> {
         v[i]["microprotocols"]
             .as_array()

@@ -31,16 +31,21 @@ struct Partial {
 pub struct Fragmentation {
     max_message: usize,
     reliable: bool,
+    /// A sequencing microprotocol filters arrivals (binds `SegmentAccepted`); without one
+    /// (CTP-Minimal) every arrival is taken (binds `SegmentArrived`).
+    deduplicated: bool,
     partials: BTreeMap<u64, Partial>,
 }
 
 impl Fragmentation {
     /// A segmenter accepting messages up to `max_message` bytes; `reliable` tells whether
-    /// every piece will eventually arrive (otherwise stale partial messages are abandoned).
-    pub fn new(max_message: usize, reliable: bool) -> Self {
+    /// every piece will eventually arrive (otherwise stale partial messages are abandoned);
+    /// `deduplicated` whether a sequencing microprotocol screens arrivals first.
+    pub fn new(max_message: usize, reliable: bool, deduplicated: bool) -> Self {
         Fragmentation {
             max_message,
             reliable,
+            deduplicated,
             partials: BTreeMap::new(),
         }
     }
@@ -168,17 +173,25 @@ impl Fragmentation {
 
 impl Microprotocol for Fragmentation {
     fn bindings(&self) -> &'static [EventKind] {
-        &[
-            EventKind::UserData,
-            EventKind::SegmentDone,
-            EventKind::SegmentAccepted,
-        ]
+        if self.deduplicated {
+            &[
+                EventKind::UserData,
+                EventKind::SegmentDone,
+                EventKind::SegmentAccepted,
+            ]
+        } else {
+            &[
+                EventKind::UserData,
+                EventKind::SegmentDone,
+                EventKind::SegmentArrived,
+            ]
+        }
     }
 
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
         match *ev {
             Event::UserData | Event::SegmentDone(_) => self.cut(cx),
-            Event::SegmentAccepted(d) => {
+            Event::SegmentAccepted(d) | Event::SegmentArrived(d) => {
                 for piece in d.pieces() {
                     self.reassemble(piece, cx);
                 }

@@ -61,6 +61,7 @@ any_micro! {
     Arq(arq::Arq),
     Fifo(ordering::Fifo),
     Unordered(ordering::Unordered),
+    LossyFifo(ordering::LossyFifo),
     FlowWindow(flow_window::FlowWindow),
     CongestionWindow(window::CongestionWindow),
     Pacing(pacing::Pacing),

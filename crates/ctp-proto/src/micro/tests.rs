@@ -550,3 +550,36 @@ fn a_retransmission_made_unnecessary_while_paced_releases_its_window_reservation
         "the full window is available again"
     );
 }
+
+#[test]
+fn lossy_fifo_waits_its_deadline_then_skips_and_drops_latecomers() {
+    let mut rx = compose(
+        crate::profile::Profile::ctp_lossy_fifo().micros,
+        &Params::default(),
+        PEER,
+        LOCAL,
+    )
+    .unwrap();
+    let msg = |i: u64| {
+        data_frame(
+            LOCAL.seg + i,
+            &[(PieceFlags::LAST, LOCAL.msg + i, 0, &[i as u8; 3])],
+        )
+    };
+    rx.receive(t(0), LOCAL.pn, &msg(0), 40).unwrap();
+    rx.receive(t(1), LOCAL.pn + 2, &msg(2), 40).unwrap();
+    rx.receive(t(2), LOCAL.pn + 3, &msg(3), 40).unwrap();
+    let delivered = |e: &mut Engine| e.st.app.rx_msgs.drain(..).map(|m| m[0]).collect::<Vec<_>>();
+    assert_eq!(delivered(&mut rx), [0], "1 is missing: 2 and 3 wait");
+    let deadline = Duration::from_millis(Params::default().fifo_deadline_ms as u64);
+    rx.handle_timeout(t(1) + (deadline - Duration::from_micros(1)));
+    assert!(delivered(&mut rx).is_empty(), "not before the deadline");
+    rx.handle_timeout(t(1) + deadline);
+    assert_eq!(delivered(&mut rx), [2, 3]);
+    assert_eq!(rx.st.stats.messages_abandoned, 1);
+    rx.receive(t(200), LOCAL.pn + 1, &msg(1), 40).unwrap();
+    assert!(delivered(&mut rx).is_empty(), "too late for its turn");
+    assert_eq!(rx.st.stats.messages_abandoned, 2);
+    rx.receive(t(201), LOCAL.pn + 4, &msg(4), 40).unwrap();
+    assert_eq!(delivered(&mut rx), [4]);
+}

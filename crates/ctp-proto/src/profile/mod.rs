@@ -58,6 +58,7 @@ micro_ids! {
     Pacing = 12, "pacing", "pacing (rate) mechanism";
     NewReno = 13, "newreno", "NewReno congestion policy";
     KeepAlive = 14, "keepalive", "keep-alive pings and idle timeout";
+    LossyFifo = 15, "lossy-fifo", "in-order delivery that skips a missing message after a deadline";
 }
 
 impl fmt::Display for MicroId {
@@ -135,7 +136,7 @@ pub enum ProfileError {
         why: &'static str,
     },
     /// No delivery (ordering) microprotocol.
-    #[error("a profile needs a delivery microprotocol: add `fifo` (in order) or `unordered`")]
+    #[error("a profile needs a delivery microprotocol: add `fifo` (in order), `lossy-fifo` or `unordered`")]
     NoDelivery,
     /// A parameter is out of range.
     #[error("parameter `{name}` = {value} is out of range: {hint}")]
@@ -187,9 +188,9 @@ const DEPENDENCIES: &[(MicroId, MicroId, &str)] = &[
         "ordering needs duplicate-free segments",
     ),
     (
-        MicroId::Unordered,
+        MicroId::LossyFifo,
         MicroId::Sequencing,
-        "delivery must never duplicate a message",
+        "ordering needs duplicate-free segments",
     ),
     (
         MicroId::FlowWindow,
@@ -224,11 +225,49 @@ const DEPENDENCIES: &[(MicroId, MicroId, &str)] = &[
 ];
 
 /// Conflicts: (a, b, why).
-const CONFLICTS: &[(MicroId, MicroId, &str)] = &[(
-    MicroId::Fifo,
-    MicroId::Unordered,
-    "a message cannot be delivered both in order and as it completes",
-)];
+const CONFLICTS: &[(MicroId, MicroId, &str)] = &[
+    (
+        MicroId::Fifo,
+        MicroId::Unordered,
+        "a message cannot be delivered both in order and as it completes",
+    ),
+    (
+        MicroId::Fifo,
+        MicroId::LossyFifo,
+        "two ordering microprotocols would both deliver every message",
+    ),
+    (
+        MicroId::LossyFifo,
+        MicroId::Unordered,
+        "a message cannot be delivered both in order and as it completes",
+    ),
+];
+
+/// Compositions that are allowed but whose semantics are probably not what was meant:
+/// (present, also present or absent, warning).
+const SEMANTIC_WARNINGS: &[(MicroId, MicroId, bool, &str)] = &[
+    (
+        MicroId::LossyFifo,
+        MicroId::Arq,
+        true,
+        "`lossy-fifo` skips late messages that `arq` keeps retransmitting: the semantics conflict",
+    ),
+    (
+        MicroId::Unordered,
+        MicroId::Sequencing,
+        false,
+        "`unordered` without `sequencing` may deliver a duplicated datagram twice",
+    ),
+];
+
+/// Warnings about a valid but semantically doubtful composition (empty when none).
+pub fn warnings(set: MicroSet) -> Vec<&'static str> {
+    SEMANTIC_WARNINGS
+        .iter()
+        .filter(|&&(a, b, with, _)| set.has(a) && set.has(b) == with)
+        .map(|w| w.3)
+        .collect()
+}
 
 /// Tunable parameters of a profile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -253,6 +292,8 @@ pub struct Params {
     pub send_buffer: u32,
     /// Receive buffer limit, bytes.
     pub recv_buffer: u32,
+    /// How long `lossy-fifo` waits for a missing message before skipping it, milliseconds.
+    pub fifo_deadline_ms: u32,
 }
 
 /// Smallest UDP payload a profile may use (the QUIC floor, also DPLPMTUD's base).
@@ -273,6 +314,7 @@ impl Default for Params {
             initial_window: 10,
             send_buffer: 8 << 20,
             recv_buffer: 16 << 20,
+            fifo_deadline_ms: 100,
         }
     }
 }
@@ -307,6 +349,13 @@ impl Params {
                 "idle_timeout_ms",
                 self.idle_timeout_ms.into(),
                 "100..=3600000 ms",
+            );
+        }
+        if self.fifo_deadline_ms == 0 || self.fifo_deadline_ms > 60_000 {
+            return bad(
+                "fifo_deadline_ms",
+                self.fifo_deadline_ms.into(),
+                "1..=60000 ms",
             );
         }
         if self.keepalive_ms == 0 {
@@ -346,6 +395,18 @@ pub const BUILTIN: &[(&str, &str)] = &[
     (
         "datagram",
         "unordered, unreliable messages; still congestion-controlled",
+    ),
+    (
+        "ctp-minimal",
+        "CTP-Minimal: segmentation only; datagrams as they arrive, no guarantees",
+    ),
+    (
+        "ctp-lossy-fifo",
+        "CTP-LossyFIFO: sequencing and in-order delivery that skips late messages",
+    ),
+    (
+        "ctp-bulk",
+        "CTP-Bulk: reliable, in order, retransmission, TCP-style (ack-clocked) congestion control",
     ),
 ];
 
@@ -398,11 +459,53 @@ impl Profile {
         }
     }
 
+    /// CTP-Minimal: segmentation only.
+    pub fn ctp_minimal() -> Self {
+        use MicroId::*;
+        let micros = MicroSet::of(&[Demux, Integrity, Setup, Fragmentation, Unordered]);
+        Profile {
+            name: "ctp-minimal".into(),
+            micros,
+            params: Params::default(),
+        }
+    }
+
+    /// CTP-LossyFIFO: sequencing plus lossy in-order delivery.
+    pub fn ctp_lossy_fifo() -> Self {
+        use MicroId::*;
+        let micros = MicroSet::of(&[
+            Demux,
+            Integrity,
+            Setup,
+            Fragmentation,
+            Sequencing,
+            LossyFifo,
+        ]);
+        Profile {
+            name: "ctp-lossy-fifo".into(),
+            micros,
+            params: Params::default(),
+        }
+    }
+
+    /// CTP-Bulk: `reliable` without pacing, so the window is clocked by acknowledgements as
+    /// in TCP.
+    pub fn ctp_bulk() -> Self {
+        Profile {
+            name: "ctp-bulk".into(),
+            micros: Self::reliable().micros.without(MicroId::Pacing),
+            params: Params::default(),
+        }
+    }
+
     /// A built-in profile by name.
     pub fn builtin(name: &str) -> Result<Self, ProfileError> {
         match name {
             "reliable" => Ok(Self::reliable()),
             "datagram" => Ok(Self::datagram()),
+            "ctp-minimal" => Ok(Self::ctp_minimal()),
+            "ctp-lossy-fifo" => Ok(Self::ctp_lossy_fifo()),
+            "ctp-bulk" => Ok(Self::ctp_bulk()),
             _ => Err(ProfileError::Unknown {
                 what: "profile",
                 name: name.into(),
@@ -440,7 +543,10 @@ pub fn check_micros(set: MicroSet) -> Result<(), ProfileError> {
             return Err(ProfileError::Missing { micro, needs, why });
         }
     }
-    if !set.has(MicroId::Fifo) && !set.has(MicroId::Unordered) {
+    if ![MicroId::Fifo, MicroId::Unordered, MicroId::LossyFifo]
+        .iter()
+        .any(|&m| set.has(m))
+    {
         return Err(ProfileError::NoDelivery);
     }
     Ok(())
@@ -582,9 +688,13 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
         };
         let built = match m {
             MicroId::Demux | MicroId::Integrity | MicroId::Setup => continue,
-            MicroId::Fragmentation => AnyMicro::Fragmentation(
-                micro::fragmentation::Fragmentation::new(p.max_message as usize, reliable),
-            ),
+            MicroId::Fragmentation => {
+                AnyMicro::Fragmentation(micro::fragmentation::Fragmentation::new(
+                    p.max_message as usize,
+                    reliable,
+                    set.has(MicroId::Sequencing),
+                ))
+            }
             MicroId::Sequencing => {
                 let (mode, width) = if reliable {
                     (micro::sequencing::WindowMode::Strict, p.flow_window as u64)
@@ -605,6 +715,10 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
             MicroId::Arq => AnyMicro::Arq(micro::arq::Arq::new(&mut setup)?),
             MicroId::Fifo => AnyMicro::Fifo(micro::ordering::Fifo::default()),
             MicroId::Unordered => AnyMicro::Unordered(micro::ordering::Unordered),
+            MicroId::LossyFifo => AnyMicro::LossyFifo(micro::ordering::LossyFifo::new(
+                &mut setup,
+                Duration::from_millis(p.fifo_deadline_ms as u64),
+            )?),
             MicroId::FlowWindow => AnyMicro::FlowWindow(micro::flow_window::FlowWindow::new(
                 &mut setup,
                 p.flow_window as u64,
@@ -698,12 +812,11 @@ mod tests {
     #[test]
     fn every_dependency_is_enforced() {
         for &(micro, needs, _) in DEPENDENCIES {
-            let base = if Profile::reliable().micros.has(micro) {
-                Profile::reliable()
-            } else {
-                Profile::datagram()
-            };
-            assert!(base.micros.has(micro), "{micro} is in a builtin");
+            let base = BUILTIN
+                .iter()
+                .map(|b| Profile::builtin(b.0).unwrap())
+                .find(|p| p.micros.has(micro) && p.micros.has(needs))
+                .unwrap_or_else(|| panic!("{micro} with {needs} is in a builtin"));
             let set = base.micros.without(needs);
             let err = check_micros(set).unwrap_err();
             // The first failing rule may be another one caused by the same removal, but it
@@ -815,6 +928,36 @@ mod tests {
         assert!(find(Pacing).events.contains(&EventKind::HoldLast));
         assert!(find(AckTracking).writes_frames && !find(Arq).writes_frames);
         assert!(find(Demux).events.is_empty());
+    }
+
+    #[test]
+    fn semantic_conflicts_are_warnings_not_errors() {
+        let both = MicroSet(
+            Profile::ctp_lossy_fifo().micros.0 | Profile::reliable().micros.without(Fifo).0,
+        );
+        check_micros(both).unwrap();
+        assert!(warnings(both)
+            .iter()
+            .any(|w| w.contains("`lossy-fifo`") && w.contains("`arq`")));
+        assert!(warnings(Profile::ctp_minimal().micros)
+            .iter()
+            .any(|w| w.contains("duplicated")));
+        assert!(warnings(Profile::reliable().micros).is_empty());
+        let e = check_micros(MicroSet(
+            Profile::reliable().micros.0 | MicroSet::of(&[LossyFifo]).0,
+        ))
+        .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ProfileError::Conflict {
+                    a: Fifo,
+                    b: LossyFifo,
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
 
     #[test]
