@@ -215,9 +215,9 @@ mod tests {
             let mut shards: Vec<Option<Vec<u8>>> = data.iter().cloned().chain(parity).map(Some).collect();
             // Drop up to m shards.
             let mut dropped = 0;
-            for i in 0..k + m {
+            for (i, shard) in shards.iter_mut().enumerate() {
                 if dropped < m && drop_mask & (1 << i) != 0 {
-                    shards[i] = None;
+                    *shard = None;
                     dropped += 1;
                 }
             }
