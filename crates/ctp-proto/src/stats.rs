@@ -31,6 +31,10 @@ pub struct ConnectionStats {
     pub duplicate_segments: u64,
     /// Segments dropped because they lay outside the receive window.
     pub out_of_window_segments: u64,
+    /// Forward-error-correction repair frames sent.
+    pub fec_repairs_sent: u64,
+    /// Segments rebuilt from repair frames.
+    pub fec_recovered: u64,
     /// Incomplete messages abandoned (unreliable profiles).
     pub messages_abandoned: u64,
     /// ACK frames sent.

@@ -336,3 +336,67 @@ fn ctp_minimal_carries_datagrams_intact() {
     let got = numbered_messages(&mut p, c, s, 300);
     assert!(got.len() > 200, "{} of 300", got.len());
 }
+
+#[test]
+fn fec_raises_the_delivered_share_of_an_unreliable_flow() {
+    let delivered = |fec: bool| {
+        let mut p = Pair::new(33);
+        p.to_server = LinkModel {
+            loss: 0.05,
+            ..LinkModel::default()
+        };
+        let mut prof = Profile::datagram();
+        if fec {
+            prof.micros = ctp_proto::MicroSet(
+                prof.micros.0 | ctp_proto::MicroSet::of(&[ctp_proto::MicroId::Fec]).0,
+            );
+        }
+        let (c, s) = connect(&mut p, &prof);
+        let got = numbered_messages(&mut p, c, s, 1000);
+        let mut ids = got.clone();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), got.len(), "no duplicates");
+        (
+            got.len(),
+            p.server.connection(s).unwrap().stats().fec_recovered,
+        )
+    };
+    let (plain, _) = delivered(false);
+    let (with_fec, recovered) = delivered(true);
+    assert!(recovered > 0);
+    assert!(
+        plain < 980,
+        "5% loss must cost messages without FEC: {plain}"
+    );
+    assert!(
+        with_fec > plain + 20,
+        "FEC must recover most single losses: {with_fec} vs {plain}"
+    );
+}
+
+#[test]
+fn fec_together_with_arq_still_delivers_exactly_once_in_order() {
+    let mut p = Pair::new(34);
+    let bad = LinkModel {
+        loss: 0.1,
+        reorder: 0.2,
+        duplicate: 0.05,
+        ..LinkModel::default()
+    };
+    p.to_server = bad;
+    p.to_client = bad;
+    let mut prof = Profile::reliable();
+    prof.micros =
+        ctp_proto::MicroSet(prof.micros.0 | ctp_proto::MicroSet::of(&[ctp_proto::MicroId::Fec]).0);
+    let (c, s) = connect(&mut p, &prof);
+    let payload = data(400_000, 5);
+    let (got, eof) = stream_transfer(&mut p, c, s, &payload, Duration::from_secs(300));
+    assert!(
+        eof && got == payload,
+        "got {} of {}",
+        got.len(),
+        payload.len()
+    );
+    assert!(p.server.connection(s).unwrap().stats().fec_recovered > 0);
+}

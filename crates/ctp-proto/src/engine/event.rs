@@ -8,7 +8,7 @@
 
 use super::segment::SegId;
 use crate::time::Instant;
-use crate::wire::frame::{AckFrame, DataFrame, NakFrame};
+use crate::wire::frame::{AckFrame, DataFrame, NakFrame, RepairFrame};
 
 /// A hold bit index (see [`super::hold`]).
 pub type HoldBit = u8;
@@ -57,6 +57,8 @@ pub enum EventKind {
     SegmentArrived,
     /// A segment arrived that was not seen before.
     SegmentAccepted,
+    /// A forward-error-correction repair shard arrived.
+    RepairArrived,
     /// A message was completely reassembled.
     MessageComplete,
     /// The application consumed received data.
@@ -136,6 +138,8 @@ pub enum Event<'a> {
     SegmentArrived(DataFrame<'a>),
     /// See [`EventKind::SegmentAccepted`].
     SegmentAccepted(DataFrame<'a>),
+    /// See [`EventKind::RepairArrived`].
+    RepairArrived(RepairFrame<'a>),
     /// See [`EventKind::MessageComplete`].
     MessageComplete(Reassembled),
     /// See [`EventKind::UserRead`].
@@ -168,6 +172,7 @@ impl Event<'_> {
             Event::Ping => EventKind::Ping,
             Event::SegmentArrived(_) => EventKind::SegmentArrived,
             Event::SegmentAccepted(_) => EventKind::SegmentAccepted,
+            Event::RepairArrived(_) => EventKind::RepairArrived,
             Event::MessageComplete(_) => EventKind::MessageComplete,
             Event::UserRead => EventKind::UserRead,
             Event::CloseRequested => EventKind::CloseRequested,
@@ -206,7 +211,8 @@ impl<'a> Event<'a> {
             Event::AckFrame(_)
             | Event::NakFrame(_)
             | Event::SegmentArrived(_)
-            | Event::SegmentAccepted(_) => return None,
+            | Event::SegmentAccepted(_)
+            | Event::RepairArrived(_) => return None,
             Event::UserData => Event::UserData,
             Event::SegmentReady { seg, retransmit } => Event::SegmentReady { seg, retransmit },
             Event::HoldLast { seg, bit } => Event::HoldLast { seg, bit },

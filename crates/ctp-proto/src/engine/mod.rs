@@ -69,6 +69,9 @@ pub enum SetupError {
     /// The timer table is full.
     #[error("too many timers")]
     Timers,
+    /// A parameter cannot be used.
+    #[error("invalid parameter: {0}")]
+    Invalid(&'static str),
     /// Too many microprotocols bind the same event.
     #[error("more than {MAX_HANDLERS} microprotocols bind {0:?}")]
     Bindings(EventKind),
@@ -107,6 +110,9 @@ pub struct State {
     pub stats: ConnectionStats,
     /// Next packet number to send.
     pub next_pn: u64,
+    /// Frames recovered locally (by forward error correction) that must re-enter the
+    /// receive path as if they had arrived.
+    pub reinject: Vec<Vec<u8>>,
 }
 
 /// The context a handler runs in: the time, the shared state and the event queues.
@@ -393,12 +399,27 @@ impl Engine {
                 Frame::Data(d) => Event::SegmentArrived(d),
                 Frame::AckFloor(v) => Event::AckFloor(v),
                 Frame::MaxSeg(v) => Event::MaxSeg(v),
+                Frame::Repair(f) => Event::RepairArrived(f),
                 Frame::Padding | Frame::Close { .. } => continue,
             };
             ring.push(ev);
             self.run(now, &mut ring);
         }
+        self.reinject(now);
         Ok(out)
+    }
+
+    /// Runs recovered frames through the receive path; a recovered frame may complete
+    /// another block, so this repeats until nothing is left.
+    fn reinject(&mut self, now: Instant) {
+        while let Some(buf) = self.st.reinject.pop() {
+            let mut r = Reader::new(&buf);
+            if let Ok(Frame::Data(d)) = Frame::parse(&mut r) {
+                let mut ring = BorrowedRing::default();
+                ring.push(Event::SegmentArrived(d));
+                self.run(now, &mut ring);
+            }
+        }
     }
 
     /// Builds the next packet into `out` (cleared first): control frames from the

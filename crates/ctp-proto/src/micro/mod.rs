@@ -3,6 +3,7 @@
 
 pub mod ack_tracking;
 pub mod arq;
+pub mod fec;
 pub mod flow_window;
 pub mod fragmentation;
 pub mod keepalive;
@@ -67,4 +68,5 @@ any_micro! {
     Pacing(pacing::Pacing),
     NewReno(newreno::NewReno),
     KeepAlive(keepalive::KeepAlive),
+    Fec(fec::Fec),
 }

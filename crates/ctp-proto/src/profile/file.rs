@@ -56,6 +56,10 @@ struct FileParams {
     initial_window: Option<u32>,
     send_buffer: Option<u32>,
     recv_buffer: Option<u32>,
+    fifo_deadline_ms: Option<u32>,
+    fec_k: Option<u8>,
+    fec_m: Option<u8>,
+    fec_flush_ms: Option<u32>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -146,7 +150,11 @@ pub fn parse(text: &str, origin: &str) -> Result<Profile, ProfileFileError> {
         max_ack_delay_us,
         initial_window,
         send_buffer,
-        recv_buffer
+        recv_buffer,
+        fifo_deadline_ms,
+        fec_k,
+        fec_m,
+        fec_flush_ms
     );
     let profile = Profile {
         name: f.name,

@@ -28,6 +28,8 @@ pub mod ty {
     pub const CLOSE: u64 = 0x07;
     /// One segment: sequence number then message pieces to the end of the packet.
     pub const DATA: u64 = 0x08;
+    /// A forward-error-correction repair shard for a block of segments.
+    pub const REPAIR: u64 = 0x09;
 }
 
 /// Close codes carried by `CLOSE`.
@@ -129,6 +131,11 @@ impl<'a> DataFrame<'a> {
                 Piece::parse(&mut r).ok()
             }
         })
+    }
+
+    /// The encoded pieces (the segment payload as sent).
+    pub fn payload(&self) -> &'a [u8] {
+        self.raw
     }
 
     /// Bytes of payload (pieces with their small headers).
@@ -245,6 +252,41 @@ fn nak_range(r: &mut Reader<'_>) -> Result<PnRange, WireError> {
     Ok(PnRange { lo, hi })
 }
 
+/// A `REPAIR` frame: parity shard `index` of the block of `k` segments starting at
+/// `first_seg`, protected by `m` parity shards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RepairFrame<'a> {
+    /// Sequence number of the block's first segment.
+    pub first_seg: u64,
+    /// Data segments in the block.
+    pub k: u8,
+    /// Parity shards of the block.
+    pub m: u8,
+    /// Which parity shard this is (0..m).
+    pub index: u8,
+    /// The shard.
+    pub shard: &'a [u8],
+}
+
+impl RepairFrame<'_> {
+    /// Appends the frame.
+    pub fn emit(&self, out: &mut Vec<u8>) {
+        varint::put(out, ty::REPAIR);
+        varint::put(out, self.first_seg);
+        out.extend_from_slice(&[self.k, self.m, self.index]);
+        varint::put(out, self.shard.len() as u64);
+        out.extend_from_slice(self.shard);
+    }
+
+    /// Bytes the frame takes for a shard of `len` bytes.
+    pub fn wire_len(first_seg: u64, len: usize) -> usize {
+        1 + varint::len(first_seg) + 3 + varint::len(len as u64) + len
+    }
+}
+
+/// Longest repair shard accepted.
+pub const MAX_SHARD: usize = 65_536;
+
 /// One decoded frame, borrowing from the packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Frame<'a> {
@@ -269,6 +311,8 @@ pub enum Frame<'a> {
     },
     /// A data segment.
     Data(DataFrame<'a>),
+    /// A forward-error-correction repair shard.
+    Repair(RepairFrame<'a>),
 }
 
 impl<'a> Frame<'a> {
@@ -343,6 +387,21 @@ impl<'a> Frame<'a> {
                     Piece::parse(&mut check)?;
                 }
                 Frame::Data(DataFrame { seg, raw })
+            }
+            ty::REPAIR => {
+                let first_seg = r.varint()?;
+                let (k, m, index) = (r.u8()?, r.u8()?, r.u8()?);
+                if k == 0 || m == 0 || index >= m || k as usize + m as usize > 256 {
+                    return Err(WireError::Invalid("repair block shape"));
+                }
+                let shard = r.length_prefixed(MAX_SHARD, "repair shard")?;
+                Frame::Repair(RepairFrame {
+                    first_seg,
+                    k,
+                    m,
+                    index,
+                    shard,
+                })
             }
             other => return Err(WireError::Unknown("frame", other)),
         })
