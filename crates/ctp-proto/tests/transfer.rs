@@ -400,3 +400,29 @@ fn fec_together_with_arq_still_delivers_exactly_once_in_order() {
     );
     assert!(p.server.connection(s).unwrap().stats().fec_recovered > 0);
 }
+
+#[test]
+fn ctp_audio_delivers_more_in_order_than_ctp_video_under_loss() {
+    let run = |profile: Profile| {
+        let mut p = Pair::new(35);
+        p.to_server = LinkModel {
+            loss: 0.05,
+            ..LinkModel::default()
+        };
+        let (c, s) = connect(&mut p, &profile);
+        let got = numbered_messages(&mut p, c, s, 600);
+        assert!(
+            got.windows(2).all(|w| w[0] < w[1]),
+            "{}: in order",
+            profile.name
+        );
+        got.len()
+    };
+    let video = run(Profile::ctp_video());
+    let audio = run(Profile::ctp_audio());
+    assert!(video < 590, "5% loss costs video messages: {video}");
+    assert!(
+        audio > video + 10,
+        "FEC recovers most: audio {audio} vs video {video}"
+    );
+}

@@ -11,6 +11,7 @@ pub mod newreno;
 pub mod ordering;
 pub mod pacing;
 pub mod rtt;
+pub mod scp;
 pub mod sequencing;
 pub mod window;
 
@@ -69,4 +70,5 @@ any_micro! {
     NewReno(newreno::NewReno),
     KeepAlive(keepalive::KeepAlive),
     Fec(fec::Fec),
+    Scp(scp::Scp),
 }

@@ -656,3 +656,49 @@ fn a_partial_fec_block_is_flushed_after_its_delay() {
         "a block of one segment still gets its repair"
     );
 }
+
+#[test]
+fn scp_drives_rate_and_window_from_rtt() {
+    let mut tx = compose(
+        crate::profile::Profile::ctp_video().micros,
+        &Params::default(),
+        LOCAL,
+        PEER,
+    )
+    .unwrap();
+    let r0 = tx.st.session.pacing_rate;
+    assert!(r0 > 0);
+    // RTT samples of 10 ms: start-up doubles the rate once per round trip.
+    tx.st.session.srtt_us = 10_000;
+    tx.st.session.min_rtt_us = 10_000;
+    tx.dispatch(t(0), Event::PacketAcked(sent(1, t(0))));
+    assert_eq!(tx.st.session.pacing_rate, 2 * r0);
+    tx.dispatch(t(1), Event::PacketAcked(sent(2, t(0))));
+    assert_eq!(tx.st.session.pacing_rate, 2 * r0, "once per round trip");
+    tx.dispatch(t(11), Event::PacketAcked(sent(3, t(1))));
+    assert_eq!(tx.st.session.pacing_rate, 4 * r0);
+    let w = tx.st.session.cwnd;
+    assert_eq!(
+        w,
+        (4 * r0 as u128 * 10_000 * 3 / 2 / 1_000_000) as u64,
+        "window = 1.5 × rate × srtt"
+    );
+    // A loss halves the rate and ends start-up; a second loss in the same round trip does not.
+    tx.dispatch(t(12), Event::PacketLost(sent(4, t(11))));
+    assert_eq!(tx.st.session.pacing_rate, 2 * r0);
+    tx.dispatch(t(13), Event::PacketLost(sent(5, t(11))));
+    assert_eq!(tx.st.session.pacing_rate, 2 * r0);
+    // Steady state: additive increase of one packet per RTT while the RTT stays low.
+    tx.dispatch(t(30), Event::PacketAcked(sent(6, t(20))));
+    assert_eq!(
+        tx.st.session.pacing_rate,
+        2 * r0 + 1452 * 1_000_000 / 10_000
+    );
+    // A queue (RTT +60%) stops the increase.
+    tx.st.session.srtt_us = 16_000;
+    tx.dispatch(t(60), Event::PacketAcked(sent(7, t(50))));
+    assert_eq!(tx.st.session.pacing_rate, 2 * r0 + 1452 * 100);
+    // Timeout: back to the initial rate.
+    tx.dispatch(t(70), Event::RtoExpired { backoff: 1 });
+    assert_eq!(tx.st.session.pacing_rate, r0);
+}

@@ -60,6 +60,7 @@ micro_ids! {
     KeepAlive = 14, "keepalive", "keep-alive pings and idle timeout";
     LossyFifo = 15, "lossy-fifo", "in-order delivery that skips a missing message after a deadline";
     Fec = 16, "fec", "forward error correction: Reed-Solomon over blocks of k segments, m repairs";
+    Scp = 17, "scp", "SCP-style congestion policy: rate and window from RTT";
 }
 
 impl fmt::Display for MicroId {
@@ -123,6 +124,16 @@ pub enum ProfileError {
         micro: MicroId,
         /// What it needs.
         needs: MicroId,
+        /// Why.
+        why: &'static str,
+    },
+    /// A microprotocol lacks all of the alternatives it can work with.
+    #[error("microprotocol `{micro}` needs one of {}: {why}; add one", .options.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "))]
+    MissingOneOf {
+        /// The microprotocol with the dependency.
+        micro: MicroId,
+        /// The alternatives.
+        options: &'static [MicroId],
         /// Why.
         why: &'static str,
     },
@@ -209,11 +220,6 @@ const DEPENDENCIES: &[(MicroId, MicroId, &str)] = &[
         "the window shrinks as packets are acked or lost",
     ),
     (
-        MicroId::CongestionWindow,
-        MicroId::NewReno,
-        "a congestion mechanism needs a policy to set its window",
-    ),
-    (
         MicroId::NewReno,
         MicroId::CongestionWindow,
         "a congestion policy needs the window mechanism it drives",
@@ -224,8 +230,35 @@ const DEPENDENCIES: &[(MicroId, MicroId, &str)] = &[
         "the policy reacts to acked and lost packets",
     ),
     (
+        MicroId::Scp,
+        MicroId::CongestionWindow,
+        "the policy drives the window mechanism",
+    ),
+    (
+        MicroId::Scp,
         MicroId::Pacing,
-        MicroId::NewReno,
+        "the policy drives the pacing (rate) mechanism",
+    ),
+    (
+        MicroId::Scp,
+        MicroId::AckTracking,
+        "the policy reacts to acked and lost packets",
+    ),
+];
+
+/// Congestion policies: a mechanism needs one of them.
+const POLICIES: &[MicroId] = &[MicroId::NewReno, MicroId::Scp];
+
+/// Dependencies on one of several alternatives: (microprotocol, alternatives, why).
+const NEEDS_ONE_OF: &[(MicroId, &[MicroId], &str)] = &[
+    (
+        MicroId::CongestionWindow,
+        POLICIES,
+        "a congestion mechanism needs a policy to set its window",
+    ),
+    (
+        MicroId::Pacing,
+        POLICIES,
         "the pacing mechanism needs a policy to set its rate",
     ),
 ];
@@ -246,6 +279,11 @@ const CONFLICTS: &[(MicroId, MicroId, &str)] = &[
         MicroId::LossyFifo,
         MicroId::Unordered,
         "a message cannot be delivered both in order and as it completes",
+    ),
+    (
+        MicroId::NewReno,
+        MicroId::Scp,
+        "two congestion policies would fight over one window",
     ),
 ];
 
@@ -433,6 +471,14 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "ctp-bulk",
         "CTP-Bulk: reliable, in order, retransmission, TCP-style (ack-clocked) congestion control",
     ),
+    (
+        "ctp-video",
+        "CTP-Video: SCP-style congestion control, positive and negative ACKs, RTT, unreliable in-order delivery",
+    ),
+    (
+        "ctp-audio",
+        "CTP-Audio: CTP-Video plus block FEC (recovers 1 loss in 5 by default)",
+    ),
 ];
 
 impl Profile {
@@ -523,6 +569,41 @@ impl Profile {
         }
     }
 
+    /// CTP-Video: SCP-style congestion control, positive and negative ACKs, RTT estimation,
+    /// unreliable in-order delivery.
+    pub fn ctp_video() -> Self {
+        use MicroId::*;
+        let micros = MicroSet::of(&[
+            Demux,
+            Integrity,
+            Setup,
+            Fragmentation,
+            Sequencing,
+            AckTracking,
+            Rtt,
+            LossyFifo,
+            CongestionWindow,
+            Pacing,
+            Scp,
+            KeepAlive,
+        ]);
+        Profile {
+            name: "ctp-video".into(),
+            micros,
+            params: Params::default(),
+        }
+    }
+
+    /// CTP-Audio: CTP-Video plus forward error correction.
+    pub fn ctp_audio() -> Self {
+        let video = Self::ctp_video();
+        Profile {
+            name: "ctp-audio".into(),
+            micros: MicroSet(video.micros.0 | MicroSet::of(&[MicroId::Fec]).0),
+            params: video.params,
+        }
+    }
+
     /// A built-in profile by name.
     pub fn builtin(name: &str) -> Result<Self, ProfileError> {
         match name {
@@ -531,6 +612,8 @@ impl Profile {
             "ctp-minimal" => Ok(Self::ctp_minimal()),
             "ctp-lossy-fifo" => Ok(Self::ctp_lossy_fifo()),
             "ctp-bulk" => Ok(Self::ctp_bulk()),
+            "ctp-video" => Ok(Self::ctp_video()),
+            "ctp-audio" => Ok(Self::ctp_audio()),
             _ => Err(ProfileError::Unknown {
                 what: "profile",
                 name: name.into(),
@@ -566,6 +649,15 @@ pub fn check_micros(set: MicroSet) -> Result<(), ProfileError> {
     for &(micro, needs, why) in DEPENDENCIES {
         if set.has(micro) && !set.has(needs) {
             return Err(ProfileError::Missing { micro, needs, why });
+        }
+    }
+    for &(micro, options, why) in NEEDS_ONE_OF {
+        if set.has(micro) && !options.iter().any(|&m| set.has(m)) {
+            return Err(ProfileError::MissingOneOf {
+                micro,
+                options,
+                why,
+            });
         }
     }
     if ![MicroId::Fifo, MicroId::Unordered, MicroId::LossyFifo]
@@ -761,6 +853,11 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
             MicroId::Pacing => AnyMicro::Pacing(micro::pacing::Pacing::new(&mut setup)?),
             MicroId::NewReno => AnyMicro::NewReno(micro::newreno::NewReno::new(
                 (p.max_udp_payload as usize) as u64,
+                p.initial_window as u64,
+                &mut session,
+            )),
+            MicroId::Scp => AnyMicro::Scp(micro::scp::Scp::new(
+                p.max_udp_payload as u64,
                 p.initial_window as u64,
                 &mut session,
             )),
@@ -962,6 +1059,30 @@ mod tests {
         assert!(find(Pacing).events.contains(&EventKind::HoldLast));
         assert!(find(AckTracking).writes_frames && !find(Arq).writes_frames);
         assert!(find(Demux).events.is_empty());
+    }
+
+    #[test]
+    fn mechanisms_need_one_of_the_policies_and_policies_conflict() {
+        for &(micro, options, _) in NEEDS_ONE_OF {
+            let base = Profile::datagram().micros.without(NewReno);
+            let e = check_micros(base).unwrap_err();
+            assert!(matches!(e, ProfileError::MissingOneOf { .. }), "{e}");
+            let text = e.to_string();
+            assert!(
+                options.iter().all(|o| text.contains(&format!("`{o}`"))),
+                "{text}"
+            );
+            let _ = micro;
+        }
+        let both = MicroSet(Profile::ctp_video().micros.0 | MicroSet::of(&[NewReno]).0);
+        assert!(matches!(
+            check_micros(both),
+            Err(ProfileError::Conflict {
+                a: NewReno,
+                b: Scp,
+                ..
+            })
+        ));
     }
 
     #[test]
