@@ -267,7 +267,9 @@ fn profiles_json_lists_the_builtins_and_their_microprotocols() {
             "datagram",
             "ctp-minimal",
             "ctp-lossy-fifo",
-            "ctp-bulk"
+            "ctp-bulk",
+            "ctp-video",
+            "ctp-audio"
         ]
     );
     let micros = |i: usize| -> Vec<String> {
