@@ -426,3 +426,22 @@ fn ctp_audio_delivers_more_in_order_than_ctp_video_under_loss() {
         "FEC recovers most: audio {audio} vs video {video}"
     );
 }
+
+#[test]
+fn a_reliable_stream_paced_by_tfrc_completes_over_a_lossy_path() {
+    let mut p = Pair::new(36);
+    p.to_server.loss = 0.02;
+    let mut prof = Profile::reliable();
+    prof.name = "reliable-tfrc".into();
+    prof.micros = ctp_proto::MicroSet(
+        prof.micros.without(ctp_proto::MicroId::NewReno).0
+            | ctp_proto::MicroSet::of(&[ctp_proto::MicroId::Tfrc]).0,
+    );
+    prof.check().unwrap();
+    let (c, s) = connect(&mut p, &prof);
+    let payload = data(300_000, 8);
+    let (got, eof) = stream_transfer(&mut p, c, s, &payload, Duration::from_secs(300));
+    assert!(eof && got == payload);
+    let st = p.client.connection(c).unwrap().stats();
+    assert!(st.pacing_rate > 0 && st.packets_lost > 0, "{st:?}");
+}

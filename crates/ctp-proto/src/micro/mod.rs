@@ -13,6 +13,7 @@ pub mod pacing;
 pub mod rtt;
 pub mod scp;
 pub mod sequencing;
+pub mod tfrc;
 pub mod window;
 
 #[cfg(test)]
@@ -71,4 +72,5 @@ any_micro! {
     KeepAlive(keepalive::KeepAlive),
     Fec(fec::Fec),
     Scp(scp::Scp),
+    Tfrc(tfrc::Tfrc),
 }

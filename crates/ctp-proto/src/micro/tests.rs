@@ -702,3 +702,55 @@ fn scp_drives_rate_and_window_from_rtt() {
     tx.dispatch(t(70), Event::RtoExpired { backoff: 1 });
     assert_eq!(tx.st.session.pacing_rate, r0);
 }
+
+#[test]
+fn tfrc_slow_starts_then_follows_the_loss_event_rate() {
+    let set = MicroSet(
+        crate::profile::Profile::datagram()
+            .micros
+            .without(NewReno)
+            .0
+            | MicroSet::of(&[Tfrc]).0,
+    );
+    let mut tx = compose(set, &Params::default(), LOCAL, PEER).unwrap();
+    tx.st.session.srtt_us = 100_000;
+    let r0 = tx.st.session.pacing_rate;
+    // One round trip of acknowledgements (30 kB in 100 ms): slow start doubles the rate,
+    // which stays under twice the receive rate.
+    for i in 0..30 {
+        tx.dispatch(t(i * 3), Event::PacketAcked(sent(i, t(0))));
+    }
+    tx.dispatch(t(100), Event::PacketAcked(sent(30, t(0))));
+    assert_eq!(tx.st.session.pacing_rate, 2 * r0);
+    // The first loss ends slow start at about half the rate.
+    tx.dispatch(t(110), Event::PacketLost(sent(11, t(100))));
+    let after_first = tx.st.session.pacing_rate;
+    assert!(
+        after_first <= r0 + r0 / 2 && after_first >= r0 / 4,
+        "{after_first} vs {}",
+        2 * r0
+    );
+    // Frequent loss events (one every 5 packets, each in a new round trip) drive it down.
+    let mut now = 200;
+    for round in 0..8u64 {
+        for i in 0..5 {
+            tx.dispatch(
+                t(now),
+                Event::PacketAcked(sent(100 + round * 10 + i, t(now - 1))),
+            );
+        }
+        now += 150;
+        tx.dispatch(t(now), Event::PacketLost(sent(200 + round, t(now - 1))));
+        now += 1;
+    }
+    let heavy = tx.st.session.pacing_rate;
+    let expected = super::tfrc::throughput_equation(1452.0, 0.1, 1.0 / 5.0) as u64;
+    assert!(
+        heavy < after_first,
+        "{heavy} should fall below {after_first}"
+    );
+    assert!(
+        heavy.abs_diff(expected) <= expected / 4 + 1,
+        "{heavy} vs equation {expected}"
+    );
+}

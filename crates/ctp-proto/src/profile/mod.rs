@@ -61,6 +61,7 @@ micro_ids! {
     LossyFifo = 15, "lossy-fifo", "in-order delivery that skips a missing message after a deadline";
     Fec = 16, "fec", "forward error correction: Reed-Solomon over blocks of k segments, m repairs";
     Scp = 17, "scp", "SCP-style congestion policy: rate and window from RTT";
+    Tfrc = 18, "tfrc", "TFRC congestion policy: TCP throughput equation drives the rate (RFC 5348)";
 }
 
 impl fmt::Display for MicroId {
@@ -244,10 +245,20 @@ const DEPENDENCIES: &[(MicroId, MicroId, &str)] = &[
         MicroId::AckTracking,
         "the policy reacts to acked and lost packets",
     ),
+    (
+        MicroId::Tfrc,
+        MicroId::Pacing,
+        "the policy sets the rate the pacing mechanism enforces",
+    ),
+    (
+        MicroId::Tfrc,
+        MicroId::AckTracking,
+        "the loss event rate comes from acked and lost packets",
+    ),
 ];
 
 /// Congestion policies: a mechanism needs one of them.
-const POLICIES: &[MicroId] = &[MicroId::NewReno, MicroId::Scp];
+const POLICIES: &[MicroId] = &[MicroId::NewReno, MicroId::Scp, MicroId::Tfrc];
 
 /// Dependencies on one of several alternatives: (microprotocol, alternatives, why).
 const NEEDS_ONE_OF: &[(MicroId, &[MicroId], &str)] = &[
@@ -284,6 +295,16 @@ const CONFLICTS: &[(MicroId, MicroId, &str)] = &[
         MicroId::NewReno,
         MicroId::Scp,
         "two congestion policies would fight over one window",
+    ),
+    (
+        MicroId::NewReno,
+        MicroId::Tfrc,
+        "two congestion policies would fight over one sender",
+    ),
+    (
+        MicroId::Scp,
+        MicroId::Tfrc,
+        "two congestion policies would fight over one rate",
     ),
 ];
 
@@ -861,6 +882,11 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
                 p.initial_window as u64,
                 &mut session,
             )),
+            MicroId::Tfrc => AnyMicro::Tfrc(micro::tfrc::Tfrc::new(
+                p.max_udp_payload as u64,
+                p.initial_window as u64,
+                &mut session,
+            )),
             MicroId::KeepAlive => AnyMicro::KeepAlive(micro::keepalive::KeepAlive::new(
                 &mut setup,
                 Duration::from_millis(p.keepalive_ms as u64),
@@ -945,7 +971,18 @@ mod tests {
             let base = BUILTIN
                 .iter()
                 .map(|b| Profile::builtin(b.0).unwrap())
-                .map(|p| MicroSet(p.micros.0 | MicroSet::of(&[micro]).0))
+                .map(|p| {
+                    // Add the microprotocol and drop whatever conflicts with it.
+                    let mut set = MicroSet(p.micros.0 | MicroSet::of(&[micro]).0);
+                    for &(a, b, _) in CONFLICTS {
+                        if a == micro {
+                            set = set.without(b);
+                        } else if b == micro {
+                            set = set.without(a);
+                        }
+                    }
+                    set
+                })
                 .find(|&set| set.has(needs) && check_micros(set).is_ok())
                 .unwrap_or_else(|| panic!("no valid composition holds {micro} with {needs}"));
             let set = base.without(needs);
