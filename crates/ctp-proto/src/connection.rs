@@ -64,6 +64,9 @@ pub enum ReadError {
     Closed(CloseReason),
 }
 
+/// Largest piece of the byte stream sent as one message.
+pub const STREAM_CHUNK: usize = 64 * 1024;
+
 /// Handshake retransmission: first timeout, doubled on each retry up to [`HANDSHAKE_MAX_RTO`].
 pub const HANDSHAKE_RTO: Duration = Duration::from_millis(250);
 /// Longest wait between two handshake retransmissions.
@@ -261,13 +264,22 @@ impl Connection {
         if n == 0 {
             return Ok(0);
         }
-        e.st.app.tx.push_back(Outgoing {
-            data: Bytes::copy_from_slice(&data[..n]),
-            cut: 0,
-            stream: true,
-            fin: false,
-            msg: None,
-        });
+        // One copy for the whole write, shared by chunks of at most STREAM_CHUNK bytes:
+        // the receiver delivers a stream chunk once it is complete, so small chunks keep
+        // delivery prompt and the receive buffer's accounting fine-grained.
+        let bytes = Bytes::copy_from_slice(&data[..n]);
+        let mut at = 0;
+        while at < n {
+            let end = (at + STREAM_CHUNK).min(n);
+            e.st.app.tx.push_back(Outgoing {
+                data: bytes.slice(at..end),
+                cut: 0,
+                stream: true,
+                fin: false,
+                msg: None,
+            });
+            at = end;
+        }
         e.st.app.tx_bytes += n;
         e.dispatch(now, Event::UserData);
         Ok(n)

@@ -445,3 +445,91 @@ fn a_reliable_stream_paced_by_tfrc_completes_over_a_lossy_path() {
     let st = p.client.connection(c).unwrap().stats();
     assert!(st.pacing_rate > 0 && st.packets_lost > 0, "{st:?}");
 }
+
+fn reliable_with_flow(flow: ctp_proto::MicroId) -> Profile {
+    let mut prof = Profile::reliable();
+    prof.name = format!("reliable-{flow}");
+    prof.micros = ctp_proto::MicroSet(
+        prof.micros.without(ctp_proto::MicroId::FlowWindow).0 | ctp_proto::MicroSet::of(&[flow]).0,
+    );
+    prof.check().unwrap();
+    prof
+}
+
+#[test]
+fn xon_xoff_and_rts_cts_carry_a_stream_exactly_over_a_lossy_path() {
+    for flow in [ctp_proto::MicroId::XonXoff, ctp_proto::MicroId::RtsCts] {
+        let mut p = Pair::new(37);
+        let bad = LinkModel {
+            loss: 0.05,
+            reorder: 0.1,
+            ..LinkModel::default()
+        };
+        p.to_server = bad;
+        p.to_client = bad;
+        let (c, s) = connect(&mut p, &reliable_with_flow(flow));
+        let payload = data(300_000, 9);
+        let (got, eof) = stream_transfer(&mut p, c, s, &payload, Duration::from_secs(300));
+        assert!(
+            eof && got == payload,
+            "{flow}: got {} of {}",
+            got.len(),
+            payload.len()
+        );
+    }
+}
+
+#[test]
+fn xon_xoff_and_rts_cts_bound_the_receive_buffer_of_a_slow_reader() {
+    for flow in [ctp_proto::MicroId::XonXoff, ctp_proto::MicroId::RtsCts] {
+        // The receive buffer is the receiver's own parameter.
+        let client = ctp_proto::EndpointConfig::new([1; 32], [2; 32]);
+        let mut server = ctp_proto::EndpointConfig::new([3; 32], [4; 32]);
+        server.accept = true;
+        server.params.recv_buffer = 65_536;
+        let mut p = Pair::with_configs(38, client, server);
+        let (c, s) = connect(&mut p, &reliable_with_flow(flow));
+        let now = p.now;
+        // Queue 1 MB while the receiver does not read at all for 5 virtual seconds.
+        let mut written = 0;
+        let payload = data(1 << 20, 10);
+        p.run_until(Duration::from_secs(5), |p| {
+            if let Some(conn) = p.client.connection_mut(c) {
+                while written < payload.len() {
+                    match conn.stream_write(now, &payload[written..]) {
+                        Ok(n) => written += n,
+                        Err(_) => break,
+                    }
+                }
+            }
+            false
+        });
+        // The sender stopped long before the megabyte: only what was in flight when the
+        // receiver said stop (or what it cleared) is buffered.
+        let buffered = p.server.connection(s).unwrap().stats().app_bytes_delivered;
+        // XON/XOFF overshoots by what is in flight when XOFF arrives; RTS/CTS clears only
+        // what fits.
+        let bound = if flow == ctp_proto::MicroId::RtsCts {
+            2 * 65_536
+        } else {
+            3 * 65_536
+        };
+        assert!(
+            buffered <= bound,
+            "{flow}: {buffered} bytes buffered for a reader that never read"
+        );
+        // The reader wakes up: everything arrives.
+        assert_eq!(
+            written,
+            payload.len(),
+            "the sender's buffer took the whole megabyte"
+        );
+        let (got, eof) = stream_transfer(&mut p, c, s, &[], Duration::from_secs(120));
+        assert!(
+            eof && got == payload,
+            "{flow}: {} of {} bytes after the reader woke up",
+            got.len(),
+            payload.len()
+        );
+    }
+}

@@ -51,6 +51,12 @@ pub enum EventKind {
     AckFloor,
     /// A MAX_SEG frame arrived.
     MaxSeg,
+    /// An XON/XOFF frame arrived.
+    XonXoff,
+    /// An RTS frame arrived.
+    Rts,
+    /// A CTS frame arrived.
+    Cts,
     /// A PING frame arrived.
     Ping,
     /// A DATA frame (segment) arrived.
@@ -132,6 +138,12 @@ pub enum Event<'a> {
     AckFloor(u64),
     /// See [`EventKind::MaxSeg`].
     MaxSeg(u64),
+    /// See [`EventKind::XonXoff`].
+    XonXoff(bool),
+    /// See [`EventKind::Rts`].
+    Rts(u64),
+    /// See [`EventKind::Cts`].
+    Cts(u64),
     /// See [`EventKind::Ping`].
     Ping,
     /// See [`EventKind::SegmentArrived`].
@@ -169,6 +181,9 @@ impl Event<'_> {
             Event::NakFrame(_) => EventKind::NakFrame,
             Event::AckFloor(_) => EventKind::AckFloor,
             Event::MaxSeg(_) => EventKind::MaxSeg,
+            Event::XonXoff(_) => EventKind::XonXoff,
+            Event::Rts(_) => EventKind::Rts,
+            Event::Cts(_) => EventKind::Cts,
             Event::Ping => EventKind::Ping,
             Event::SegmentArrived(_) => EventKind::SegmentArrived,
             Event::SegmentAccepted(_) => EventKind::SegmentAccepted,
@@ -242,6 +257,9 @@ impl<'a> Event<'a> {
             },
             Event::AckFloor(v) => Event::AckFloor(v),
             Event::MaxSeg(v) => Event::MaxSeg(v),
+            Event::XonXoff(v) => Event::XonXoff(v),
+            Event::Rts(v) => Event::Rts(v),
+            Event::Cts(v) => Event::Cts(v),
             Event::Ping => Event::Ping,
             Event::MessageComplete(m) => Event::MessageComplete(m),
             Event::UserRead => Event::UserRead,

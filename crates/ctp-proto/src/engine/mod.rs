@@ -399,6 +399,9 @@ impl Engine {
                 Frame::Data(d) => Event::SegmentArrived(d),
                 Frame::AckFloor(v) => Event::AckFloor(v),
                 Frame::MaxSeg(v) => Event::MaxSeg(v),
+                Frame::XonXoff(v) => Event::XonXoff(v),
+                Frame::Rts(v) => Event::Rts(v),
+                Frame::Cts(v) => Event::Cts(v),
                 Frame::Repair(f) => Event::RepairArrived(f),
                 Frame::Padding | Frame::Close { .. } => continue,
             };

@@ -7,22 +7,17 @@
 //! retransmission timeout, and a PING makes the receiver repeat its credit, so a lost
 //! credit update cannot deadlock the connection.
 
-use crate::engine::event::{Event, EventKind, HoldBit};
-use crate::engine::hold::{Barrier, Rearm};
-use crate::engine::segment::SegId;
+use super::flow_gate::FlowGate;
+use crate::engine::event::{Event, EventKind};
 use crate::engine::timer::TimerId;
 use crate::engine::{Cx, FrameWriter, Microprotocol, Setup, SetupError};
 use crate::wire::frame::{ty, Frame};
-use core::time::Duration;
-use std::collections::VecDeque;
 
 /// The flow-window microprotocol.
 #[derive(Debug)]
 pub struct FlowWindow {
-    bit: HoldBit,
+    gate: FlowGate,
     window: u64,
-    blocked: VecDeque<SegId>,
-    probe: TimerId,
     granted: u64,
     repeat: bool,
 }
@@ -32,34 +27,16 @@ impl FlowWindow {
     /// `peer_seg_isn + window` (agreed in the handshake, so nothing needs announcing first).
     pub fn new(setup: &mut Setup<'_>, window: u64, peer_seg_isn: u64) -> Result<Self, SetupError> {
         Ok(FlowWindow {
-            bit: setup.hold_bit(Barrier::Send, Rearm::Once)?,
+            gate: FlowGate::new(setup)?,
             window,
-            blocked: VecDeque::new(),
-            probe: setup.timer()?,
             granted: peer_seg_isn + window,
             repeat: false,
         })
     }
 
     fn release_allowed(&mut self, cx: &mut Cx<'_, '_>) {
-        while let Some(&seg) = self.blocked.front() {
-            match cx.st.segs.get(seg) {
-                None => {
-                    self.blocked.pop_front();
-                }
-                Some(s) if s.seq < cx.st.session.peer_max_seg => {
-                    self.blocked.pop_front();
-                    cx.release(seg, Barrier::Send, self.bit);
-                }
-                Some(_) => break,
-            }
-        }
-        if self.blocked.is_empty() {
-            cx.cancel_timer(self.probe);
-        } else if cx.st.timers.deadline(self.probe).is_none() {
-            let at = cx.now + Duration::from_micros(cx.st.session.rto_us);
-            cx.set_timer(self.probe, at);
-        }
+        let limit = cx.st.session.peer_max_seg;
+        self.gate.release_while(cx, |seq| seq < limit);
     }
 
     fn step(&self) -> u64 {
@@ -78,12 +55,7 @@ impl FlowWindow {
 
 impl Microprotocol for FlowWindow {
     fn bindings(&self) -> &'static [EventKind] {
-        &[
-            EventKind::SegmentReady,
-            EventKind::MaxSeg,
-            EventKind::Ping,
-            EventKind::UserRead,
-        ]
+        &[EventKind::SegmentReady, EventKind::MaxSeg, EventKind::Ping]
     }
 
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
@@ -92,7 +64,7 @@ impl Microprotocol for FlowWindow {
                 seg,
                 retransmit: false,
             } => {
-                self.blocked.push_back(seg);
+                self.gate.hold(seg);
                 self.release_allowed(cx);
             }
             Event::MaxSeg(v) => {
@@ -105,11 +77,7 @@ impl Microprotocol for FlowWindow {
     }
 
     fn on_timer(&mut self, _t: TimerId, cx: &mut Cx<'_, '_>) {
-        if !self.blocked.is_empty() {
-            cx.st.session.ping_owed = true;
-            let at = cx.now + Duration::from_micros(cx.st.session.rto_us);
-            cx.set_timer(self.probe, at);
-        }
+        self.gate.on_probe(cx);
     }
 
     fn writes_frames(&self) -> bool {

@@ -4,17 +4,20 @@
 pub mod ack_tracking;
 pub mod arq;
 pub mod fec;
+pub mod flow_gate;
 pub mod flow_window;
 pub mod fragmentation;
 pub mod keepalive;
 pub mod newreno;
 pub mod ordering;
 pub mod pacing;
+pub mod rts_cts;
 pub mod rtt;
 pub mod scp;
 pub mod sequencing;
 pub mod tfrc;
 pub mod window;
+pub mod xon_xoff;
 
 #[cfg(test)]
 mod tests;
@@ -73,4 +76,6 @@ any_micro! {
     Fec(fec::Fec),
     Scp(scp::Scp),
     Tfrc(tfrc::Tfrc),
+    XonXoff(xon_xoff::XonXoff),
+    RtsCts(rts_cts::RtsCts),
 }

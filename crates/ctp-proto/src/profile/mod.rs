@@ -62,6 +62,8 @@ micro_ids! {
     Fec = 16, "fec", "forward error correction: Reed-Solomon over blocks of k segments, m repairs";
     Scp = 17, "scp", "SCP-style congestion policy: rate and window from RTT";
     Tfrc = 18, "tfrc", "TFRC congestion policy: TCP throughput equation drives the rate (RFC 5348)";
+    XonXoff = 19, "xon-xoff", "XON/XOFF flow control: the receiver stops and resumes the sender";
+    RtsCts = 20, "rts-cts", "RTS/CTS flow control: the sender asks, the receiver clears";
 }
 
 impl fmt::Display for MicroId {
@@ -246,6 +248,11 @@ const DEPENDENCIES: &[(MicroId, MicroId, &str)] = &[
         "the policy reacts to acked and lost packets",
     ),
     (
+        MicroId::RtsCts,
+        MicroId::Sequencing,
+        "clearance is counted in segment sequence numbers",
+    ),
+    (
         MicroId::Tfrc,
         MicroId::Pacing,
         "the policy sets the rate the pacing mechanism enforces",
@@ -295,6 +302,21 @@ const CONFLICTS: &[(MicroId, MicroId, &str)] = &[
         MicroId::NewReno,
         MicroId::Scp,
         "two congestion policies would fight over one window",
+    ),
+    (
+        MicroId::FlowWindow,
+        MicroId::XonXoff,
+        "two flow-control microprotocols would both gate every segment",
+    ),
+    (
+        MicroId::FlowWindow,
+        MicroId::RtsCts,
+        "two flow-control microprotocols would both gate every segment",
+    ),
+    (
+        MicroId::XonXoff,
+        MicroId::RtsCts,
+        "two flow-control microprotocols would both gate every segment",
     ),
     (
         MicroId::NewReno,
@@ -887,6 +909,10 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
                 p.initial_window as u64,
                 &mut session,
             )),
+            MicroId::XonXoff => AnyMicro::XonXoff(micro::xon_xoff::XonXoff::new(&mut setup)?),
+            MicroId::RtsCts => AnyMicro::RtsCts(micro::rts_cts::RtsCts::new(
+                &mut setup, local.seg, peer.seg,
+            )?),
             MicroId::KeepAlive => AnyMicro::KeepAlive(micro::keepalive::KeepAlive::new(
                 &mut setup,
                 Duration::from_millis(p.keepalive_ms as u64),

@@ -30,6 +30,12 @@ pub mod ty {
     pub const DATA: u64 = 0x08;
     /// A forward-error-correction repair shard for a block of segments.
     pub const REPAIR: u64 = 0x09;
+    /// XON/XOFF flow control: 1 = send, 0 = stop.
+    pub const XON_XOFF: u64 = 0x0a;
+    /// Request to send: the sender has this many segments waiting.
+    pub const RTS: u64 = 0x0b;
+    /// Clear to send: segments below this sequence number may be sent.
+    pub const CTS: u64 = 0x0c;
 }
 
 /// Close codes carried by `CLOSE`.
@@ -302,6 +308,12 @@ pub enum Frame<'a> {
     AckFloor(u64),
     /// Flow-control credit in segments.
     MaxSeg(u64),
+    /// XON (true) or XOFF (false).
+    XonXoff(bool),
+    /// Request to send this many segments.
+    Rts(u64),
+    /// Clear to send below this segment sequence number.
+    Cts(u64),
     /// Connection close.
     Close {
         /// Close code (see [`close_code`]).
@@ -371,6 +383,13 @@ impl<'a> Frame<'a> {
             }
             ty::ACK_FLOOR => Frame::AckFloor(r.varint()?),
             ty::MAX_SEG => Frame::MaxSeg(r.varint()?),
+            ty::XON_XOFF => match r.u8()? {
+                0 => Frame::XonXoff(false),
+                1 => Frame::XonXoff(true),
+                _ => return Err(WireError::Invalid("xon/xoff state")),
+            },
+            ty::RTS => Frame::Rts(r.varint()?),
+            ty::CTS => Frame::Cts(r.varint()?),
             ty::CLOSE => {
                 let code = r.varint()?;
                 let reason = r.length_prefixed(MAX_REASON, "close reason")?;
