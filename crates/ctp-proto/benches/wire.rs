@@ -30,6 +30,7 @@ fn build(out: &mut Vec<u8>, payload: &[u8], pn: u64) {
         msg: 77,
         offset: 4096,
         data: payload,
+        ts: None,
     }
     .emit(out);
     integrity::seal(out);

@@ -268,16 +268,13 @@ impl Connection {
         // the receiver delivers a stream chunk once it is complete, so small chunks keep
         // delivery prompt and the receive buffer's accounting fine-grained.
         let bytes = Bytes::copy_from_slice(&data[..n]);
+        let stamp = e.st.session.stamp_messages.then_some(now.as_micros());
         let mut at = 0;
         while at < n {
             let end = (at + STREAM_CHUNK).min(n);
-            e.st.app.tx.push_back(Outgoing {
-                data: bytes.slice(at..end),
-                cut: 0,
-                stream: true,
-                fin: false,
-                msg: None,
-            });
+            e.st.app
+                .tx
+                .push_back(Outgoing::new(bytes.slice(at..end), true, false, stamp));
             at = end;
         }
         e.st.app.tx_bytes += n;
@@ -291,13 +288,9 @@ impl Connection {
             return Ok(());
         }
         let e = self.open_engine()?;
-        e.st.app.tx.push_back(Outgoing {
-            data: Bytes::new(),
-            cut: 0,
-            stream: true,
-            fin: true,
-            msg: None,
-        });
+        e.st.app
+            .tx
+            .push_back(Outgoing::new(Bytes::new(), true, true, None));
         e.dispatch(now, Event::UserData);
         self.stream_finished = true;
         Ok(())
@@ -318,13 +311,12 @@ impl Connection {
             return Err(WriteError::Blocked);
         }
         e.st.app.tx_bytes += data.len();
-        e.st.app.tx.push_back(Outgoing {
+        e.st.app.tx.push_back(Outgoing::new(
             data,
-            cut: 0,
-            stream: false,
-            fin: false,
-            msg: None,
-        });
+            false,
+            false,
+            e.st.session.stamp_messages.then_some(now.as_micros()),
+        ));
         e.dispatch(now, Event::UserData);
         Ok(())
     }

@@ -17,9 +17,25 @@ pub struct Outgoing {
     pub fin: bool,
     /// Message sequence number, assigned when the first piece is cut.
     pub msg: Option<u64>,
+    /// Sender timestamp (microseconds), when the profile stamps messages.
+    pub sent_us: Option<u64>,
 }
 
-/// A reassembled message waiting for its ordering microprotocol to release it.
+impl Outgoing {
+    /// A message (or stream chunk) not yet cut.
+    pub fn new(data: Bytes, stream: bool, fin: bool, sent_us: Option<u64>) -> Self {
+        Outgoing {
+            data,
+            cut: 0,
+            stream,
+            fin,
+            msg: None,
+            sent_us,
+        }
+    }
+}
+
+/// A reassembled message waiting behind the delivery barrier (ordering, jitter control).
 #[derive(Clone, Debug, Default)]
 pub struct Completed {
     /// Message bytes.
@@ -28,6 +44,10 @@ pub struct Completed {
     pub stream: bool,
     /// Ends the byte stream.
     pub fin: bool,
+    /// The sender's timestamp, microseconds, if it stamped the message.
+    pub sent_us: Option<u64>,
+    /// Delivery bits not yet set.
+    pub pending: crate::engine::hold::HoldMask,
 }
 
 /// Application-facing buffers of one connection.
@@ -78,6 +98,11 @@ impl AppIo {
                 (self.completed.len() - 1) as u32
             }
         }
+    }
+
+    /// The parked message in `slot`.
+    pub fn parked_mut(&mut self, slot: u32) -> Option<&mut Completed> {
+        self.completed.get_mut(slot as usize)?.as_mut()
     }
 
     /// Takes a parked message back.

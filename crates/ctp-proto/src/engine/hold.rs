@@ -27,6 +27,8 @@ pub enum Barrier {
     Deallocate,
     /// Gate on declaring the segment finished.
     Done,
+    /// Gate on handing a received message to the application (ordering, jitter control).
+    Deliver,
 }
 
 /// Whether a send bit must be set again for each retransmission.
@@ -54,6 +56,8 @@ pub struct HoldRegistry {
     pub dealloc: HoldMask,
     /// Every done bit.
     pub done: HoldMask,
+    /// Every delivery bit (on received messages).
+    pub deliver: HoldMask,
 }
 
 impl HoldRegistry {
@@ -67,6 +71,7 @@ impl HoldRegistry {
             Barrier::Send => &mut self.send,
             Barrier::Deallocate => &mut self.dealloc,
             Barrier::Done => &mut self.done,
+            Barrier::Deliver => &mut self.deliver,
         };
         let bit = (!*mask).trailing_zeros() as usize;
         if bit >= MAX_BITS {
@@ -120,6 +125,8 @@ impl Holds {
             Barrier::Send => &mut self.send,
             Barrier::Deallocate => &mut self.dealloc,
             Barrier::Done => &mut self.done,
+            // Delivery bits live on parked messages, not on segments.
+            Barrier::Deliver => return Release::NoChange,
         };
         let b: HoldMask = 1 << bit;
         if *mask & b == 0 {

@@ -211,6 +211,34 @@ impl<'a> Cx<'_, 'a> {
         }
     }
 
+    /// Sets a delivery bit on a parked message; when none is left, the message goes to the
+    /// application.
+    pub fn release_message(&mut self, slot: u32, bit: event::HoldBit) {
+        let Some(c) = self.st.app.parked_mut(slot) else {
+            return;
+        };
+        c.pending &= !(1 << bit);
+        if c.pending == 0 {
+            self.deliver_now(slot);
+        }
+    }
+
+    /// Hands a parked message to the application.
+    pub fn deliver_now(&mut self, slot: u32) {
+        if let Some(c) = self.st.app.unpark(slot) {
+            self.st.stats.app_bytes_delivered += c.data.len() as u64;
+            self.st.stats.messages_delivered += 1;
+            self.st.app.deliver(c);
+        }
+    }
+
+    /// Drops a parked message that will never be delivered.
+    pub fn discard_message(&mut self, slot: u32) {
+        if self.st.app.unpark(slot).is_some() {
+            self.st.stats.messages_abandoned += 1;
+        }
+    }
+
     /// Arms a timer.
     pub fn set_timer(&mut self, id: TimerId, at: Instant) {
         self.st.timers.set(id, at);

@@ -89,6 +89,8 @@ pub struct Session {
     pub close: Option<CloseReason>,
     /// When the last packet from the peer arrived.
     pub last_heard: Instant,
+    /// Messages carry the sender's timestamp (a playout microprotocol needs it).
+    pub stamp_messages: bool,
 }
 
 impl Default for Session {
@@ -112,6 +114,7 @@ impl Default for Session {
             ping_owed: false,
             close: None,
             last_heard: Instant::ZERO,
+            stamp_messages: false,
         }
     }
 }

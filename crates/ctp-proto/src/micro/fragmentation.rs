@@ -24,6 +24,7 @@ struct Partial {
     total: Option<usize>,
     stream: bool,
     fin: bool,
+    sent_us: Option<u64>,
 }
 
 /// The fragmentation / coalescing microprotocol.
@@ -72,7 +73,10 @@ impl Fragmentation {
                 });
                 let left = out.data.len() - out.cut;
                 let room = room_total.saturating_sub(s.payload.len());
-                let overhead = Piece::wire_len(msg, out.cut as u64, left) - left;
+                // The first piece of a message carries its timestamp, if the profile stamps.
+                let stamp = if out.cut == 0 { out.sent_us } else { None };
+                let overhead = Piece::wire_len(msg, out.cut as u64, left) - left
+                    + stamp.map_or(0, crate::wire::varint::len);
                 if room <= overhead {
                     break;
                 }
@@ -96,6 +100,7 @@ impl Fragmentation {
                     msg,
                     offset: out.cut as u64,
                     data: &out.data[out.cut..out.cut + take],
+                    ts: stamp,
                 };
                 piece.emit(&mut s.payload);
                 out.cut += take;
@@ -127,7 +132,17 @@ impl Fragmentation {
         if off == 0 && last {
             // The common case: a whole message in one piece.
             let data = Bytes::copy_from_slice(piece.data);
-            self.complete(piece.msg, Completed { data, stream, fin }, cx);
+            self.complete(
+                piece.msg,
+                Completed {
+                    data,
+                    stream,
+                    fin,
+                    sent_us: piece.ts,
+                    pending: 0,
+                },
+                cx,
+            );
             return;
         }
         let p = self.partials.entry(piece.msg).or_default();
@@ -137,6 +152,9 @@ impl Fragmentation {
         p.buf[off..end].copy_from_slice(piece.data);
         p.got += piece.data.len();
         p.stream = stream;
+        if piece.ts.is_some() {
+            p.sent_us = piece.ts;
+        }
         if last {
             p.total = Some(end);
             p.fin = fin;
@@ -151,6 +169,8 @@ impl Fragmentation {
                     data: Bytes::from(buf),
                     stream: p.stream,
                     fin: p.fin,
+                    sent_us: p.sent_us,
+                    pending: 0,
                 },
                 cx,
             );
@@ -160,9 +180,16 @@ impl Fragmentation {
         }
     }
 
-    fn complete(&mut self, msg: u64, c: Completed, cx: &mut Cx<'_, '_>) {
+    /// Parks the message behind the delivery barrier and announces it; with no delivery
+    /// bit registered it goes to the application at once.
+    fn complete(&mut self, msg: u64, mut c: Completed, cx: &mut Cx<'_, '_>) {
+        c.pending = cx.st.holds.deliver;
         let slot = cx.st.app.park(c);
-        cx.raise(Event::MessageComplete(Reassembled { msg, slot }));
+        if cx.st.holds.deliver == 0 {
+            cx.deliver_now(slot);
+        } else {
+            cx.raise(Event::MessageComplete(Reassembled { msg, slot }));
+        }
     }
 
     /// Bytes held in incomplete messages.

@@ -1,25 +1,64 @@
-//! Ordering microprotocols: FIFO delivery and unordered delivery of reassembled messages.
+//! Ordering microprotocols. Each holds a *delivery* bit on every reassembled message and
+//! sets it when the message's turn comes; the message reaches the application when every
+//! delivery bit (ordering, jitter control) is set, in whatever order.
 
-use crate::engine::event::{Event, EventKind};
+use crate::engine::event::{Event, EventKind, HoldBit};
+use crate::engine::hold::{Barrier, Rearm};
 use crate::engine::timer::TimerId;
 use crate::engine::{Cx, Microprotocol, Setup, SetupError};
 use crate::time::Instant;
 use core::time::Duration;
 use std::collections::BTreeMap;
 
-fn deliver(slot: u32, cx: &mut Cx<'_, '_>) {
-    if let Some(c) = cx.st.app.unpark(slot) {
-        cx.st.stats.app_bytes_delivered += c.data.len() as u64;
-        cx.st.stats.messages_delivered += 1;
-        cx.st.app.deliver(c);
+fn delivery_bit(setup: &mut Setup<'_>) -> Result<HoldBit, SetupError> {
+    setup.hold_bit(Barrier::Deliver, Rearm::Once)
+}
+
+/// Messages waiting for their predecessors, keyed by message sequence number.
+#[derive(Debug, Default)]
+struct InOrder {
+    next: Option<u64>,
+    waiting: BTreeMap<u64, u32>,
+}
+
+impl InOrder {
+    /// Records a complete message; returns false (and drops it) if its turn has passed.
+    fn admit(&mut self, msg: u64, slot: u32, cx: &mut Cx<'_, '_>) -> bool {
+        let next = *self.next.get_or_insert(cx.st.session.peer_msg_isn);
+        if msg < next {
+            cx.discard_message(slot);
+            return false;
+        }
+        self.waiting.insert(msg, slot);
+        true
+    }
+
+    /// Releases consecutive messages from `next` on.
+    fn release(&mut self, bit: HoldBit, cx: &mut Cx<'_, '_>) {
+        let Some(mut n) = self.next else { return };
+        while let Some(slot) = self.waiting.remove(&n) {
+            cx.release_message(slot, bit);
+            n += 1;
+        }
+        self.next = Some(n);
     }
 }
 
 /// Delivers messages strictly in the order they were sent.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Fifo {
-    next: Option<u64>,
-    waiting: BTreeMap<u64, u32>,
+    bit: HoldBit,
+    order: InOrder,
+}
+
+impl Fifo {
+    /// Registers the delivery bit.
+    pub fn new(setup: &mut Setup<'_>) -> Result<Self, SetupError> {
+        Ok(Fifo {
+            bit: delivery_bit(setup)?,
+            order: InOrder::default(),
+        })
+    }
 }
 
 impl Microprotocol for Fifo {
@@ -28,28 +67,28 @@ impl Microprotocol for Fifo {
     }
 
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
-        let Event::MessageComplete(m) = *ev else {
-            return;
-        };
-        let next = *self.next.get_or_insert(cx.st.session.peer_msg_isn);
-        if m.msg < next {
-            // Already delivered (cannot happen with sequencing; harmless if it does).
-            cx.st.app.unpark(m.slot);
-            return;
+        if let Event::MessageComplete(m) = *ev {
+            if self.order.admit(m.msg, m.slot, cx) {
+                self.order.release(self.bit, cx);
+            }
         }
-        self.waiting.insert(m.msg, m.slot);
-        let mut n = next;
-        while let Some(slot) = self.waiting.remove(&n) {
-            deliver(slot, cx);
-            n += 1;
-        }
-        self.next = Some(n);
     }
 }
 
 /// Delivers each message as soon as it is complete.
-#[derive(Debug, Default)]
-pub struct Unordered;
+#[derive(Debug)]
+pub struct Unordered {
+    bit: HoldBit,
+}
+
+impl Unordered {
+    /// Registers the delivery bit.
+    pub fn new(setup: &mut Setup<'_>) -> Result<Self, SetupError> {
+        Ok(Unordered {
+            bit: delivery_bit(setup)?,
+        })
+    }
+}
 
 impl Microprotocol for Unordered {
     fn bindings(&self) -> &'static [EventKind] {
@@ -61,11 +100,10 @@ impl Microprotocol for Unordered {
             // Without flow control the application's queue is the only bound: when it is
             // full, drop rather than grow.
             if cx.st.app.rx_bytes >= cx.st.app.rx_limit {
-                cx.st.app.unpark(m.slot);
-                cx.st.stats.messages_abandoned += 1;
+                cx.discard_message(m.slot);
                 return;
             }
-            deliver(m.slot, cx);
+            cx.release_message(m.slot, self.bit);
         }
     }
 }
@@ -75,8 +113,8 @@ impl Microprotocol for Unordered {
 /// then skips the gap. A message arriving after its turn was skipped is dropped.
 #[derive(Debug)]
 pub struct LossyFifo {
-    next: Option<u64>,
-    waiting: BTreeMap<u64, u32>,
+    bit: HoldBit,
+    order: InOrder,
     deadline: Duration,
     timer: TimerId,
     /// When the oldest waiting message became ready.
@@ -87,8 +125,8 @@ impl LossyFifo {
     /// Lossy FIFO with the given skip deadline.
     pub fn new(setup: &mut Setup<'_>, deadline: Duration) -> Result<Self, SetupError> {
         Ok(LossyFifo {
-            next: None,
-            waiting: BTreeMap::new(),
+            bit: delivery_bit(setup)?,
+            order: InOrder::default(),
             deadline,
             timer: setup.timer()?,
             blocked_since: None,
@@ -96,13 +134,8 @@ impl LossyFifo {
     }
 
     fn drain(&mut self, cx: &mut Cx<'_, '_>) {
-        let Some(mut n) = self.next else { return };
-        while let Some(slot) = self.waiting.remove(&n) {
-            deliver(slot, cx);
-            n += 1;
-        }
-        self.next = Some(n);
-        if self.waiting.is_empty() {
+        self.order.release(self.bit, cx);
+        if self.order.waiting.is_empty() {
             self.blocked_since = None;
             cx.cancel_timer(self.timer);
         } else {
@@ -118,26 +151,19 @@ impl Microprotocol for LossyFifo {
     }
 
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
-        let Event::MessageComplete(m) = *ev else {
-            return;
-        };
-        let next = *self.next.get_or_insert(cx.st.session.peer_msg_isn);
-        if m.msg < next {
-            // Its turn was skipped: too late to deliver in order.
-            cx.st.app.unpark(m.slot);
-            cx.st.stats.messages_abandoned += 1;
-            return;
+        if let Event::MessageComplete(m) = *ev {
+            if self.order.admit(m.msg, m.slot, cx) {
+                self.drain(cx);
+            }
         }
-        self.waiting.insert(m.msg, m.slot);
-        self.drain(cx);
     }
 
     fn on_timer(&mut self, _t: TimerId, cx: &mut Cx<'_, '_>) {
         // Skip the gap up to the oldest complete message and deliver what follows it.
-        if let Some((&first, _)) = self.waiting.first_key_value() {
-            let skipped = first - self.next.unwrap_or(first);
+        if let Some((&first, _)) = self.order.waiting.first_key_value() {
+            let skipped = first - self.order.next.unwrap_or(first);
             cx.st.stats.messages_abandoned += skipped;
-            self.next = Some(first);
+            self.order.next = Some(first);
             self.blocked_since = None;
             self.drain(cx);
         }

@@ -39,13 +39,12 @@ fn t(ms: u64) -> Instant {
 }
 
 fn queue(e: &mut Engine, now: Instant, data: &[u8], stream: bool) {
-    e.st.app.tx.push_back(Outgoing {
-        data: Bytes::copy_from_slice(data),
-        cut: 0,
+    e.st.app.tx.push_back(Outgoing::new(
+        Bytes::copy_from_slice(data),
         stream,
-        fin: false,
-        msg: None,
-    });
+        false,
+        None,
+    ));
     e.st.app.tx_bytes += data.len();
     e.dispatch(now, Event::UserData);
 }
@@ -90,6 +89,7 @@ fn data_frame(seg: u64, pieces: &[(u8, u64, u64, &[u8])]) -> Vec<u8> {
             msg,
             offset,
             data,
+            ts: None,
         }
         .emit(&mut f);
     }
@@ -112,13 +112,10 @@ fn fragmentation_coalesces_small_messages_and_splits_large_ones() {
     let big: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
     // Queue all three before cutting so that they can share segments.
     for m in [&b"0123456789"[..], &[7u8; 20][..], &big[..]] {
-        tx.st.app.tx.push_back(Outgoing {
-            data: Bytes::copy_from_slice(m),
-            cut: 0,
-            stream: false,
-            fin: false,
-            msg: None,
-        });
+        tx.st
+            .app
+            .tx
+            .push_back(Outgoing::new(Bytes::copy_from_slice(m), false, false, None));
         tx.st.app.tx_bytes += m.len();
     }
     tx.dispatch(t(0), Event::UserData);

@@ -873,8 +873,8 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
                 p.max_ack_delay_us as u64,
             )),
             MicroId::Arq => AnyMicro::Arq(micro::arq::Arq::new(&mut setup)?),
-            MicroId::Fifo => AnyMicro::Fifo(micro::ordering::Fifo::default()),
-            MicroId::Unordered => AnyMicro::Unordered(micro::ordering::Unordered),
+            MicroId::Fifo => AnyMicro::Fifo(micro::ordering::Fifo::new(&mut setup)?),
+            MicroId::Unordered => AnyMicro::Unordered(micro::ordering::Unordered::new(&mut setup)?),
             MicroId::Fec => AnyMicro::Fec(micro::fec::Fec::new(
                 &mut setup,
                 p.fec_k,

@@ -61,7 +61,9 @@ impl PieceFlags {
     pub const LAST: u8 = 0x02;
     /// The byte stream ends with this piece.
     pub const FIN: u8 = 0x04;
-    const KNOWN: u8 = 0x07;
+    /// A sender timestamp (varint, microseconds) follows the flags.
+    pub const TIMESTAMP: u8 = 0x08;
+    const KNOWN: u8 = 0x0f;
 
     /// True when `bit` is set.
     pub fn has(self, bit: u8) -> bool {
@@ -80,6 +82,8 @@ pub struct Piece<'a> {
     pub offset: u64,
     /// Fragment bytes.
     pub data: &'a [u8],
+    /// Sender timestamp in microseconds, when the profile stamps messages.
+    pub ts: Option<u64>,
 }
 
 impl Piece<'_> {
@@ -88,9 +92,16 @@ impl Piece<'_> {
         1 + varint::len(msg) + varint::len(offset) + varint::len(len as u64) + len
     }
 
-    /// Appends the piece to `out`.
+    /// Appends the piece to `out` (the TIMESTAMP flag follows `ts`).
     pub fn emit(&self, out: &mut Vec<u8>) {
-        out.push(self.flags.0);
+        let flags = match self.ts {
+            Some(_) => self.flags.0 | PieceFlags::TIMESTAMP,
+            None => self.flags.0 & !PieceFlags::TIMESTAMP,
+        };
+        out.push(flags);
+        if let Some(ts) = self.ts {
+            varint::put(out, ts);
+        }
         varint::put(out, self.msg);
         varint::put(out, self.offset);
         varint::put(out, self.data.len() as u64);
@@ -102,6 +113,11 @@ impl Piece<'_> {
         if flags & !PieceFlags::KNOWN != 0 {
             return Err(WireError::Invalid("piece flags"));
         }
+        let ts = if flags & PieceFlags::TIMESTAMP != 0 {
+            Some(r.varint()?)
+        } else {
+            None
+        };
         let msg = r.varint()?;
         let offset = r.varint()?;
         let len = r.varint()?;
@@ -114,6 +130,7 @@ impl Piece<'_> {
             msg,
             offset,
             data,
+            ts,
         })
     }
 }
@@ -501,6 +518,7 @@ mod tests {
             msg: 3,
             offset: 0,
             data: b"hi",
+            ts: None,
         }
         .emit(&mut out);
         let f = parse_all(&out).unwrap();
