@@ -35,6 +35,8 @@ pub struct ConnectionStats {
     pub fec_repairs_sent: u64,
     /// Segments rebuilt from repair frames.
     pub fec_recovered: u64,
+    /// Messages delivered after their playout time.
+    pub late_deliveries: u64,
     /// Incomplete messages abandoned (unreliable profiles).
     pub messages_abandoned: u64,
     /// ACK frames sent.

@@ -533,3 +533,71 @@ fn xon_xoff_and_rts_cts_bound_the_receive_buffer_of_a_slow_reader() {
         );
     }
 }
+
+#[test]
+fn playout_preserves_the_senders_timing_across_network_jitter() {
+    let mut p = Pair::new(39);
+    // Up to 40 ms of extra delay on half the packets: arrival gaps are anything but regular.
+    p.to_server = LinkModel {
+        reorder: 0.5,
+        reorder_extra: Duration::from_millis(40),
+        ..LinkModel::default()
+    };
+    let mut prof = Profile::datagram();
+    prof.micros = ctp_proto::MicroSet(
+        prof.micros.0 | ctp_proto::MicroSet::of(&[ctp_proto::MicroId::Playout]).0,
+    );
+    prof.params.playout_delay_ms = 100;
+    let (c, s) = connect(&mut p, &prof);
+    let start = p.now;
+    let mut sent = 0u32;
+    let mut sent_at: Vec<ctp_proto::Instant> = Vec::new();
+    let mut delivered: Vec<(u32, ctp_proto::Instant)> = Vec::new();
+    p.run_until(Duration::from_secs(3), |p| {
+        let now = p.now;
+        // One message every 20 ms of virtual time.
+        while sent < 50 && now >= start + Duration::from_millis(20 * sent as u64) {
+            p.client
+                .connection_mut(c)
+                .unwrap()
+                .send_msg(now, bytes::Bytes::from(msg_for(sent)))
+                .unwrap();
+            sent_at.push(now);
+            sent += 1;
+        }
+        while let Ok(m) = p.server.connection_mut(s).unwrap().recv_msg(now) {
+            delivered.push((u32::from_be_bytes(m[..4].try_into().unwrap()), now));
+        }
+        // Wake up for the next send even if nothing else is scheduled.
+        if sent < 50 {
+            let _ = p
+                .client
+                .connection_mut(c)
+                .unwrap()
+                .stream_read(now, &mut []);
+        }
+        false
+    });
+    assert_eq!(delivered.len(), 50);
+    assert!(
+        delivered.windows(2).all(|w| w[0].0 < w[1].0),
+        "timing order is sending order"
+    );
+    // Arrival gaps are jittered; delivery gaps equal the sending gaps exactly.
+    let mut irregular_arrivals = false;
+    for w in delivered.windows(2) {
+        let (a, b) = (w[0].0 as usize, w[1].0 as usize);
+        let sent_gap = sent_at[b].saturating_since(sent_at[a]);
+        assert_eq!(
+            w[1].1.saturating_since(w[0].1),
+            sent_gap,
+            "messages {a} → {b}"
+        );
+        irregular_arrivals |= sent_gap != Duration::ZERO;
+    }
+    assert!(irregular_arrivals);
+    // Every delivery is the sending time plus one constant (network delay + playout delay).
+    let lag = delivered[0].1.saturating_since(sent_at[0]);
+    assert!(lag >= Duration::from_millis(100), "{lag:?}");
+    assert_eq!(p.server.connection(s).unwrap().stats().late_deliveries, 0);
+}

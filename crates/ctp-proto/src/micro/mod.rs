@@ -7,6 +7,7 @@ pub mod fec;
 pub mod flow_gate;
 pub mod flow_window;
 pub mod fragmentation;
+pub mod jitter;
 pub mod keepalive;
 pub mod newreno;
 pub mod ordering;
@@ -78,4 +79,6 @@ any_micro! {
     Tfrc(tfrc::Tfrc),
     XonXoff(xon_xoff::XonXoff),
     RtsCts(rts_cts::RtsCts),
+    FixedInterval(jitter::FixedInterval),
+    Playout(jitter::Playout),
 }

@@ -751,3 +751,28 @@ fn tfrc_slow_starts_then_follows_the_loss_event_rate() {
         "{heavy} vs equation {expected}"
     );
 }
+
+#[test]
+fn fixed_interval_spaces_deliveries() {
+    let set =
+        MicroSet(crate::profile::Profile::datagram().micros.0 | MicroSet::of(&[FixedInterval]).0);
+    let mut rx = compose(set, &Params::default(), PEER, LOCAL).unwrap();
+    for i in 0..3u64 {
+        let f = data_frame(
+            LOCAL.seg + i,
+            &[(PieceFlags::LAST, LOCAL.msg + i, 0, &[i as u8])],
+        );
+        rx.receive(t(0), LOCAL.pn + i, &f, 30).unwrap();
+    }
+    assert_eq!(rx.st.app.rx_msgs.len(), 1, "the first goes at once");
+    let interval = Duration::from_micros(Params::default().jitter_interval_us as u64);
+    rx.handle_timeout(t(0) + (interval - Duration::from_micros(1)));
+    assert_eq!(rx.st.app.rx_msgs.len(), 1);
+    rx.handle_timeout(t(0) + interval);
+    assert_eq!(rx.st.app.rx_msgs.len(), 2);
+    rx.handle_timeout(t(0) + interval * 2);
+    assert_eq!(
+        rx.st.app.rx_msgs.iter().map(|m| m[0]).collect::<Vec<_>>(),
+        [0, 1, 2]
+    );
+}

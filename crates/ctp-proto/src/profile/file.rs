@@ -60,6 +60,8 @@ struct FileParams {
     fec_k: Option<u8>,
     fec_m: Option<u8>,
     fec_flush_ms: Option<u32>,
+    jitter_interval_us: Option<u32>,
+    playout_delay_ms: Option<u32>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -154,7 +156,9 @@ pub fn parse(text: &str, origin: &str) -> Result<Profile, ProfileFileError> {
         fifo_deadline_ms,
         fec_k,
         fec_m,
-        fec_flush_ms
+        fec_flush_ms,
+        jitter_interval_us,
+        playout_delay_ms
     );
     let profile = Profile {
         name: f.name,

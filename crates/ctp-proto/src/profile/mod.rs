@@ -64,6 +64,8 @@ micro_ids! {
     Tfrc = 18, "tfrc", "TFRC congestion policy: TCP throughput equation drives the rate (RFC 5348)";
     XonXoff = 19, "xon-xoff", "XON/XOFF flow control: the receiver stops and resumes the sender";
     RtsCts = 20, "rts-cts", "RTS/CTS flow control: the sender asks, the receiver clears";
+    FixedInterval = 21, "fixed-interval", "jitter control: one message delivered per fixed interval";
+    Playout = 22, "playout", "jitter control: sender timestamps and a playout delay preserve the sender's timing";
 }
 
 impl fmt::Display for MicroId {
@@ -319,6 +321,11 @@ const CONFLICTS: &[(MicroId, MicroId, &str)] = &[
         "two flow-control microprotocols would both gate every segment",
     ),
     (
+        MicroId::FixedInterval,
+        MicroId::Playout,
+        "two jitter-control microprotocols would each impose their own schedule",
+    ),
+    (
         MicroId::NewReno,
         MicroId::Tfrc,
         "two congestion policies would fight over one sender",
@@ -387,6 +394,10 @@ pub struct Params {
     pub fec_m: u8,
     /// A partial FEC block is encoded after this long, milliseconds.
     pub fec_flush_ms: u32,
+    /// `fixed-interval` delivers one message per this many microseconds.
+    pub jitter_interval_us: u32,
+    /// `playout` delays every message by this many milliseconds after its sender timing.
+    pub playout_delay_ms: u32,
 }
 
 /// Smallest UDP payload a profile may use (the QUIC floor, also DPLPMTUD's base).
@@ -411,6 +422,8 @@ impl Default for Params {
             fec_k: 4,
             fec_m: 1,
             fec_flush_ms: 20,
+            jitter_interval_us: 20_000,
+            playout_delay_ms: 100,
         }
     }
 }
@@ -463,6 +476,16 @@ impl Params {
         }
         if self.fec_flush_ms == 0 || self.fec_flush_ms > 10_000 {
             return bad("fec_flush_ms", self.fec_flush_ms.into(), "1..=10000 ms");
+        }
+        if self.jitter_interval_us == 0 {
+            return bad("jitter_interval_us", 0, "at least 1 µs");
+        }
+        if self.playout_delay_ms > 600_000 {
+            return bad(
+                "playout_delay_ms",
+                self.playout_delay_ms.into(),
+                "0..=600000 ms",
+            );
         }
         if self.keepalive_ms == 0 {
             return bad("keepalive_ms", 0, "at least 1 ms");
@@ -913,6 +936,14 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
             MicroId::RtsCts => AnyMicro::RtsCts(micro::rts_cts::RtsCts::new(
                 &mut setup, local.seg, peer.seg,
             )?),
+            MicroId::FixedInterval => AnyMicro::FixedInterval(micro::jitter::FixedInterval::new(
+                &mut setup,
+                Duration::from_micros(p.jitter_interval_us as u64),
+            )?),
+            MicroId::Playout => AnyMicro::Playout(micro::jitter::Playout::new(
+                &mut setup,
+                Duration::from_millis(p.playout_delay_ms as u64),
+            )?),
             MicroId::KeepAlive => AnyMicro::KeepAlive(micro::keepalive::KeepAlive::new(
                 &mut setup,
                 Duration::from_millis(p.keepalive_ms as u64),
@@ -921,6 +952,7 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
         };
         micros.push(built);
     }
+    session.stamp_messages = set.has(MicroId::Playout);
     st.session = session;
     Engine::new(micros, st)
 }
