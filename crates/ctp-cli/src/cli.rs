@@ -27,6 +27,57 @@ pub enum Command {
     Profiles(ProfilesArgs),
     /// A one-command tour: a verified loopback transfer with progress and a summary.
     Demo(DemoArgs),
+    /// A user-space UDP impairment relay: delay, jitter, rate limit, loss, reordering,
+    /// duplication, in both directions.
+    Relay(RelayArgs),
+}
+
+/// `ctp relay`.
+#[derive(Debug, Args)]
+pub struct RelayArgs {
+    /// Address clients send to.
+    #[arg(long)]
+    pub listen: SocketAddr,
+    /// Address datagrams are relayed to (the server).
+    #[arg(long)]
+    pub to: SocketAddr,
+    /// One-way propagation delay (e.g. 30ms).
+    #[arg(long, default_value = "0")]
+    pub delay: String,
+    /// Uniform jitter added to the delay, ± (e.g. 2ms).
+    #[arg(long, default_value = "0")]
+    pub jitter: String,
+    /// Rate limit per direction (e.g. 200mbit); unlimited when absent.
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// Queue limit in datagrams (drop-tail) in front of the rate limit.
+    #[arg(long, default_value_t = 1000)]
+    pub queue: usize,
+    /// Random (Bernoulli) loss (e.g. 1% or 0.01).
+    #[arg(long)]
+    pub loss: Option<String>,
+    /// Gilbert–Elliott loss `p,r,h,k` (transition good→bad, bad→good; delivery
+    /// probability in the bad and good states), e.g. 1%,10%,0,100%.
+    #[arg(long, value_name = "P,R,H,K")]
+    pub ge_loss: Option<String>,
+    /// Share of datagrams held back (reordered) by up to --reorder-extra.
+    #[arg(long, default_value = "0")]
+    pub reorder: String,
+    /// Largest extra delay of a reordered datagram.
+    #[arg(long, default_value = "10ms")]
+    pub reorder_extra: String,
+    /// Share of datagrams delivered twice.
+    #[arg(long, default_value = "0")]
+    pub duplicate: String,
+    /// Seed of the impairments' randomness.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Stop after this many seconds (otherwise at Ctrl-C).
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
+    /// Print the counters as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options shared by the transfer commands.

@@ -5,6 +5,7 @@ mod demo;
 mod output;
 mod profiles;
 mod progress;
+mod relay;
 mod summary;
 mod transfer;
 
@@ -50,9 +51,13 @@ fn main() -> ExitCode {
         }
     };
     let result = rt.block_on(async {
-        tokio::select! {
-            r = run(cli.command) => r,
-            _ = tokio::signal::ctrl_c() => Err(Failure::Interrupted),
+        match cli.command {
+            // The relay stops at Ctrl-C by itself, to print its counters.
+            Command::Relay(a) => relay::run(a).await,
+            cmd => tokio::select! {
+                r = run(cmd) => r,
+                _ = tokio::signal::ctrl_c() => Err(Failure::Interrupted),
+            },
         }
     });
     // Do not wait for lingering tasks (a server's accept loop, for instance).
@@ -101,6 +106,7 @@ async fn run(cmd: Command) -> Result<(), Failure> {
             }
         },
         Command::Demo(a) => demo::run(a).await,
+        Command::Relay(a) => relay::run(a).await,
     }
 }
 

@@ -406,3 +406,109 @@ fn a_closed_stdout_pipe_is_not_a_panic() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(status.success());
 }
+
+#[test]
+fn send_and_recv_through_a_lossy_delaying_relay() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("through-relay.bin");
+    write_random(&src, 4 << 20);
+    let out = dir.path().join("copy.bin");
+    let server = format!("127.0.0.1:{}", free_port());
+    let front = format!("127.0.0.1:{}", free_port());
+    let recv = spawn(&[
+        "recv",
+        "--listen",
+        &server,
+        "--out",
+        out.to_str().unwrap(),
+        "--once",
+        "--json",
+    ]);
+    let relay = spawn(&[
+        "relay", "--listen", &front, "--to", &server, "--delay", "10ms", "--loss", "1%", "--json",
+    ]);
+    std::thread::sleep(Duration::from_millis(300));
+    let s = wait_output(
+        spawn(&["send", src.to_str().unwrap(), &front, "--json"]),
+        Duration::from_secs(120),
+    );
+    assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    assert!(wait_output(recv, Duration::from_secs(20)).status.success());
+    assert_eq!(blake3_file(&out), blake3_file(&src));
+    let sj: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
+    assert!(
+        sj["retransmissions"].as_u64().unwrap() > 0,
+        "1% loss must cost retransmissions"
+    );
+    assert!(
+        sj["rtt_ms"].as_f64().unwrap() >= 20.0,
+        "two 10 ms legs: {}",
+        sj["rtt_ms"]
+    );
+    // Stop the relay with SIGINT: it prints its counters.
+    let pid = relay.0.id().to_string();
+    Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    let r = wait_output(relay, Duration::from_secs(10));
+    let rj: serde_json::Value = serde_json::from_slice(&r.stdout).expect("relay JSON");
+    assert!(rj["upstream"]["dropped_loss"].as_u64().unwrap() > 0);
+    assert!(rj["upstream"]["in_datagrams"].as_u64().unwrap() > 2500);
+    assert!(rj["downstream"]["out_datagrams"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn relay_flags_are_checked() {
+    for (args, needle) in [
+        (
+            vec![
+                "relay",
+                "--listen",
+                "127.0.0.1:0",
+                "--to",
+                "127.0.0.1:9",
+                "--delay",
+                "30",
+            ],
+            "--delay",
+        ),
+        (
+            vec![
+                "relay",
+                "--listen",
+                "127.0.0.1:0",
+                "--to",
+                "127.0.0.1:9",
+                "--loss",
+                "200%",
+            ],
+            "--loss",
+        ),
+        (
+            vec![
+                "relay",
+                "--listen",
+                "127.0.0.1:0",
+                "--to",
+                "127.0.0.1:9",
+                "--rate",
+                "fast",
+            ],
+            "--rate",
+        ),
+        (
+            vec![
+                "relay",
+                "--listen",
+                "127.0.0.1:0",
+                "--to",
+                "127.0.0.1:9",
+                "--duration=-1",
+            ],
+            "--duration",
+        ),
+    ] {
+        let o = wait_output(spawn(&args), Duration::from_secs(10));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}

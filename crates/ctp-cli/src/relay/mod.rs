@@ -1,0 +1,257 @@
+//! `ctp relay`: a user-space UDP impairment relay (this kernel has no netem).
+//!
+//! The first datagram on `--listen` fixes the client; its datagrams go to `--to` from a
+//! socket of the relay's own, and what `--to` answers goes back to the client. Each direction
+//! has its own [`model::Direction`] (same impairments, different seeds). A release queue
+//! (binary heap) holds datagrams until their time; the loop sleeps until the earliest.
+
+pub mod model;
+pub mod parse;
+
+use crate::cli::RelayArgs;
+use crate::output::outln;
+use crate::Failure;
+use anyhow::Context;
+use model::{Counters, Direction, Impairments, Verdict};
+use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::net::UdpSocket;
+use tokio::time::Instant;
+
+/// Bytes a relayed datagram may have.
+const MAX_DATAGRAM: usize = 65_536;
+/// Datagrams waiting for release at most (beyond, new ones are dropped and counted).
+const MAX_PENDING: usize = 100_000;
+
+/// A datagram waiting for release: time (µs), tie-break sequence, upstream?, bytes.
+type Pending = (u64, u64, bool, Vec<u8>);
+
+/// What the relay reports when it stops.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// Client → server direction.
+    pub upstream: Counters,
+    /// Server → client direction.
+    pub downstream: Counters,
+    /// Seconds the relay ran.
+    pub seconds: f64,
+}
+
+/// Impairments from the command line.
+pub fn impairments(a: &RelayArgs) -> Result<Impairments, Failure> {
+    let usage = |e: String| Failure::Usage(e);
+    Ok(Impairments {
+        delay_us: parse::duration_us(&a.delay).map_err(|e| usage(format!("--delay: {e}")))?,
+        jitter_us: parse::duration_us(&a.jitter).map_err(|e| usage(format!("--jitter: {e}")))?,
+        rate_bps: a
+            .rate
+            .as_deref()
+            .map(parse::rate_bps)
+            .transpose()
+            .map_err(|e| usage(format!("--rate: {e}")))?,
+        queue_limit: a.queue,
+        loss: parse::loss(a.loss.as_deref(), a.ge_loss.as_deref()).map_err(usage)?,
+        reorder: parse::probability(&a.reorder).map_err(|e| usage(format!("--reorder: {e}")))?,
+        reorder_extra_us: parse::duration_us(&a.reorder_extra)
+            .map_err(|e| usage(format!("--reorder-extra: {e}")))?,
+        duplicate: parse::probability(&a.duplicate)
+            .map_err(|e| usage(format!("--duplicate: {e}")))?,
+    })
+}
+
+/// A running relay's sockets and state.
+pub struct Relay {
+    front: UdpSocket,
+    back: UdpSocket,
+    to: SocketAddr,
+    client: Option<SocketAddr>,
+    up: Direction,
+    down: Direction,
+    pending: BinaryHeap<Reverse<Pending>>,
+    seq: u64,
+    epoch: Instant,
+}
+
+impl Relay {
+    /// Binds the relay's two sockets.
+    pub async fn bind(
+        listen: SocketAddr,
+        to: SocketAddr,
+        imp: Impairments,
+        seed: u64,
+    ) -> anyhow::Result<Relay> {
+        let front = UdpSocket::bind(listen)
+            .await
+            .with_context(|| format!("cannot listen on {listen}"))?;
+        let back_addr: SocketAddr = if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }
+            .parse()
+            .expect("literal");
+        let back = UdpSocket::bind(back_addr)
+            .await
+            .context("cannot open the relay's upstream socket")?;
+        Ok(Relay {
+            front,
+            back,
+            to,
+            client: None,
+            up: Direction::new(imp, seed),
+            down: Direction::new(imp, seed ^ 0x9e37_79b9_7f4a_7c15),
+            pending: BinaryHeap::new(),
+            seq: 0,
+            epoch: Instant::now(),
+        })
+    }
+
+    /// The address clients send to.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.front.local_addr()
+    }
+
+    fn now_us(&self) -> u64 {
+        self.epoch.elapsed().as_micros() as u64
+    }
+
+    fn schedule(&mut self, upstream: bool, data: &[u8]) {
+        let now = self.now_us();
+        let dir = if upstream {
+            &mut self.up
+        } else {
+            &mut self.down
+        };
+        if let Verdict::Forward(times) = dir.admit(now, data.len()) {
+            for at in times {
+                if self.pending.len() >= MAX_PENDING {
+                    dir.counters.dropped_queue += 1;
+                    continue;
+                }
+                self.seq += 1;
+                self.pending
+                    .push(Reverse((at, self.seq, upstream, data.to_vec())));
+            }
+        }
+    }
+
+    async fn release_due(&mut self) {
+        let now = self.now_us();
+        while let Some(Reverse((at, ..))) = self.pending.peek() {
+            if *at > now {
+                break;
+            }
+            let Some(Reverse((_, _, upstream, data))) = self.pending.pop() else {
+                break;
+            };
+            // A send error (the peer is gone) is like a loss on the wire; keep relaying.
+            if upstream {
+                let _ = self.back.send_to(&data, self.to).await;
+            } else if let Some(c) = self.client {
+                let _ = self.front.send_to(&data, c).await;
+            }
+        }
+    }
+
+    /// Relays until `stop` resolves; returns the counters.
+    pub async fn run(mut self, stop: impl std::future::Future<Output = ()>) -> Report {
+        let started = Instant::now();
+        let mut a = vec![0u8; MAX_DATAGRAM];
+        let mut b = vec![0u8; MAX_DATAGRAM];
+        tokio::pin!(stop);
+        loop {
+            let next = self
+                .pending
+                .peek()
+                .map(|Reverse((at, ..))| self.epoch + Duration::from_micros(*at));
+            let sleep = async {
+                match next {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = &mut stop => break,
+                r = self.front.recv_from(&mut a) => {
+                    if let Ok((n, from)) = r {
+                        // The first sender is the client; datagrams from anyone else are ignored.
+                        if *self.client.get_or_insert(from) == from {
+                            self.schedule(true, &a[..n]);
+                        }
+                    }
+                }
+                r = self.back.recv_from(&mut b) => {
+                    if let Ok((n, from)) = r {
+                        if from == self.to {
+                            self.schedule(false, &b[..n]);
+                        }
+                    }
+                }
+                _ = sleep => {}
+            }
+            self.release_due().await;
+        }
+        Report {
+            upstream: self.up.counters,
+            downstream: self.down.counters,
+            seconds: started.elapsed().as_secs_f64(),
+        }
+    }
+}
+
+/// Runs `ctp relay`.
+pub async fn run(a: RelayArgs) -> Result<(), Failure> {
+    let imp = impairments(&a)?;
+    if a.duration.is_some_and(|d| !(d.is_finite() && d > 0.0)) {
+        return Err(Failure::Usage(
+            "--duration must be a positive number of seconds".into(),
+        ));
+    }
+    if a.queue == 0 {
+        return Err(Failure::Usage(
+            "--queue must hold at least one datagram".into(),
+        ));
+    }
+    let relay = Relay::bind(a.listen, a.to, imp, a.seed).await?;
+    if !a.json {
+        eprintln!(
+            "ctp relay: {} ⇄ {} (delay {} ± {}, rate {}, loss {}, reorder {}, duplicate {}); Ctrl-C to stop",
+            relay.local_addr().map(|x| x.to_string()).unwrap_or_default(),
+            a.to,
+            a.delay,
+            a.jitter,
+            a.rate.as_deref().unwrap_or("unlimited"),
+            a.ge_loss.as_deref().or(a.loss.as_deref()).unwrap_or("0"),
+            a.reorder,
+            a.duplicate
+        );
+    }
+    let duration = a.duration;
+    let stop = async move {
+        match duration {
+            Some(s) => {
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs_f64(s)) => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            None => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    };
+    let report = relay.run(stop).await;
+    if a.json {
+        outln!("{}", serde_json::to_string(&report).unwrap_or_default());
+    } else {
+        for (name, c) in [
+            ("client → server", report.upstream),
+            ("server → client", report.downstream),
+        ] {
+            outln!(
+                "{name}: in {} datagrams ({} B), out {} ({} B), lost {}, queue drops {}, duplicated {}, reordered {}",
+                c.in_datagrams, c.in_bytes, c.out_datagrams, c.out_bytes, c.dropped_loss, c.dropped_queue, c.duplicated, c.reordered
+            );
+        }
+    }
+    Ok(())
+}
