@@ -141,9 +141,12 @@ pub struct ProfilesArgs {
 /// `ctp demo`.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// MiB to move.
+    /// MiB to move over clean loopback.
     #[arg(long, default_value_t = 256)]
     pub mib: u64,
+    /// MiB to move, per profile, over the emulated long lossy path (0 skips that part).
+    #[arg(long, default_value_t = 2)]
+    pub lossy_mib: u64,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,

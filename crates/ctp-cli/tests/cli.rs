@@ -291,13 +291,26 @@ fn profiles_json_lists_the_builtins_and_their_microprotocols() {
 #[test]
 fn demo_runs_a_verified_transfer() {
     let o = wait_output(
-        spawn(&["demo", "--mib", "16", "--json"]),
-        Duration::from_secs(60),
+        spawn(&["demo", "--mib", "16", "--lossy-mib", "1", "--json"]),
+        Duration::from_secs(90),
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["send"]["bytes"], 16 << 20);
     assert_eq!(v["send"]["checksum"], v["recv"]["checksum"]);
+    let lossy = v["lossy_path"].as_array().unwrap();
+    let names: Vec<_> = lossy
+        .iter()
+        .map(|s| s["profile"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["reliable", "ctp-bulk"]);
+    for s in lossy {
+        assert_eq!(s["bytes"], 1 << 20);
+        assert!(
+            s["rtt_ms"].as_f64().unwrap() >= 60.0,
+            "the relay's 60 ms round trip: {s}"
+        );
+    }
 }
 
 #[test]
