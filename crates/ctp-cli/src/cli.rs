@@ -30,6 +30,38 @@ pub enum Command {
     /// A user-space UDP impairment relay: delay, jitter, rate limit, loss, reordering,
     /// duplication, in both directions.
     Relay(RelayArgs),
+    /// ctp side by side with kernel TCP, UDT4, SRT and quinn on the same path: goodput, CPU
+    /// per GB and ratios.
+    Bench(BenchArgs),
+}
+
+/// `ctp bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Path to measure on (`loopback`).
+    #[arg(long, default_value = "loopback")]
+    pub path: String,
+    /// Bytes per run (e.g. 1GiB, 64MiB).
+    #[arg(long, default_value = "1GiB")]
+    pub bytes: String,
+    /// ctp profiles to run, comma-separated.
+    #[arg(long, default_value = "reliable")]
+    pub profiles: String,
+    /// Peers to run, comma-separated: tcp-cubic, tcp-bbr, udt4, srt, quinn.
+    #[arg(long, default_value = "tcp-cubic,tcp-bbr,udt4,srt,quinn")]
+    pub peers: String,
+    /// Runs per contender (the median is reported).
+    #[arg(long, default_value_t = 1)]
+    pub repeat: usize,
+    /// Give up a run after this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    pub timeout: u64,
+    /// Also write a bar chart of goodput to this SVG file.
+    #[arg(long)]
+    pub svg: Option<std::path::PathBuf>,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `ctp relay`.

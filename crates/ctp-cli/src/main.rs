@@ -1,5 +1,6 @@
 //! The `ctp` command: file transfer, profile listing and the demo.
 
+mod bench;
 mod cli;
 mod demo;
 mod output;
@@ -8,6 +9,7 @@ mod progress;
 mod relay;
 mod summary;
 mod transfer;
+mod units;
 
 use anyhow::{anyhow, Context};
 use clap::Parser;
@@ -107,6 +109,7 @@ async fn run(cmd: Command) -> Result<(), Failure> {
         },
         Command::Demo(a) => demo::run(a).await,
         Command::Relay(a) => relay::run(a).await,
+        Command::Bench(a) => bench::run(a).await,
     }
 }
 

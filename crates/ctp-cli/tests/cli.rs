@@ -525,3 +525,51 @@ fn relay_flags_are_checked() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn a_tiny_bench_reports_every_contender_and_missing_peers_as_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("bench.svg");
+    let o = wait_output(
+        spawn(&[
+            "bench",
+            "--bytes",
+            "4MiB",
+            "--peers",
+            "tcp-cubic,srt,quinn",
+            "--json",
+            "--svg",
+            svg.to_str().unwrap(),
+        ]),
+        Duration::from_secs(120),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    let names: Vec<_> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["ctp reliable", "tcp-cubic", "srt", "quinn"]);
+    assert_eq!(rows[0]["status"], "ok");
+    assert!(rows[0]["goodput_mbps"].as_f64().unwrap() > 0.0);
+    assert!(rows[0]["sender_cpu_s_per_gb"].as_f64().unwrap() > 0.0);
+    for r in rows {
+        let status = r["status"].as_str().unwrap();
+        assert!(status == "ok" || status.starts_with("missing"), "{status}");
+        assert_eq!(status == "ok", r["goodput_mbps"].is_f64(), "{r}");
+        if status == "ok" && r["name"] != "ctp reliable" {
+            assert!(r["ctp_ratio"].as_f64().unwrap() > 0.0);
+        }
+    }
+    assert!(rows[3]["status"].as_str().unwrap().starts_with("missing"));
+    assert!(std::fs::read_to_string(&svg)
+        .unwrap()
+        .contains("ctp reliable"));
+    // Bad requests are usage errors.
+    for (args, needle) in [
+        (vec!["bench", "--peers", "carrier-pigeon"], "unknown peer"),
+        (vec!["bench", "--path", "veth"], "only `loopback`"),
+    ] {
+        let o = wait_output(spawn(&args), Duration::from_secs(10));
+        assert_eq!(o.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&o.stderr).contains(needle));
+    }
+}

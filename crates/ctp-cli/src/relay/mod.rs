@@ -6,7 +6,6 @@
 //! (binary heap) holds datagrams until their time; the loop sleeps until the earliest.
 
 pub mod model;
-pub mod parse;
 
 use crate::cli::RelayArgs;
 use crate::output::outln;
@@ -44,20 +43,23 @@ pub struct Report {
 pub fn impairments(a: &RelayArgs) -> Result<Impairments, Failure> {
     let usage = |e: String| Failure::Usage(e);
     Ok(Impairments {
-        delay_us: parse::duration_us(&a.delay).map_err(|e| usage(format!("--delay: {e}")))?,
-        jitter_us: parse::duration_us(&a.jitter).map_err(|e| usage(format!("--jitter: {e}")))?,
+        delay_us: crate::units::duration_us(&a.delay)
+            .map_err(|e| usage(format!("--delay: {e}")))?,
+        jitter_us: crate::units::duration_us(&a.jitter)
+            .map_err(|e| usage(format!("--jitter: {e}")))?,
         rate_bps: a
             .rate
             .as_deref()
-            .map(parse::rate_bps)
+            .map(crate::units::rate_bps)
             .transpose()
             .map_err(|e| usage(format!("--rate: {e}")))?,
         queue_limit: a.queue,
-        loss: parse::loss(a.loss.as_deref(), a.ge_loss.as_deref()).map_err(usage)?,
-        reorder: parse::probability(&a.reorder).map_err(|e| usage(format!("--reorder: {e}")))?,
-        reorder_extra_us: parse::duration_us(&a.reorder_extra)
+        loss: crate::units::loss(a.loss.as_deref(), a.ge_loss.as_deref()).map_err(usage)?,
+        reorder: crate::units::probability(&a.reorder)
+            .map_err(|e| usage(format!("--reorder: {e}")))?,
+        reorder_extra_us: crate::units::duration_us(&a.reorder_extra)
             .map_err(|e| usage(format!("--reorder-extra: {e}")))?,
-        duplicate: parse::probability(&a.duplicate)
+        duplicate: crate::units::probability(&a.duplicate)
             .map_err(|e| usage(format!("--duplicate: {e}")))?,
     })
 }

@@ -1,7 +1,7 @@
-//! Parsing the relay's human-friendly values: durations (`30ms`), rates (`200mbit`),
+//! Parsing human-friendly values: durations (`30ms`), rates (`200mbit`),
 //! probabilities (`1%` or `0.01`) and Gilbert–Elliott parameters.
 
-use super::model::Loss;
+use crate::relay::model::Loss;
 
 /// `30ms`, `2s`, `500us`, `0` → microseconds.
 pub fn duration_us(s: &str) -> Result<u64, String> {
@@ -42,6 +42,33 @@ pub fn rate_bps(s: &str) -> Result<u64, String> {
         return Err(format!("`{s}` is out of range (1kbit to 1000gbit)"));
     }
     Ok((v * mult) as u64)
+}
+
+/// `1GiB`, `64MiB`, `512KiB`, `4MB`, `1000` → bytes.
+pub fn size_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let units: [(&str, u64); 7] = [
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+        ("GB", 1_000_000_000),
+        ("MB", 1_000_000),
+        ("kB", 1000),
+        ("B", 1),
+    ];
+    let (num, mult) = units
+        .iter()
+        .find_map(|&(u, m)| t.strip_suffix(u).map(|n| (n, m)))
+        .unwrap_or((t, 1));
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size (e.g. 1GiB, 64MiB)"))?;
+    let bytes = v * mult as f64;
+    if !(1.0..=1e13).contains(&bytes) {
+        return Err(format!("`{s}` is out of range"));
+    }
+    Ok(bytes as u64)
 }
 
 /// `1%` or `0.01` → 0.01.
@@ -94,6 +121,10 @@ mod tests {
         assert_eq!(rate_bps("200mbit"), Ok(200_000_000));
         assert_eq!(rate_bps("1Gbit"), Ok(1_000_000_000));
         assert!(rate_bps("200").unwrap_err().contains("unit"));
+        assert_eq!(size_bytes("1GiB"), Ok(1 << 30));
+        assert_eq!(size_bytes("4 MiB"), Ok(4 << 20));
+        assert_eq!(size_bytes("1000"), Ok(1000));
+        assert!(size_bytes("lots").is_err());
         assert_eq!(probability("1%"), Ok(0.01));
         assert_eq!(probability("0.05"), Ok(0.05));
         assert!(probability("150%").unwrap_err().contains("range"));
