@@ -573,3 +573,31 @@ fn a_tiny_bench_reports_every_contender_and_missing_peers_as_missing() {
         assert!(String::from_utf8_lossy(&o.stderr).contains(needle));
     }
 }
+
+#[test]
+fn recv_without_once_keeps_serving_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("in");
+    std::fs::create_dir(&out).unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let recv = spawn(&[
+        "recv",
+        "--listen",
+        &listen,
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    std::thread::sleep(Duration::from_millis(300));
+    for name in ["one.bin", "two.bin"] {
+        let src = dir.path().join(name);
+        write_random(&src, 1 << 20);
+        let s = wait_output(
+            spawn(&["send", src.to_str().unwrap(), &listen]),
+            Duration::from_secs(60),
+        );
+        assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+        assert_eq!(blake3_file(&out.join(name)), blake3_file(&src));
+    }
+    drop(recv);
+}
