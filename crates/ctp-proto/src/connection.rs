@@ -299,6 +299,10 @@ impl Connection {
     /// Queues one message. A message larger than the send buffer is accepted when the
     /// buffer is empty, so any message up to the negotiated maximum can be sent.
     pub fn send_msg(&mut self, now: Instant, data: Bytes) -> Result<(), WriteError> {
+        self.queue_msg(now, data, false)
+    }
+
+    fn queue_msg(&mut self, now: Instant, data: Bytes, urgent: bool) -> Result<(), WriteError> {
         let max = self.params.max_message as usize;
         if data.len() > max {
             return Err(WriteError::TooLarge {
@@ -311,14 +315,22 @@ impl Connection {
             return Err(WriteError::Blocked);
         }
         e.st.app.tx_bytes += data.len();
-        e.st.app.tx.push_back(Outgoing::new(
+        let mut out = Outgoing::new(
             data,
             false,
             false,
             e.st.session.stamp_messages.then_some(now.as_micros()),
-        ));
+        );
+        out.urgent = urgent;
+        e.st.app.tx.push_back(out);
         e.dispatch(now, Event::UserData);
         Ok(())
+    }
+
+    /// Queues one urgent (out-of-band) message: with the `urgent` microprotocol the receiver
+    /// delivers it as soon as it is complete, ahead of the ordering in force.
+    pub fn send_urgent(&mut self, now: Instant, data: Bytes) -> Result<(), WriteError> {
+        self.queue_msg(now, data, true)
     }
 
     fn read_gate(&self) -> ReadError {

@@ -202,6 +202,16 @@ impl Connection {
     /// Sends one message, waiting for room in the send buffer. Messages keep their
     /// boundaries; whether they arrive reliably and in order depends on the profile.
     pub async fn send_msg(&self, msg: Bytes) -> Result<(), ConnectionError> {
+        self.queue_msg(msg, false).await
+    }
+
+    /// Sends one urgent (out-of-band) message: with the `urgent` microprotocol in the
+    /// profile the receiver delivers it as soon as it is complete, ahead of the ordering.
+    pub async fn send_urgent(&self, msg: Bytes) -> Result<(), ConnectionError> {
+        self.queue_msg(msg, true).await
+    }
+
+    async fn queue_msg(&self, msg: Bytes, urgent: bool) -> Result<(), ConnectionError> {
         poll_fn(|cx| {
             self.with(Some(cx), |ep, h, now, closing| {
                 let Some(c) = ep.connection_mut(h) else {
@@ -210,7 +220,12 @@ impl Connection {
                 if closing {
                     return Op::Done(Err(ConnectionError::Closing), false);
                 }
-                match c.send_msg(now, msg.clone()) {
+                let sent = if urgent {
+                    c.send_urgent(now, msg.clone())
+                } else {
+                    c.send_msg(now, msg.clone())
+                };
+                match sent {
                     Ok(()) => Op::Done(Ok(()), true),
                     Err(e) => match write_error(e, c.state(), closing) {
                         None => Op::Wait,

@@ -19,6 +19,8 @@ pub struct Outgoing {
     pub msg: Option<u64>,
     /// Sender timestamp (microseconds), when the profile stamps messages.
     pub sent_us: Option<u64>,
+    /// Out of band: may bypass the receiver's ordering.
+    pub urgent: bool,
 }
 
 impl Outgoing {
@@ -31,6 +33,7 @@ impl Outgoing {
             fin,
             msg: None,
             sent_us,
+            urgent: false,
         }
     }
 }
@@ -46,6 +49,8 @@ pub struct Completed {
     pub fin: bool,
     /// The sender's timestamp, microseconds, if it stamped the message.
     pub sent_us: Option<u64>,
+    /// The sender marked it urgent (out of band).
+    pub urgent: bool,
     /// Delivery bits not yet set.
     pub pending: crate::engine::hold::HoldMask,
 }

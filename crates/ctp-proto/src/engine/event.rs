@@ -67,6 +67,8 @@ pub enum EventKind {
     RepairArrived,
     /// A message was completely reassembled.
     MessageComplete,
+    /// A complete message is urgent: ordering should let it pass.
+    UrgentMessage,
     /// The application consumed received data.
     UserRead,
     /// The application asked for an orderly close.
@@ -154,6 +156,8 @@ pub enum Event<'a> {
     RepairArrived(RepairFrame<'a>),
     /// See [`EventKind::MessageComplete`].
     MessageComplete(Reassembled),
+    /// See [`EventKind::UrgentMessage`].
+    UrgentMessage(Reassembled),
     /// See [`EventKind::UserRead`].
     UserRead,
     /// See [`EventKind::CloseRequested`].
@@ -189,6 +193,7 @@ impl Event<'_> {
             Event::SegmentAccepted(_) => EventKind::SegmentAccepted,
             Event::RepairArrived(_) => EventKind::RepairArrived,
             Event::MessageComplete(_) => EventKind::MessageComplete,
+            Event::UrgentMessage(_) => EventKind::UrgentMessage,
             Event::UserRead => EventKind::UserRead,
             Event::CloseRequested => EventKind::CloseRequested,
         }
@@ -262,6 +267,7 @@ impl<'a> Event<'a> {
             Event::Cts(v) => Event::Cts(v),
             Event::Ping => Event::Ping,
             Event::MessageComplete(m) => Event::MessageComplete(m),
+            Event::UrgentMessage(m) => Event::UrgentMessage(m),
             Event::UserRead => Event::UserRead,
             Event::CloseRequested => Event::CloseRequested,
         })

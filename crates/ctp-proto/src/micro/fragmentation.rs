@@ -25,6 +25,7 @@ struct Partial {
     stream: bool,
     fin: bool,
     sent_us: Option<u64>,
+    urgent: bool,
 }
 
 /// The fragmentation / coalescing microprotocol.
@@ -89,6 +90,9 @@ impl Fragmentation {
                 if out.stream {
                     flags |= PieceFlags::STREAM;
                 }
+                if out.urgent {
+                    flags |= PieceFlags::URGENT;
+                }
                 if last {
                     flags |= PieceFlags::LAST;
                     if out.fin {
@@ -129,6 +133,7 @@ impl Fragmentation {
         let stream = piece.flags.has(PieceFlags::STREAM);
         let last = piece.flags.has(PieceFlags::LAST);
         let fin = piece.flags.has(PieceFlags::FIN);
+        let urgent = piece.flags.has(PieceFlags::URGENT);
         if off == 0 && last {
             // The common case: a whole message in one piece.
             let data = Bytes::copy_from_slice(piece.data);
@@ -139,6 +144,7 @@ impl Fragmentation {
                     stream,
                     fin,
                     sent_us: piece.ts,
+                    urgent,
                     pending: 0,
                 },
                 cx,
@@ -155,6 +161,7 @@ impl Fragmentation {
         if piece.ts.is_some() {
             p.sent_us = piece.ts;
         }
+        p.urgent |= urgent;
         if last {
             p.total = Some(end);
             p.fin = fin;
@@ -170,6 +177,7 @@ impl Fragmentation {
                     stream: p.stream,
                     fin: p.fin,
                     sent_us: p.sent_us,
+                    urgent: p.urgent,
                     pending: 0,
                 },
                 cx,

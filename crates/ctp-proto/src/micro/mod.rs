@@ -81,4 +81,5 @@ any_micro! {
     RtsCts(rts_cts::RtsCts),
     FixedInterval(jitter::FixedInterval),
     Playout(jitter::Playout),
+    Urgent(ordering::Urgent),
 }

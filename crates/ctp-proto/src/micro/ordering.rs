@@ -14,6 +14,9 @@ fn delivery_bit(setup: &mut Setup<'_>) -> Result<HoldBit, SetupError> {
     setup.hold_bit(Barrier::Deliver, Rearm::Once)
 }
 
+/// Marks a message number that was let through out of band: its turn is skipped.
+const PASSED: u32 = u32::MAX;
+
 /// Messages waiting for their predecessors, keyed by message sequence number.
 #[derive(Debug, Default)]
 struct InOrder {
@@ -37,10 +40,20 @@ impl InOrder {
     fn release(&mut self, bit: HoldBit, cx: &mut Cx<'_, '_>) {
         let Some(mut n) = self.next else { return };
         while let Some(slot) = self.waiting.remove(&n) {
-            cx.release_message(slot, bit);
+            if slot != PASSED {
+                cx.release_message(slot, bit);
+            }
             n += 1;
         }
         self.next = Some(n);
+    }
+
+    /// An urgent message bypasses the order: released now, its turn kept as passed.
+    fn pass(&mut self, msg: u64, slot: u32, bit: HoldBit, cx: &mut Cx<'_, '_>) {
+        if self.waiting.get(&msg) == Some(&slot) {
+            self.waiting.insert(msg, PASSED);
+            cx.release_message(slot, bit);
+        }
     }
 }
 
@@ -63,14 +76,19 @@ impl Fifo {
 
 impl Microprotocol for Fifo {
     fn bindings(&self) -> &'static [EventKind] {
-        &[EventKind::MessageComplete]
+        &[EventKind::MessageComplete, EventKind::UrgentMessage]
     }
 
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
-        if let Event::MessageComplete(m) = *ev {
-            if self.order.admit(m.msg, m.slot, cx) {
-                self.order.release(self.bit, cx);
+        match *ev {
+            Event::MessageComplete(m) => {
+                let admitted = self.order.admit(m.msg, m.slot, cx);
+                if admitted {
+                    self.order.release(self.bit, cx);
+                }
             }
+            Event::UrgentMessage(m) => self.order.pass(m.msg, m.slot, self.bit, cx),
+            _ => {}
         }
     }
 }
@@ -147,14 +165,19 @@ impl LossyFifo {
 
 impl Microprotocol for LossyFifo {
     fn bindings(&self) -> &'static [EventKind] {
-        &[EventKind::MessageComplete]
+        &[EventKind::MessageComplete, EventKind::UrgentMessage]
     }
 
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
-        if let Event::MessageComplete(m) = *ev {
-            if self.order.admit(m.msg, m.slot, cx) {
-                self.drain(cx);
+        match *ev {
+            Event::MessageComplete(m) => {
+                let admitted = self.order.admit(m.msg, m.slot, cx);
+                if admitted {
+                    self.drain(cx);
+                }
             }
+            Event::UrgentMessage(m) => self.order.pass(m.msg, m.slot, self.bit, cx),
+            _ => {}
         }
     }
 
@@ -166,6 +189,27 @@ impl Microprotocol for LossyFifo {
             self.order.next = Some(first);
             self.blocked_since = None;
             self.drain(cx);
+        }
+    }
+}
+
+/// Urgent (out-of-band) messages: a message the sender marked urgent is announced as
+/// `UrgentMessage`, on which the ordering microprotocol in force lets it pass at once (its
+/// turn in the order is kept, so later messages still wait for earlier ones). Without this
+/// microprotocol the urgent mark is ignored.
+#[derive(Debug, Default)]
+pub struct Urgent;
+
+impl Microprotocol for Urgent {
+    fn bindings(&self) -> &'static [EventKind] {
+        &[EventKind::MessageComplete]
+    }
+
+    fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
+        if let Event::MessageComplete(m) = *ev {
+            if cx.st.app.parked_mut(m.slot).is_some_and(|c| c.urgent) {
+                cx.raise(Event::UrgentMessage(m));
+            }
         }
     }
 }

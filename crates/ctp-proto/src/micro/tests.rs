@@ -776,3 +776,39 @@ fn fixed_interval_spaces_deliveries() {
         [0, 1, 2]
     );
 }
+
+#[test]
+fn urgent_messages_bypass_fifo_while_the_rest_keeps_its_order() {
+    let set = MicroSet(reliable_set().0 | MicroSet::of(&[Urgent]).0);
+    let mut rx = compose(set, &Params::default(), PEER, LOCAL).unwrap();
+    let msg = |i: u64, flags: u8| {
+        data_frame(
+            LOCAL.seg + i,
+            &[(PieceFlags::LAST | flags, LOCAL.msg + i, 0, &[i as u8])],
+        )
+    };
+    // Message 0 is missing; 1 is ordinary, 2 is urgent.
+    rx.receive(t(0), LOCAL.pn + 1, &msg(1, 0), 30).unwrap();
+    rx.receive(t(0), LOCAL.pn + 2, &msg(2, PieceFlags::URGENT), 30)
+        .unwrap();
+    let order = |e: &Engine| e.st.app.rx_msgs.iter().map(|m| m[0]).collect::<Vec<_>>();
+    assert_eq!(
+        order(&rx),
+        [2],
+        "the urgent message passes; 1 still waits for 0"
+    );
+    rx.receive(t(1), LOCAL.pn, &msg(0, 0), 30).unwrap();
+    assert_eq!(order(&rx), [2, 0, 1]);
+    rx.receive(t(2), LOCAL.pn + 3, &msg(3, 0), 30).unwrap();
+    assert_eq!(
+        order(&rx),
+        [2, 0, 1, 3],
+        "the urgent message's turn was kept"
+    );
+    // Without the urgent microprotocol the mark is ignored.
+    let mut plain = compose(reliable_set(), &Params::default(), PEER, LOCAL).unwrap();
+    plain
+        .receive(t(0), LOCAL.pn + 2, &msg(2, PieceFlags::URGENT), 30)
+        .unwrap();
+    assert!(plain.st.app.rx_msgs.is_empty());
+}

@@ -66,6 +66,7 @@ micro_ids! {
     RtsCts = 20, "rts-cts", "RTS/CTS flow control: the sender asks, the receiver clears";
     FixedInterval = 21, "fixed-interval", "jitter control: one message delivered per fixed interval";
     Playout = 22, "playout", "jitter control: sender timestamps and a playout delay preserve the sender's timing";
+    Urgent = 23, "urgent", "urgent (out-of-band) messages bypass the ordering in force";
 }
 
 impl fmt::Display for MicroId {
@@ -944,6 +945,7 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
                 &mut setup,
                 Duration::from_millis(p.playout_delay_ms as u64),
             )?),
+            MicroId::Urgent => AnyMicro::Urgent(micro::ordering::Urgent),
             MicroId::KeepAlive => AnyMicro::KeepAlive(micro::keepalive::KeepAlive::new(
                 &mut setup,
                 Duration::from_millis(p.keepalive_ms as u64),

@@ -63,7 +63,9 @@ impl PieceFlags {
     pub const FIN: u8 = 0x04;
     /// A sender timestamp (varint, microseconds) follows the flags.
     pub const TIMESTAMP: u8 = 0x08;
-    const KNOWN: u8 = 0x0f;
+    /// The message is urgent (out of band): it may bypass the ordering in force.
+    pub const URGENT: u8 = 0x10;
+    const KNOWN: u8 = 0x1f;
 
     /// True when `bit` is set.
     pub fn has(self, bit: u8) -> bool {
