@@ -33,6 +33,8 @@ pub enum Command {
     /// ctp side by side with kernel TCP, UDT4, SRT and quinn on the same path: goodput, CPU
     /// per GB and ratios.
     Bench(BenchArgs),
+    /// Run a simulator scenario (a TOML file, or a name under scenarios/), or `chaos`.
+    Sim(SimArgs),
 }
 
 /// `ctp bench`.
@@ -182,4 +184,26 @@ pub struct DemoArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `ctp sim`.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// Scenario file or name (e.g. `udt-fairness`), or `chaos` for a chaos campaign.
+    pub scenario: String,
+    /// Seed, overriding the scenario's.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Write throughput.svg and throughput.csv into this directory.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Chaos: number of seeds to run (default 100).
+    #[arg(long)]
+    pub seeds: Option<u64>,
+    /// Chaos: first seed (default 0).
+    #[arg(long)]
+    pub start: Option<u64>,
 }

@@ -7,6 +7,7 @@ mod output;
 mod profiles;
 mod progress;
 mod relay;
+mod sim;
 mod summary;
 mod transfer;
 mod units;
@@ -110,6 +111,10 @@ async fn run(cmd: Command) -> Result<(), Failure> {
         Command::Demo(a) => demo::run(a).await,
         Command::Relay(a) => relay::run(a).await,
         Command::Bench(a) => bench::run(a).await,
+        // CPU-bound: off the async workers, so Ctrl-C still interrupts.
+        Command::Sim(a) => tokio::task::spawn_blocking(move || sim::run(a))
+            .await
+            .map_err(|e| Failure::Transfer(anyhow!("simulation task failed: {e}")))?,
     }
 }
 

@@ -1,0 +1,226 @@
+//! One direction of a link: serialisation at a bandwidth, a bounded drop-tail queue,
+//! propagation delay, jitter and the impairments (loss, reordering, duplication,
+//! corruption, outages).
+
+use crate::loss::{chance, uniform, LossModel, LossState};
+use core::time::Duration;
+use ctp_proto::Instant;
+use rand_chacha::ChaCha8Rng;
+use rand_core::Rng;
+use std::collections::VecDeque;
+
+/// Static description of one link direction.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkConfig {
+    /// Bits per second; 0 means infinitely fast (no serialisation delay, no queue).
+    pub bandwidth_bps: u64,
+    /// One-way propagation delay.
+    pub delay: Duration,
+    /// Extra delay drawn uniformly from `[0, jitter]` for every packet.
+    pub jitter: Duration,
+    /// Queue limit in packets, counting the one being serialised; 0 = unlimited.
+    pub queue_packets: usize,
+    /// Queue limit in bytes; 0 = unlimited.
+    pub queue_bytes: usize,
+    /// Random loss on the wire (after the queue).
+    pub loss: LossModel,
+    /// Probability a packet is held back by an extra random delay (reordering).
+    pub reorder: f64,
+    /// Largest extra delay of a reordered packet.
+    pub reorder_extra: Duration,
+    /// Probability a packet is delivered twice.
+    pub duplicate: f64,
+    /// Probability one bit of a packet is flipped.
+    pub corrupt: f64,
+    /// Outages: `[from, until)` intervals in which every packet offered is dropped.
+    pub down: Vec<(Instant, Instant)>,
+}
+
+impl Default for LinkConfig {
+    fn default() -> Self {
+        LinkConfig {
+            bandwidth_bps: 0,
+            delay: Duration::ZERO,
+            jitter: Duration::ZERO,
+            queue_packets: 0,
+            queue_bytes: 0,
+            loss: LossModel::None,
+            reorder: 0.0,
+            reorder_extra: Duration::from_millis(1),
+            duplicate: 0.0,
+            corrupt: 0.0,
+            down: Vec::new(),
+        }
+    }
+}
+
+/// Why a link dropped a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropKind {
+    /// The drop-tail queue was full.
+    Queue,
+    /// The loss model chose it.
+    Loss,
+    /// The link was down.
+    Down,
+}
+
+/// Counters of one link direction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LinkStats {
+    /// Packets offered to the link.
+    pub offered: u64,
+    /// Packets put on the wire (after queue and loss; duplicates count twice).
+    pub carried: u64,
+    /// Bytes put on the wire.
+    pub carried_bytes: u64,
+    /// Dropped by the full queue.
+    pub queue_drops: u64,
+    /// Dropped by the loss model.
+    pub loss_drops: u64,
+    /// Dropped while the link was down.
+    pub down_drops: u64,
+    /// Duplicated.
+    pub duplicated: u64,
+    /// Corrupted (one bit flipped).
+    pub corrupted: u64,
+    /// Given extra reordering delay.
+    pub reordered: u64,
+    /// Most packets ever queued at once (including the one being serialised).
+    pub max_queue_packets: u64,
+    /// Most bytes ever queued at once.
+    pub max_queue_bytes: u64,
+}
+
+/// One link direction with its queue and its own random numbers.
+pub struct Link {
+    cfg: LinkConfig,
+    rng: ChaCha8Rng,
+    loss: LossState,
+    busy_until: Instant,
+    /// Serialisation finish time and size of each packet in the queue.
+    queue: VecDeque<(Instant, usize)>,
+    queued_bytes: usize,
+    /// Counters.
+    pub stats: LinkStats,
+}
+
+impl Link {
+    /// A link with its configuration and its own random stream.
+    pub fn new(cfg: LinkConfig, rng: ChaCha8Rng) -> Self {
+        let loss = LossState::new(cfg.loss);
+        Link {
+            cfg,
+            rng,
+            loss,
+            busy_until: Instant::ZERO,
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            stats: LinkStats::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LinkConfig {
+        &self.cfg
+    }
+
+    /// Packets in the queue at `now` (including the one being serialised).
+    pub fn queue_len(&mut self, now: Instant) -> usize {
+        self.drain(now);
+        self.queue.len()
+    }
+
+    fn drain(&mut self, now: Instant) {
+        while let Some(&(finish, size)) = self.queue.front() {
+            if finish > now {
+                break;
+            }
+            self.queue.pop_front();
+            self.queued_bytes -= size;
+        }
+    }
+
+    fn serialisation(&self, size: usize) -> Duration {
+        if self.cfg.bandwidth_bps == 0 {
+            return Duration::ZERO;
+        }
+        let ns = (size as u128 * 8 * 1_000_000_000).div_ceil(self.cfg.bandwidth_bps as u128);
+        Duration::from_nanos(ns.min(u64::MAX as u128) as u64)
+    }
+
+    /// Offers a packet at `now`. On success pushes one or two `(arrival, bytes)` onto `out`
+    /// (two when duplicated); otherwise says why it was dropped and hands the bytes back.
+    pub fn send(
+        &mut self,
+        now: Instant,
+        mut bytes: Vec<u8>,
+        out: &mut Vec<(Instant, Vec<u8>)>,
+    ) -> Result<(), (DropKind, Vec<u8>)> {
+        self.stats.offered += 1;
+        if self.cfg.down.iter().any(|&(a, b)| a <= now && now < b) {
+            self.stats.down_drops += 1;
+            return Err((DropKind::Down, bytes));
+        }
+        let size = bytes.len();
+        let finish = if self.cfg.bandwidth_bps == 0 {
+            now
+        } else {
+            self.drain(now);
+            let full_p = self.cfg.queue_packets > 0 && self.queue.len() >= self.cfg.queue_packets;
+            let full_b =
+                self.cfg.queue_bytes > 0 && self.queued_bytes + size > self.cfg.queue_bytes;
+            if full_p || full_b {
+                self.stats.queue_drops += 1;
+                return Err((DropKind::Queue, bytes));
+            }
+            let start = self.busy_until.max(now);
+            // Whole microseconds: the clock's resolution. Rounding up keeps the rate a bound.
+            let ser = self.serialisation(size);
+            let finish =
+                Instant::from_micros(start.as_micros() + (ser.as_nanos() as u64).div_ceil(1000));
+            self.busy_until = finish;
+            self.queue.push_back((finish, size));
+            self.queued_bytes += size;
+            self.stats.max_queue_packets =
+                self.stats.max_queue_packets.max(self.queue.len() as u64);
+            self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(self.queued_bytes as u64);
+            finish
+        };
+        if self.loss.lose(&mut self.rng) {
+            self.stats.loss_drops += 1;
+            return Err((DropKind::Loss, bytes));
+        }
+        if !bytes.is_empty() && chance(&mut self.rng, self.cfg.corrupt) {
+            let i = (self.rng.next_u64() % size as u64) as usize;
+            bytes[i] ^= 1 << (self.rng.next_u64() % 8);
+            self.stats.corrupted += 1;
+        }
+        let copies = if chance(&mut self.rng, self.cfg.duplicate) {
+            self.stats.duplicated += 1;
+            2
+        } else {
+            1
+        };
+        for c in 0..copies {
+            let mut at = finish + self.cfg.delay;
+            if !self.cfg.jitter.is_zero() {
+                let j = uniform(&mut self.rng) * self.cfg.jitter.as_micros() as f64;
+                at += Duration::from_micros(j as u64);
+            }
+            if chance(&mut self.rng, self.cfg.reorder) {
+                self.stats.reordered += 1;
+                let j = uniform(&mut self.rng) * self.cfg.reorder_extra.as_micros() as f64;
+                at += Duration::from_micros(j as u64);
+            }
+            self.stats.carried += 1;
+            self.stats.carried_bytes += size as u64;
+            if c + 1 == copies {
+                out.push((at, std::mem::take(&mut bytes)));
+            } else {
+                out.push((at, bytes.clone()));
+            }
+        }
+        Ok(())
+    }
+}

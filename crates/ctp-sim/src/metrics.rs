@@ -1,0 +1,173 @@
+//! Metrics computed from a run's samples: goodput, Jain's fairness index, the UDT stability
+//! index, efficiency, RTT inflation, loss and retransmission rates.
+
+use crate::world::RunResult;
+use serde::Serialize;
+
+/// Jain's fairness index of `xs`: (Σx)² / (n·Σx²); 1 when all are equal. `None` if empty or
+/// all zero.
+pub fn jain(xs: &[f64]) -> Option<f64> {
+    let s: f64 = xs.iter().sum();
+    let s2: f64 = xs.iter().map(|x| x * x).sum();
+    (!xs.is_empty() && s2 > 0.0).then(|| s * s / (xs.len() as f64 * s2))
+}
+
+/// Coefficient of variation (population standard deviation / mean). `None` if the mean is 0
+/// or there are fewer than two values.
+pub fn coefficient_of_variation(xs: &[f64]) -> Option<f64> {
+    if xs.len() < 2 {
+        return None;
+    }
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    if mean <= 0.0 {
+        return None;
+    }
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
+    Some(var.sqrt() / mean)
+}
+
+/// Metrics of one flow.
+#[derive(Clone, Debug, Serialize)]
+pub struct FlowMetrics {
+    /// Profile.
+    pub profile: String,
+    /// Goodput, Mb/s: delivered bytes over the completion time for a finished transfer,
+    /// otherwise the mean over the intervals in which the flow was active.
+    pub goodput_mbps: f64,
+    /// Completion time, seconds (flows with a byte count that finished).
+    pub completion_s: Option<f64>,
+    /// Mean sender srtt over active intervals / propagation RTT.
+    pub rtt_inflation: Option<f64>,
+    /// Packets declared lost / packets sent.
+    pub loss_rate: f64,
+    /// Retransmitted segments / segments sent.
+    pub retransmission_rate: f64,
+    /// Application bytes delivered.
+    pub bytes_delivered: u64,
+}
+
+/// Metrics of a whole run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunMetrics {
+    /// Per flow.
+    pub flows: Vec<FlowMetrics>,
+    /// Aggregate goodput / bottleneck bandwidth, over intervals with at least one active flow.
+    pub efficiency: Option<f64>,
+    /// Mean over intervals with two or more active flows of Jain's index of their goodput.
+    pub jain: Option<f64>,
+    /// Mean over flows of the coefficient of variation of their per-interval goodput.
+    pub stability: Option<f64>,
+    /// Aggregate goodput, Mb/s, over intervals with at least one active flow.
+    pub aggregate_mbps: f64,
+    /// Datagrams emitted by the endpoints.
+    pub packets: u64,
+    /// Datagrams per wall-clock second of the run.
+    pub packets_per_sec: f64,
+    /// Corrupted datagrams caught by the endpoints' integrity check.
+    pub corrupt_dropped: u64,
+    /// Trace hash.
+    pub trace_hash: String,
+}
+
+fn mbps(bytes: u64, interval_us: u64) -> f64 {
+    bytes as f64 * 8.0 / interval_us as f64
+}
+
+/// Computes the metrics of `r`; `bottleneck_bps` is the capacity efficiency is measured
+/// against (0 = unknown).
+pub fn compute(r: &RunResult, bottleneck_bps: u64) -> RunMetrics {
+    let iv = r.interval_us.max(1);
+    let n_int = r.flows.iter().map(|f| f.samples.len()).max().unwrap_or(0);
+    let mut jains = Vec::new();
+    let mut effs = Vec::new();
+    let mut aggs = Vec::new();
+    for i in 0..n_int {
+        let active: Vec<f64> = r
+            .flows
+            .iter()
+            .filter_map(|f| f.samples.get(i))
+            .filter(|s| s.active)
+            .map(|s| mbps(s.bytes, iv))
+            .collect();
+        if active.is_empty() {
+            continue;
+        }
+        let agg: f64 = active.iter().sum();
+        aggs.push(agg);
+        if bottleneck_bps > 0 {
+            effs.push(agg * 1e6 / bottleneck_bps as f64);
+        }
+        if active.len() >= 2 {
+            if let Some(j) = jain(&active) {
+                jains.push(j);
+            }
+        }
+    }
+    let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    let mut covs = Vec::new();
+    let flows = r
+        .flows
+        .iter()
+        .map(|f| {
+            let act: Vec<_> = f.samples.iter().filter(|s| s.active).collect();
+            let rates: Vec<f64> = act.iter().map(|s| mbps(s.bytes, iv)).collect();
+            if let Some(c) = coefficient_of_variation(&rates) {
+                covs.push(c);
+            }
+            let srtts: Vec<f64> = act
+                .iter()
+                .filter(|s| s.srtt_us > 0)
+                .map(|s| s.srtt_us as f64)
+                .collect();
+            // A finished transfer: bytes over its duration (slow start included); otherwise
+            // the mean over the intervals the flow was active.
+            let goodput = match (f.completion_us, mean(&rates)) {
+                (Some(c), _) if c > 0 => f.bytes_delivered as f64 * 8.0 / c as f64,
+                (_, Some(g)) => g,
+                _ => 0.0,
+            };
+            FlowMetrics {
+                profile: f.profile.clone(),
+                goodput_mbps: goodput,
+                completion_s: f.completion_us.map(|c| c as f64 / 1e6),
+                rtt_inflation: mean(&srtts)
+                    .filter(|_| f.prop_rtt_us > 0)
+                    .map(|s| s / f.prop_rtt_us as f64),
+                loss_rate: f.packets_lost as f64 / f.packets_sent.max(1) as f64,
+                retransmission_rate: f.retransmissions as f64 / f.segments_sent.max(1) as f64,
+                bytes_delivered: f.bytes_delivered,
+            }
+        })
+        .collect();
+    RunMetrics {
+        flows,
+        efficiency: mean(&effs),
+        jain: mean(&jains),
+        stability: mean(&covs),
+        aggregate_mbps: mean(&aggs).unwrap_or(0.0),
+        packets: r.packets,
+        packets_per_sec: r.packets as f64 / r.wall_secs.max(1e-9),
+        corrupt_dropped: r.bad_checksum,
+        trace_hash: r.trace_hash.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jain_is_one_when_equal_and_one_over_n_when_one_takes_all() {
+        assert!((jain(&[3.0, 3.0, 3.0]).unwrap() - 1.0).abs() < 1e-12);
+        assert!((jain(&[5.0, 0.0, 0.0, 0.0]).unwrap() - 0.25).abs() < 1e-12);
+        assert_eq!(jain(&[]), None);
+    }
+
+    #[test]
+    fn coefficient_of_variation_of_constant_is_zero() {
+        assert_eq!(coefficient_of_variation(&[2.0, 2.0, 2.0]), Some(0.0));
+        let c = coefficient_of_variation(&[1.0, 3.0]).unwrap();
+        assert!((c - 0.5).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,572 @@
+//! Scenario files (TOML): topology, flows, impairments, duration, seed, sampling interval,
+//! the profiles and congestion controls to compare, and an optional sweep over one parameter.
+//!
+//! Unknown keys and impossible values are errors naming the key and the line.
+
+use crate::link::LinkConfig;
+use crate::loss::LossModel;
+use crate::topology::Topology;
+use crate::units::{Bandwidth, Dur};
+use crate::world::{FlowSpec, SimConfig};
+use core::time::Duration;
+use ctp_proto::profile::BUILTIN;
+use ctp_proto::{Instant, Profile, ProfileError};
+use serde::Deserialize;
+use std::path::Path;
+use toml::Spanned;
+
+/// Congestion controls the engine has today.
+pub const KNOWN_CC: &[&str] = &["newreno"];
+/// Parameters a sweep can vary.
+pub const SWEEP_KEYS: &[&str] = &["loss", "flow_window", "bandwidth", "delay"];
+
+/// A scenario file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    /// Short name.
+    pub name: String,
+    /// What the scenario shows.
+    #[serde(default)]
+    pub description: String,
+    /// Virtual time of each run.
+    pub duration: Spanned<Dur>,
+    /// Metrics sampling interval.
+    #[serde(default = "default_interval")]
+    pub interval: Spanned<Dur>,
+    /// Seed (overridable on the command line).
+    #[serde(default)]
+    pub seed: u64,
+    /// Profiles to compare (default: every built-in profile).
+    #[serde(default)]
+    pub profiles: Vec<Spanned<String>>,
+    /// Congestion controls to compare (default: every known one).
+    #[serde(default)]
+    pub cc: Vec<Spanned<String>>,
+    /// Size of each message for unreliable profiles, bytes.
+    #[serde(default = "default_message_size")]
+    pub message_size: Spanned<u32>,
+    /// End a run early once every flow finished.
+    #[serde(default)]
+    pub stop_when_done: bool,
+    /// Handshake timeout.
+    #[serde(default)]
+    pub handshake_timeout: Option<Spanned<Dur>>,
+    /// The shared bottleneck.
+    pub bottleneck: BottleneckFile,
+    /// Profile parameter overrides for every flow.
+    #[serde(default)]
+    pub params: ParamsFile,
+    /// The flows.
+    #[serde(rename = "flow")]
+    pub flows: Vec<FlowFile>,
+    /// An optional sweep over one parameter.
+    pub sweep: Option<SweepFile>,
+}
+
+fn default_interval() -> Spanned<Dur> {
+    Spanned::new(0..0, Dur(Duration::from_millis(500)))
+}
+fn zero_dur() -> Spanned<Dur> {
+    Spanned::new(0..0, Dur(Duration::ZERO))
+}
+fn default_message_size() -> Spanned<u32> {
+    Spanned::new(0..0, 1200)
+}
+
+/// The bottleneck link (both directions share bandwidth, delay and queue; impairments apply
+/// to the forward direction, and to the reverse one too if `impair_reverse`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BottleneckFile {
+    /// Bandwidth.
+    pub bandwidth: Spanned<Bandwidth>,
+    /// One-way propagation delay.
+    #[serde(default = "zero_dur")]
+    pub delay: Spanned<Dur>,
+    /// Jitter.
+    #[serde(default = "zero_dur")]
+    pub jitter: Spanned<Dur>,
+    /// Queue limit, packets (0 = unlimited).
+    #[serde(default)]
+    pub queue_packets: usize,
+    /// Queue limit, bytes (0 = unlimited).
+    #[serde(default)]
+    pub queue_bytes: usize,
+    /// Loss model.
+    #[serde(default)]
+    pub loss: Option<Spanned<LossModel>>,
+    /// Reordering probability.
+    #[serde(default)]
+    pub reorder: Option<Spanned<f64>>,
+    /// Largest extra delay of a reordered packet.
+    #[serde(default)]
+    pub reorder_extra: Option<Spanned<Dur>>,
+    /// Duplication probability.
+    #[serde(default)]
+    pub duplicate: Option<Spanned<f64>>,
+    /// Corruption probability.
+    #[serde(default)]
+    pub corrupt: Option<Spanned<f64>>,
+    /// Apply the impairments to the reverse direction too.
+    #[serde(default)]
+    pub impair_reverse: bool,
+    /// Outages.
+    #[serde(default)]
+    pub outages: Vec<OutageFile>,
+}
+
+/// The link is down from `at` for `for`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutageFile {
+    /// Start.
+    pub at: Dur,
+    /// Length.
+    #[serde(rename = "for")]
+    pub length: Dur,
+}
+
+/// Overrides of profile parameters (see `ctp_proto::Params`).
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ParamsFile {
+    /// Flow window, segments.
+    pub flow_window: Option<Spanned<u32>>,
+    /// Initial congestion window, packets.
+    pub initial_window: Option<Spanned<u32>>,
+    /// Send buffer, bytes.
+    pub send_buffer: Option<Spanned<u32>>,
+    /// Receive buffer, bytes.
+    pub recv_buffer: Option<Spanned<u32>>,
+    /// Minimum RTO, µs.
+    pub min_rto_us: Option<Spanned<u32>>,
+    /// Idle timeout, ms.
+    pub idle_timeout_ms: Option<Spanned<u32>>,
+}
+
+/// One flow.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowFile {
+    /// Start time.
+    #[serde(default = "zero_dur")]
+    pub start: Spanned<Dur>,
+    /// Stop time (abort if still running).
+    pub stop: Option<Spanned<Dur>>,
+    /// Bytes to send, then close.
+    pub bytes: Option<u64>,
+    /// Round-trip propagation time of this flow (default: twice the bottleneck delay).
+    pub rtt: Option<Spanned<Dur>>,
+    /// Profile of this flow, overriding the run's (mixes profiles within one run).
+    pub profile: Option<Spanned<String>>,
+    /// Congestion control of this flow, overriding the run's.
+    pub cc: Option<Spanned<String>>,
+}
+
+/// A sweep over one parameter.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepFile {
+    /// One of [`SWEEP_KEYS`].
+    pub key: Spanned<String>,
+    /// Values, in the key's unit (loss: probability; flow_window: segments; bandwidth: bits
+    /// per second; delay: microseconds).
+    pub values: Vec<Spanned<f64>>,
+}
+
+/// A checked scenario.
+#[derive(Debug)]
+pub struct Scenario {
+    /// The parsed file.
+    pub file: ScenarioFile,
+    /// Where it came from (for messages).
+    pub origin: String,
+    src: String,
+}
+
+/// One run of a scenario: a profile, a congestion control and maybe a sweep value.
+#[derive(Clone, Debug)]
+pub struct RunSpec {
+    /// Profile name.
+    pub profile: String,
+    /// Congestion control name.
+    pub cc: String,
+    /// Sweep key and value.
+    pub sweep: Option<(String, f64)>,
+    /// Bottleneck bandwidth, for efficiency.
+    pub bottleneck_bps: u64,
+    /// The simulation.
+    pub config: SimConfig,
+}
+
+/// A scenario error, naming the file, line and key.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ScenarioError(pub String);
+
+fn line_col(src: &str, offset: usize) -> (usize, usize) {
+    let before = &src[..offset.min(src.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    (line, col)
+}
+
+impl Scenario {
+    /// Reads and checks a scenario file.
+    pub fn load(path: &Path) -> Result<Self, ScenarioError> {
+        let src = std::fs::read_to_string(path)
+            .map_err(|e| ScenarioError(format!("{}: {e}", path.display())))?;
+        Self::parse(&src, &path.display().to_string())
+    }
+
+    /// Parses and checks scenario text; `origin` names it in messages.
+    pub fn parse(src: &str, origin: &str) -> Result<Self, ScenarioError> {
+        let file: ScenarioFile = toml::from_str(src).map_err(|e| {
+            let at = e
+                .span()
+                .map(|s| {
+                    let (l, c) = line_col(src, s.start);
+                    format!(":{l}:{c}")
+                })
+                .unwrap_or_default();
+            ScenarioError(format!("{origin}{at}: {}", e.message()))
+        })?;
+        let s = Scenario {
+            file,
+            origin: origin.to_string(),
+            src: src.to_string(),
+        };
+        s.check()?;
+        Ok(s)
+    }
+
+    fn err<T>(
+        &self,
+        span: std::ops::Range<usize>,
+        key: &str,
+        msg: &str,
+    ) -> Result<T, ScenarioError> {
+        let (l, c) = line_col(&self.src, span.start);
+        Err(ScenarioError(format!(
+            "{}:{l}:{c}: `{key}`: {msg}",
+            self.origin
+        )))
+    }
+
+    fn check(&self) -> Result<(), ScenarioError> {
+        let f = &self.file;
+        if f.duration.get_ref().0.is_zero() {
+            return self.err(f.duration.span(), "duration", "must be positive");
+        }
+        if f.interval.get_ref().0 < Duration::from_millis(1) {
+            return self.err(f.interval.span(), "interval", "must be at least 1ms");
+        }
+        if !(8..=1 << 20).contains(f.message_size.get_ref()) {
+            return self.err(f.message_size.span(), "message_size", "must be 8..=1048576");
+        }
+        if f.flows.is_empty() {
+            return Err(ScenarioError(format!(
+                "{}: `flow`: at least one [[flow]] is needed",
+                self.origin
+            )));
+        }
+        for p in &f.profiles {
+            if let Err(e) = Profile::builtin(p.get_ref()) {
+                return self.err(p.span(), "profiles", &e.to_string());
+            }
+        }
+        for c in &f.cc {
+            if !KNOWN_CC.contains(&c.get_ref().as_str()) {
+                let msg = format!(
+                    "unknown congestion control `{}`; known: {}",
+                    c.get_ref(),
+                    KNOWN_CC.join(", ")
+                );
+                return self.err(c.span(), "cc", &msg);
+            }
+        }
+        let b = &f.bottleneck;
+        for (k, v) in [
+            ("bottleneck.reorder", &b.reorder),
+            ("bottleneck.duplicate", &b.duplicate),
+            ("bottleneck.corrupt", &b.corrupt),
+        ] {
+            if let Some(v) = v {
+                if !(0.0..=1.0).contains(v.get_ref()) {
+                    return self.err(
+                        v.span(),
+                        k,
+                        &format!("{} is not a probability (0..=1)", v.get_ref()),
+                    );
+                }
+            }
+        }
+        if let Some(l) = &b.loss {
+            if let Err(m) = l.get_ref().check() {
+                return self.err(l.span(), "bottleneck.loss", &m);
+            }
+        }
+        let d2 = b.delay.get_ref().0 * 2;
+        for (i, fl) in f.flows.iter().enumerate() {
+            if let Some(stop) = &fl.stop {
+                if stop.get_ref() <= fl.start.get_ref() {
+                    return self.err(
+                        stop.span(),
+                        &format!("flow[{i}].stop"),
+                        "the flow stops before it starts",
+                    );
+                }
+            }
+            if let Some(rtt) = &fl.rtt {
+                if rtt.get_ref().0 < d2 {
+                    return self.err(
+                        rtt.span(),
+                        &format!("flow[{i}].rtt"),
+                        &format!("shorter than twice the bottleneck delay ({d2:?})"),
+                    );
+                }
+            }
+            if let Some(p) = &fl.profile {
+                if let Err(e) = Profile::builtin(p.get_ref()) {
+                    return self.err(p.span(), &format!("flow[{i}].profile"), &e.to_string());
+                }
+            }
+            if let Some(c) = &fl.cc {
+                if !KNOWN_CC.contains(&c.get_ref().as_str()) {
+                    let msg = format!(
+                        "unknown congestion control `{}`; known: {}",
+                        c.get_ref(),
+                        KNOWN_CC.join(", ")
+                    );
+                    return self.err(c.span(), &format!("flow[{i}].cc"), &msg);
+                }
+            }
+            if fl.bytes == Some(0) {
+                return Err(ScenarioError(format!(
+                    "{}: `flow[{i}].bytes`: must be positive",
+                    self.origin
+                )));
+            }
+        }
+        if let Some(sw) = &f.sweep {
+            if !SWEEP_KEYS.contains(&sw.key.get_ref().as_str()) {
+                let msg = format!(
+                    "unknown sweep key `{}`; known: {}",
+                    sw.key.get_ref(),
+                    SWEEP_KEYS.join(", ")
+                );
+                return self.err(sw.key.span(), "sweep.key", &msg);
+            }
+            if sw.values.is_empty() {
+                return self.err(
+                    sw.key.span(),
+                    "sweep.values",
+                    "at least one value is needed",
+                );
+            }
+        }
+        // Build every run once so parameter errors surface now, with their line.
+        self.runs(None)?;
+        Ok(())
+    }
+
+    fn params(
+        &self,
+        base: &Profile,
+        sweep: Option<(&str, &Spanned<f64>)>,
+    ) -> Result<Profile, ScenarioError> {
+        let mut p = base.clone();
+        let o = &self.file.params;
+        let fields: [(&str, &Option<Spanned<u32>>, &mut u32); 6] = [
+            ("flow_window", &o.flow_window, &mut p.params.flow_window),
+            (
+                "initial_window",
+                &o.initial_window,
+                &mut p.params.initial_window,
+            ),
+            ("send_buffer", &o.send_buffer, &mut p.params.send_buffer),
+            ("recv_buffer", &o.recv_buffer, &mut p.params.recv_buffer),
+            ("min_rto_us", &o.min_rto_us, &mut p.params.min_rto_us),
+            (
+                "idle_timeout_ms",
+                &o.idle_timeout_ms,
+                &mut p.params.idle_timeout_ms,
+            ),
+        ];
+        let mut spans = Vec::new();
+        for (name, v, slot) in fields {
+            if let Some(v) = v {
+                *slot = *v.get_ref();
+                spans.push((name, v.span()));
+            }
+        }
+        if let Some(("flow_window", v)) = sweep {
+            p.params.flow_window = v.get_ref().clamp(0.0, u32::MAX as f64) as u32;
+            spans.push(("flow_window", v.span()));
+        }
+        if let Err(e) = p.check() {
+            let (key, span) = match &e {
+                ProfileError::Param { name, .. } => spans
+                    .iter()
+                    .find(|(n, _)| name.contains(n))
+                    .map(|(n, s)| (format!("params.{n}"), s.clone()))
+                    .unwrap_or(("params".into(), 0..0)),
+                _ => ("params".into(), 0..0),
+            };
+            return self.err(span, &key, &e.to_string());
+        }
+        Ok(p)
+    }
+
+    /// Every run: profiles × congestion controls × sweep values. `seed` overrides the file's.
+    pub fn runs(&self, seed: Option<u64>) -> Result<Vec<RunSpec>, ScenarioError> {
+        let f = &self.file;
+        let profiles: Vec<String> = if f.profiles.is_empty() {
+            BUILTIN.iter().map(|b| b.0.to_string()).collect()
+        } else {
+            f.profiles.iter().map(|p| p.get_ref().clone()).collect()
+        };
+        let ccs: Vec<String> = if f.cc.is_empty() {
+            KNOWN_CC.iter().map(|s| s.to_string()).collect()
+        } else {
+            f.cc.iter().map(|c| c.get_ref().clone()).collect()
+        };
+        let sweep: Vec<Option<&Spanned<f64>>> = match &f.sweep {
+            Some(s) => s.values.iter().map(Some).collect(),
+            None => vec![None],
+        };
+        let key = f.sweep.as_ref().map(|s| s.key.get_ref().as_str());
+        let mut out = Vec::new();
+        for v in &sweep {
+            for pname in &profiles {
+                for cc in &ccs {
+                    let base = Profile::builtin(pname).map_err(|e| ScenarioError(e.to_string()))?;
+                    let profile = self.params(&base, key.zip(*v))?;
+                    let config = self.build(profile, key.zip(*v), seed)?;
+                    out.push(RunSpec {
+                        profile: pname.clone(),
+                        cc: cc.clone(),
+                        sweep: key.zip(*v).map(|(k, v)| (k.to_string(), *v.get_ref())),
+                        bottleneck_bps: config.topology.links[0].bandwidth_bps,
+                        config,
+                    });
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn build(
+        &self,
+        profile: Profile,
+        sweep: Option<(&str, &Spanned<f64>)>,
+        seed: Option<u64>,
+    ) -> Result<SimConfig, ScenarioError> {
+        let f = &self.file;
+        let b = &f.bottleneck;
+        let prob = |x: &Option<Spanned<f64>>| x.as_ref().map_or(0.0, |v| *v.get_ref());
+        let mut fwd = LinkConfig {
+            bandwidth_bps: b.bandwidth.get_ref().0,
+            delay: b.delay.get_ref().0,
+            jitter: b.jitter.get_ref().0,
+            queue_packets: b.queue_packets,
+            queue_bytes: b.queue_bytes,
+            loss: b.loss.as_ref().map_or(LossModel::None, |l| *l.get_ref()),
+            reorder: prob(&b.reorder),
+            reorder_extra: b
+                .reorder_extra
+                .as_ref()
+                .map_or(Duration::from_millis(1), |d| d.get_ref().0),
+            duplicate: prob(&b.duplicate),
+            corrupt: prob(&b.corrupt),
+            down: b
+                .outages
+                .iter()
+                .map(|o| (Instant::ZERO + o.at.0, Instant::ZERO + o.at.0 + o.length.0))
+                .collect(),
+        };
+        if let Some((k, v)) = sweep {
+            let x = *v.get_ref();
+            match k {
+                "loss" => {
+                    if !(0.0..=1.0).contains(&x) {
+                        return self.err(v.span(), "sweep.values", "a loss rate must be in 0..=1");
+                    }
+                    fwd.loss = LossModel::Bernoulli { p: x };
+                }
+                "bandwidth" => {
+                    if !(1.0..=1e13).contains(&x) {
+                        return self.err(
+                            v.span(),
+                            "sweep.values",
+                            "bandwidth must be 1..=1e13 bits/s",
+                        );
+                    }
+                    fwd.bandwidth_bps = x as u64;
+                }
+                "delay" => {
+                    if !(0.0..=1e9).contains(&x) {
+                        return self.err(v.span(), "sweep.values", "delay must be 0..=1e9 µs");
+                    }
+                    fwd.delay = Duration::from_micros(x as u64);
+                }
+                _ => {}
+            }
+        }
+        let mut rev = LinkConfig {
+            bandwidth_bps: fwd.bandwidth_bps,
+            delay: fwd.delay,
+            queue_packets: fwd.queue_packets,
+            queue_bytes: fwd.queue_bytes,
+            ..LinkConfig::default()
+        };
+        if b.impair_reverse {
+            rev = LinkConfig {
+                down: fwd.down.clone(),
+                ..fwd.clone()
+            };
+        }
+        let d2 = fwd.delay * 2;
+        let access: Vec<Duration> = f
+            .flows
+            .iter()
+            .map(|fl| {
+                fl.rtt
+                    .as_ref()
+                    .map_or(Duration::ZERO, |r| r.get_ref().0.saturating_sub(d2) / 2)
+            })
+            .collect();
+        let mut flows = Vec::new();
+        for fl in &f.flows {
+            let profile = match &fl.profile {
+                Some(p) => {
+                    let base =
+                        Profile::builtin(p.get_ref()).map_err(|e| ScenarioError(e.to_string()))?;
+                    self.params(&base, sweep)?
+                }
+                None => profile.clone(),
+            };
+            flows.push(FlowSpec {
+                profile,
+                start: fl.start.get_ref().0,
+                stop: fl.stop.as_ref().map(|s| s.get_ref().0),
+                bytes: fl.bytes,
+                message_size: *f.message_size.get_ref() as usize,
+            });
+        }
+        Ok(SimConfig {
+            seed: seed.unwrap_or(f.seed),
+            topology: Topology::dumbbell(fwd, rev, &access),
+            flows,
+            duration: f.duration.get_ref().0,
+            interval: f.interval.get_ref().0,
+            handshake_timeout: f
+                .handshake_timeout
+                .as_ref()
+                .map_or(Duration::from_secs(10), |d| d.get_ref().0),
+            stop_when_done: f.stop_when_done,
+            check_limits: false,
+        })
+    }
+}
