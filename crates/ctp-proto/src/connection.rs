@@ -238,7 +238,19 @@ impl Connection {
         st.cwnd = if s.cwnd == u64::MAX { 0 } else { s.cwnd };
         st.bytes_in_flight = s.bytes_in_flight;
         st.pacing_rate = s.pacing_rate;
+        st.buffered_bytes = self.buffered_bytes();
         st
+    }
+
+    /// Bytes of data held in buffers (send queue, live segments at their largest size,
+    /// reassembled messages waiting for ordering, receive queue): a gauge of the memory the
+    /// connection uses for data.
+    pub fn buffered_bytes(&self) -> u64 {
+        let Some(e) = &self.engine else { return 0 };
+        let app = &e.st.app;
+        let parked: usize = app.completed.iter().flatten().map(|c| c.data.len()).sum();
+        let segs = e.st.segs.live() * e.st.session.max_segment_payload;
+        (app.tx_bytes + app.rx_bytes + parked + segs) as u64
     }
 
     fn open_engine(&mut self) -> Result<&mut Engine, WriteError> {

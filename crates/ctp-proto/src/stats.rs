@@ -65,6 +65,9 @@ pub struct ConnectionStats {
     pub events_dispatched: u64,
     /// Sent packets the acknowledgement tracker still remembers (a gauge).
     pub tracked_packets: u64,
+    /// Bytes of data the connection holds (send queue, live segments, reassembled messages
+    /// waiting for ordering, receive queue): a gauge of its memory for data.
+    pub buffered_bytes: u64,
 }
 
 /// Counters of a whole endpoint (packets that never reached a connection).

@@ -94,11 +94,10 @@ pub fn config(seed: u64) -> SimConfig {
                 Profile::datagram()
             };
             FlowSpec {
-                profile,
                 start: ms(range(&mut rng, 0.0, 2000.0)),
-                stop: None,
                 bytes: Some(1 + rng.next_u64() % 150_000),
                 message_size: 8 + (rng.next_u64() % 4000) as usize,
+                ..FlowSpec::bulk(profile, None)
             }
         })
         .collect();

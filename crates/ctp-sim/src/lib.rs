@@ -5,6 +5,8 @@
 //! randomness comes from one ChaCha stream per run, split per link in topology order, and
 //! simultaneous events run in the order they were scheduled.
 
+pub mod app;
+pub mod aqm;
 pub mod chaos;
 pub mod clock;
 pub mod link;

@@ -2,6 +2,7 @@
 //! propagation delay, jitter and the impairments (loss, reordering, duplication,
 //! corruption, outages).
 
+use crate::aqm::{Aqm, AqmState};
 use crate::loss::{chance, uniform, LossModel, LossState};
 use core::time::Duration;
 use ctp_proto::Instant;
@@ -22,6 +23,8 @@ pub struct LinkConfig {
     pub queue_packets: usize,
     /// Queue limit in bytes; 0 = unlimited.
     pub queue_bytes: usize,
+    /// Active queue management on top of the drop-tail limits.
+    pub aqm: Aqm,
     /// Random loss on the wire (after the queue).
     pub loss: LossModel,
     /// Probability a packet is held back by an extra random delay (reordering).
@@ -44,6 +47,7 @@ impl Default for LinkConfig {
             jitter: Duration::ZERO,
             queue_packets: 0,
             queue_bytes: 0,
+            aqm: Aqm::DropTail,
             loss: LossModel::None,
             reorder: 0.0,
             reorder_extra: Duration::from_millis(1),
@@ -59,6 +63,8 @@ impl Default for LinkConfig {
 pub enum DropKind {
     /// The drop-tail queue was full.
     Queue,
+    /// The queue discipline (RED, CoDel) chose it.
+    Aqm,
     /// The loss model chose it.
     Loss,
     /// The link was down.
@@ -76,6 +82,8 @@ pub struct LinkStats {
     pub carried_bytes: u64,
     /// Dropped by the full queue.
     pub queue_drops: u64,
+    /// Dropped by the queue discipline (RED at arrival, CoDel at departure).
+    pub aqm_drops: u64,
     /// Dropped by the loss model.
     pub loss_drops: u64,
     /// Dropped while the link was down.
@@ -97,9 +105,12 @@ pub struct Link {
     cfg: LinkConfig,
     rng: ChaCha8Rng,
     loss: LossState,
-    busy_until: Instant,
-    /// Serialisation finish time and size of each packet in the queue.
-    queue: VecDeque<(Instant, usize)>,
+    aqm: AqmState,
+    /// When the wire is free again, nanoseconds (kept exact so that rounding arrivals to
+    /// the clock's microseconds never changes the rate).
+    busy_until_ns: u64,
+    /// Departure time (ns) and size of each packet in the queue.
+    queue: VecDeque<(u64, usize)>,
     queued_bytes: usize,
     /// Counters.
     pub stats: LinkStats,
@@ -109,11 +120,13 @@ impl Link {
     /// A link with its configuration and its own random stream.
     pub fn new(cfg: LinkConfig, rng: ChaCha8Rng) -> Self {
         let loss = LossState::new(cfg.loss);
+        let aqm = AqmState::new(cfg.aqm);
         Link {
             cfg,
             rng,
             loss,
-            busy_until: Instant::ZERO,
+            aqm,
+            busy_until_ns: 0,
             queue: VecDeque::new(),
             queued_bytes: 0,
             stats: LinkStats::default(),
@@ -131,22 +144,33 @@ impl Link {
         self.queue.len()
     }
 
+    /// When the packet at the head of the queue will have left it, if any is queued.
+    pub fn next_departure(&self) -> Option<Instant> {
+        self.queue
+            .front()
+            .map(|&(ns, _)| Instant::from_micros(ns.div_ceil(1000)))
+    }
+
     fn drain(&mut self, now: Instant) {
+        let now_ns = now.as_micros().saturating_mul(1000);
         while let Some(&(finish, size)) = self.queue.front() {
-            if finish > now {
+            if finish > now_ns {
                 break;
             }
             self.queue.pop_front();
             self.queued_bytes -= size;
+            if self.queue.is_empty() {
+                self.aqm.on_empty(finish);
+            }
         }
     }
 
-    fn serialisation(&self, size: usize) -> Duration {
+    fn serialisation_ns(&self, size: usize) -> u64 {
         if self.cfg.bandwidth_bps == 0 {
-            return Duration::ZERO;
+            return 0;
         }
         let ns = (size as u128 * 8 * 1_000_000_000).div_ceil(self.cfg.bandwidth_bps as u128);
-        Duration::from_nanos(ns.min(u64::MAX as u128) as u64)
+        ns.min(u64::MAX as u128) as u64
     }
 
     /// Offers a packet at `now`. On success pushes one or two `(arrival, bytes)` onto `out`
@@ -174,18 +198,33 @@ impl Link {
                 self.stats.queue_drops += 1;
                 return Err((DropKind::Queue, bytes));
             }
-            let start = self.busy_until.max(now);
-            // Whole microseconds: the clock's resolution. Rounding up keeps the rate a bound.
-            let ser = self.serialisation(size);
-            let finish =
-                Instant::from_micros(start.as_micros() + (ser.as_nanos() as u64).div_ceil(1000));
-            self.busy_until = finish;
+            let now_ns = now.as_micros().saturating_mul(1000);
+            let ser = self.serialisation_ns(size);
+            if self
+                .aqm
+                .on_arrival(now_ns, self.queue.len(), ser, &mut self.rng)
+            {
+                self.stats.aqm_drops += 1;
+                return Err((DropKind::Aqm, bytes));
+            }
+            let start = self.busy_until_ns.max(now_ns);
+            let sojourn = Duration::from_nanos(start - now_ns);
+            if self.aqm.on_departure(start / 1000, sojourn) {
+                // Dropped at the head: it held its place in the queue until then.
+                self.queue.push_back((start, size));
+                self.queued_bytes += size;
+                self.stats.aqm_drops += 1;
+                return Err((DropKind::Aqm, bytes));
+            }
+            let finish = start + ser;
+            self.busy_until_ns = finish;
             self.queue.push_back((finish, size));
             self.queued_bytes += size;
             self.stats.max_queue_packets =
                 self.stats.max_queue_packets.max(self.queue.len() as u64);
             self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(self.queued_bytes as u64);
-            finish
+            // Arrivals are rounded up to the clock's microsecond; the wire keeps nanoseconds.
+            Instant::from_micros(finish.div_ceil(1000))
         };
         if self.loss.lose(&mut self.rng) {
             self.stats.loss_drops += 1;

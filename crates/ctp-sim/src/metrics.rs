@@ -1,5 +1,6 @@
 //! Metrics computed from a run's samples: goodput, Jain's fairness index, the UDT stability
-//! index, efficiency, RTT inflation, loss and retransmission rates.
+//! index, efficiency, RTT inflation, loss and retransmission rates, redundancy overhead,
+//! on-time delivery, message latency, ping-pong round trips and peak buffer memory.
 
 use crate::world::RunResult;
 use serde::Serialize;
@@ -45,6 +46,16 @@ pub struct FlowMetrics {
     pub retransmission_rate: f64,
     /// Application bytes delivered.
     pub bytes_delivered: u64,
+    /// Forward-error-correction repair packets / data segments sent.
+    pub redundancy_overhead: f64,
+    /// Messages delivered within the flow's deadline / messages sent (message flows).
+    pub on_time_ratio: Option<f64>,
+    /// Mean latency of delivered messages (generation to delivery), ms.
+    pub mean_latency_ms: Option<f64>,
+    /// Ping-pong: mean round-trip time of the answered rounds, ms.
+    pub mean_round_trip_ms: Option<f64>,
+    /// Most bytes either endpoint of the flow held in its buffers at once.
+    pub peak_buffered_bytes: u64,
 }
 
 /// Metrics of a whole run.
@@ -137,6 +148,17 @@ pub fn compute(r: &RunResult, bottleneck_bps: u64) -> RunMetrics {
                 loss_rate: f.packets_lost as f64 / f.packets_sent.max(1) as f64,
                 retransmission_rate: f.retransmissions as f64 / f.segments_sent.max(1) as f64,
                 bytes_delivered: f.bytes_delivered,
+                redundancy_overhead: f.fec_repairs_sent as f64 / f.segments_sent.max(1) as f64,
+                on_time_ratio: (f.msgs_sent > 0)
+                    .then(|| f.msgs_on_time as f64 / f.msgs_sent as f64),
+                mean_latency_ms: (f.msgs_delivered > 0)
+                    .then(|| f.latency_sum_us as f64 / f.msgs_delivered as f64 / 1e3),
+                mean_round_trip_ms: (!f.round_trips_us.is_empty()).then(|| {
+                    f.round_trips_us.iter().sum::<u64>() as f64
+                        / f.round_trips_us.len() as f64
+                        / 1e3
+                }),
+                peak_buffered_bytes: f.peak_sender_buffered.max(f.peak_receiver_buffered),
             }
         })
         .collect();

@@ -99,16 +99,30 @@ pub fn table(rep: &ScenarioReport) -> String {
             m.packets_per_sec / 1e3
         );
         for (i, f) in m.flows.iter().enumerate() {
-            let _ = writeln!(
+            let _ = write!(
                 s,
-                "    flow {i}: goodput {:>8.2} Mb/s  done {:>8} s  rtt x{:>7}  loss {:>6.2}%  retx {:>6.2}%  {} bytes",
+                "    flow {i}: goodput {:>8.2} Mb/s  done {:>8} s  rtt x{:>7}  loss {:>6.2}%  retx {:>6.2}%  {} bytes  peak buf {} KiB",
                 f.goodput_mbps,
                 opt(f.completion_s, 3),
                 opt(f.rtt_inflation, 2),
                 f.loss_rate * 100.0,
                 f.retransmission_rate * 100.0,
-                f.bytes_delivered
+                f.bytes_delivered,
+                f.peak_buffered_bytes / 1024
             );
+            if f.redundancy_overhead > 0.0 {
+                let _ = write!(s, "  fec +{:.1}%", f.redundancy_overhead * 100.0);
+            }
+            if let Some(r) = f.on_time_ratio {
+                let _ = write!(s, "  on time {:.1}%", r * 100.0);
+            }
+            if let Some(l) = f.mean_latency_ms {
+                let _ = write!(s, "  latency {l:.1} ms");
+            }
+            if let Some(r) = f.mean_round_trip_ms {
+                let _ = write!(s, "  round trip {r:.2} ms");
+            }
+            let _ = writeln!(s);
         }
         let _ = writeln!(s, "    trace {}", &m.trace_hash[..16]);
     }

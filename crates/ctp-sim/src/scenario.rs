@@ -3,11 +3,12 @@
 //!
 //! Unknown keys and impossible values are errors naming the key and the line.
 
+use crate::aqm::Aqm;
 use crate::link::LinkConfig;
 use crate::loss::LossModel;
-use crate::topology::Topology;
+use crate::topology::{FlowPlacement, Topology, DEFAULT_NIC_BPS};
 use crate::units::{Bandwidth, Dur};
-use crate::world::{FlowSpec, SimConfig};
+use crate::world::{FlowKind, FlowSpec, SimConfig};
 use core::time::Duration;
 use ctp_proto::profile::BUILTIN;
 use ctp_proto::{Instant, Profile, ProfileError};
@@ -52,8 +53,15 @@ pub struct ScenarioFile {
     /// Handshake timeout.
     #[serde(default)]
     pub handshake_timeout: Option<Spanned<Dur>>,
-    /// The shared bottleneck.
-    pub bottleneck: BottleneckFile,
+    /// The shared bottleneck: path 0.
+    pub bottleneck: PathFile,
+    /// Further paths, disjoint from the bottleneck and each other: paths 1, 2, …
+    #[serde(default, rename = "path")]
+    pub paths: Vec<PathFile>,
+    /// Rate of every node's network interface (default: ten times the fastest path, at
+    /// most 10 Gb/s).
+    #[serde(default)]
+    pub nic: Option<Spanned<Bandwidth>>,
     /// Profile parameter overrides for every flow.
     #[serde(default)]
     pub params: ParamsFile,
@@ -74,11 +82,12 @@ fn default_message_size() -> Spanned<u32> {
     Spanned::new(0..0, 1200)
 }
 
-/// The bottleneck link (both directions share bandwidth, delay and queue; impairments apply
-/// to the forward direction, and to the reverse one too if `impair_reverse`).
+/// A path: the bottleneck, or one of the further `[[path]]`s (both directions share
+/// bandwidth, delay and queue; impairments apply to the forward direction, and to the
+/// reverse one too if `impair_reverse`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct BottleneckFile {
+pub struct PathFile {
     /// Bandwidth.
     pub bandwidth: Spanned<Bandwidth>,
     /// One-way propagation delay.
@@ -93,6 +102,9 @@ pub struct BottleneckFile {
     /// Queue limit, bytes (0 = unlimited).
     #[serde(default)]
     pub queue_bytes: usize,
+    /// Active queue management: `{ kind = "red", min_th, max_th }` or `{ kind = "codel" }`.
+    #[serde(default)]
+    pub aqm: Option<Spanned<Aqm>>,
     /// Loss model.
     #[serde(default)]
     pub loss: Option<Spanned<LossModel>>,
@@ -162,7 +174,24 @@ pub struct FlowFile {
     pub profile: Option<Spanned<String>>,
     /// Congestion control of this flow, overriding the run's.
     pub cc: Option<Spanned<String>>,
+    /// Index of the path the flow uses: 0 is the bottleneck, 1… the `[[path]]`s.
+    pub path: Option<Spanned<usize>>,
+    /// `bulk` (default), `cbr` (messages at `rate`) or `ping-pong` (`rounds` echoed
+    /// messages, one at a time).
+    pub kind: Option<Spanned<String>>,
+    /// Payload bit rate of a `cbr` flow.
+    pub rate: Option<Spanned<Bandwidth>>,
+    /// Messages later than this are not on time; a ping-pong round unanswered for this long
+    /// is given up.
+    pub deadline: Option<Spanned<Dur>>,
+    /// Rounds of a `ping-pong` flow.
+    pub rounds: Option<Spanned<u64>>,
+    /// Message size of this flow, overriding the scenario's.
+    pub message_size: Option<Spanned<u32>>,
 }
+
+/// Flow kinds a scenario can name.
+pub const FLOW_KINDS: &[&str] = &["bulk", "cbr", "ping-pong"];
 
 /// A sweep over one parameter.
 #[derive(Debug, Deserialize)]
@@ -286,29 +315,33 @@ impl Scenario {
                 return self.err(c.span(), "cc", &msg);
             }
         }
-        let b = &f.bottleneck;
-        for (k, v) in [
-            ("bottleneck.reorder", &b.reorder),
-            ("bottleneck.duplicate", &b.duplicate),
-            ("bottleneck.corrupt", &b.corrupt),
-        ] {
-            if let Some(v) = v {
-                if !(0.0..=1.0).contains(v.get_ref()) {
-                    return self.err(
-                        v.span(),
-                        k,
-                        &format!("{} is not a probability (0..=1)", v.get_ref()),
-                    );
-                }
+        if let Some(n) = &f.nic {
+            if n.get_ref().0 == 0 {
+                return self.err(n.span(), "nic", "must be positive");
             }
         }
-        if let Some(l) = &b.loss {
-            if let Err(m) = l.get_ref().check() {
-                return self.err(l.span(), "bottleneck.loss", &m);
-            }
+        self.check_path("bottleneck", &f.bottleneck)?;
+        for (i, p) in f.paths.iter().enumerate() {
+            self.check_path(&format!("path[{i}]"), p)?;
         }
-        let d2 = b.delay.get_ref().0 * 2;
         for (i, fl) in f.flows.iter().enumerate() {
+            let path = match &fl.path {
+                None => &f.bottleneck,
+                Some(p) if *p.get_ref() == 0 => &f.bottleneck,
+                Some(p) => match f.paths.get(p.get_ref() - 1) {
+                    Some(path) => path,
+                    None => {
+                        let msg = format!(
+                            "path {} does not exist: 0 is the bottleneck and there are {} [[path]] table(s)",
+                            p.get_ref(),
+                            f.paths.len()
+                        );
+                        return self.err(p.span(), &format!("flow[{i}].path"), &msg);
+                    }
+                },
+            };
+            let d2 = path.delay.get_ref().0 * 2;
+            self.check_flow_kind(i, fl)?;
             if let Some(stop) = &fl.stop {
                 if stop.get_ref() <= fl.start.get_ref() {
                     return self.err(
@@ -323,7 +356,7 @@ impl Scenario {
                     return self.err(
                         rtt.span(),
                         &format!("flow[{i}].rtt"),
-                        &format!("shorter than twice the bottleneck delay ({d2:?})"),
+                        &format!("shorter than twice its path's delay ({d2:?})"),
                     );
                 }
             }
@@ -369,6 +402,89 @@ impl Scenario {
         // Build every run once so parameter errors surface now, with their line.
         self.runs(None)?;
         Ok(())
+    }
+
+    fn check_path(&self, key: &str, b: &PathFile) -> Result<(), ScenarioError> {
+        if b.bandwidth.get_ref().0 == 0 {
+            return self.err(
+                b.bandwidth.span(),
+                &format!("{key}.bandwidth"),
+                "must be positive",
+            );
+        }
+        for (k, v) in [
+            ("reorder", &b.reorder),
+            ("duplicate", &b.duplicate),
+            ("corrupt", &b.corrupt),
+        ] {
+            if let Some(v) = v {
+                if !(0.0..=1.0).contains(v.get_ref()) {
+                    return self.err(
+                        v.span(),
+                        &format!("{key}.{k}"),
+                        &format!("{} is not a probability (0..=1)", v.get_ref()),
+                    );
+                }
+            }
+        }
+        if let Some(l) = &b.loss {
+            if let Err(m) = l.get_ref().check() {
+                return self.err(l.span(), &format!("{key}.loss"), &m);
+            }
+        }
+        if let Some(q) = &b.aqm {
+            if let Err(m) = q.get_ref().check() {
+                return self.err(q.span(), &format!("{key}.aqm"), &m);
+            }
+        }
+        Ok(())
+    }
+
+    fn check_flow_kind(&self, i: usize, fl: &FlowFile) -> Result<(), ScenarioError> {
+        let kind = fl.kind.as_ref().map_or("bulk", |k| k.get_ref().as_str());
+        let key = |k: &str| format!("flow[{i}].{k}");
+        if let Some(k) = &fl.kind {
+            if !FLOW_KINDS.contains(&kind) {
+                let msg = format!("unknown kind `{kind}`; known: {}", FLOW_KINDS.join(", "));
+                return self.err(k.span(), &key("kind"), &msg);
+            }
+        }
+        let kind_span = fl.kind.as_ref().map_or(0..0, |k| k.span());
+        match (kind, &fl.rate) {
+            ("cbr", None) => return self.err(kind_span, &key("rate"), "a cbr flow needs a `rate`"),
+            ("cbr", Some(r)) if r.get_ref().0 == 0 => {
+                return self.err(r.span(), &key("rate"), "must be positive")
+            }
+            (k, Some(r)) if k != "cbr" => {
+                return self.err(
+                    r.span(),
+                    &key("rate"),
+                    "only a `kind = \"cbr\"` flow has a rate",
+                )
+            }
+            _ => {}
+        }
+        match (kind, &fl.rounds) {
+            ("ping-pong", None) => {
+                self.err(kind_span, &key("rounds"), "a ping-pong flow needs `rounds`")
+            }
+            ("ping-pong", Some(r)) if *r.get_ref() == 0 => {
+                self.err(r.span(), &key("rounds"), "must be positive")
+            }
+            (k, Some(r)) if k != "ping-pong" => self.err(
+                r.span(),
+                &key("rounds"),
+                "only a `kind = \"ping-pong\"` flow has rounds",
+            ),
+            _ => {
+                if let Some(m) = &fl.message_size {
+                    if !(8..=1 << 20).contains(m.get_ref()) {
+                        return self.err(m.span(), &key("message_size"), "must be 8..=1048576");
+                    }
+                }
+                Ok(())
+            }
+        }
     }
 
     fn params(
@@ -457,21 +573,16 @@ impl Scenario {
         Ok(out)
     }
 
-    fn build(
-        &self,
-        profile: Profile,
-        sweep: Option<(&str, &Spanned<f64>)>,
-        seed: Option<u64>,
-    ) -> Result<SimConfig, ScenarioError> {
-        let f = &self.file;
-        let b = &f.bottleneck;
+    /// The two link directions of a path.
+    fn path_links(b: &PathFile) -> (LinkConfig, LinkConfig) {
         let prob = |x: &Option<Spanned<f64>>| x.as_ref().map_or(0.0, |v| *v.get_ref());
-        let mut fwd = LinkConfig {
+        let fwd = LinkConfig {
             bandwidth_bps: b.bandwidth.get_ref().0,
             delay: b.delay.get_ref().0,
             jitter: b.jitter.get_ref().0,
             queue_packets: b.queue_packets,
             queue_bytes: b.queue_bytes,
+            aqm: b.aqm.as_ref().map_or(Aqm::DropTail, |q| *q.get_ref()),
             loss: b.loss.as_ref().map_or(LossModel::None, |l| *l.get_ref()),
             reorder: prob(&b.reorder),
             reorder_extra: b
@@ -486,59 +597,97 @@ impl Scenario {
                 .map(|o| (Instant::ZERO + o.at.0, Instant::ZERO + o.at.0 + o.length.0))
                 .collect(),
         };
-        if let Some((k, v)) = sweep {
-            let x = *v.get_ref();
-            match k {
-                "loss" => {
-                    if !(0.0..=1.0).contains(&x) {
-                        return self.err(v.span(), "sweep.values", "a loss rate must be in 0..=1");
-                    }
-                    fwd.loss = LossModel::Bernoulli { p: x };
-                }
-                "bandwidth" => {
-                    if !(1.0..=1e13).contains(&x) {
-                        return self.err(
-                            v.span(),
-                            "sweep.values",
-                            "bandwidth must be 1..=1e13 bits/s",
-                        );
-                    }
-                    fwd.bandwidth_bps = x as u64;
-                }
-                "delay" => {
-                    if !(0.0..=1e9).contains(&x) {
-                        return self.err(v.span(), "sweep.values", "delay must be 0..=1e9 µs");
-                    }
-                    fwd.delay = Duration::from_micros(x as u64);
-                }
-                _ => {}
+        let rev = if b.impair_reverse {
+            fwd.clone()
+        } else {
+            LinkConfig {
+                bandwidth_bps: fwd.bandwidth_bps,
+                delay: fwd.delay,
+                queue_packets: fwd.queue_packets,
+                queue_bytes: fwd.queue_bytes,
+                aqm: fwd.aqm,
+                ..LinkConfig::default()
             }
-        }
-        let mut rev = LinkConfig {
-            bandwidth_bps: fwd.bandwidth_bps,
-            delay: fwd.delay,
-            queue_packets: fwd.queue_packets,
-            queue_bytes: fwd.queue_bytes,
-            ..LinkConfig::default()
         };
-        if b.impair_reverse {
-            rev = LinkConfig {
-                down: fwd.down.clone(),
-                ..fwd.clone()
-            };
+        (fwd, rev)
+    }
+
+    /// Applies a sweep value to the bottleneck's forward direction.
+    fn apply_sweep(
+        &self,
+        fwd: &mut LinkConfig,
+        (k, v): (&str, &Spanned<f64>),
+    ) -> Result<(), ScenarioError> {
+        let x = *v.get_ref();
+        match k {
+            "loss" => {
+                if !(0.0..=1.0).contains(&x) {
+                    return self.err(v.span(), "sweep.values", "a loss rate must be in 0..=1");
+                }
+                fwd.loss = LossModel::Bernoulli { p: x };
+            }
+            "bandwidth" => {
+                if !(1.0..=1e13).contains(&x) {
+                    return self.err(
+                        v.span(),
+                        "sweep.values",
+                        "bandwidth must be 1..=1e13 bits/s",
+                    );
+                }
+                fwd.bandwidth_bps = x as u64;
+            }
+            "delay" => {
+                if !(0.0..=1e9).contains(&x) {
+                    return self.err(v.span(), "sweep.values", "delay must be 0..=1e9 µs");
+                }
+                fwd.delay = Duration::from_micros(x as u64);
+            }
+            _ => {}
         }
-        let d2 = fwd.delay * 2;
-        let access: Vec<Duration> = f
-            .flows
-            .iter()
-            .map(|fl| {
-                fl.rtt
-                    .as_ref()
-                    .map_or(Duration::ZERO, |r| r.get_ref().0.saturating_sub(d2) / 2)
-            })
+        Ok(())
+    }
+
+    fn flow_kind(fl: &FlowFile) -> FlowKind {
+        match fl.kind.as_ref().map(|k| k.get_ref().as_str()) {
+            Some("cbr") => FlowKind::Cbr {
+                rate_bps: fl.rate.as_ref().map_or(0, |r| r.get_ref().0),
+            },
+            Some("ping-pong") => FlowKind::PingPong {
+                rounds: fl.rounds.as_ref().map_or(1, |r| *r.get_ref()),
+            },
+            _ => FlowKind::Bulk,
+        }
+    }
+
+    fn build(
+        &self,
+        profile: Profile,
+        sweep: Option<(&str, &Spanned<f64>)>,
+        seed: Option<u64>,
+    ) -> Result<SimConfig, ScenarioError> {
+        let f = &self.file;
+        let mut paths: Vec<(LinkConfig, LinkConfig)> = std::iter::once(&f.bottleneck)
+            .chain(&f.paths)
+            .map(Self::path_links)
             .collect();
+        if let Some(sw) = sweep {
+            let (fwd, rev) = &mut paths[0];
+            self.apply_sweep(fwd, sw)?;
+            rev.bandwidth_bps = fwd.bandwidth_bps;
+            rev.delay = fwd.delay;
+        }
+        let mut place = Vec::new();
         let mut flows = Vec::new();
         for fl in &f.flows {
+            let path = fl.path.as_ref().map_or(0, |p| *p.get_ref());
+            let d2 = paths[path].0.delay * 2;
+            place.push(FlowPlacement {
+                path,
+                access_delay: fl
+                    .rtt
+                    .as_ref()
+                    .map_or(Duration::ZERO, |r| r.get_ref().0.saturating_sub(d2) / 2),
+            });
             let profile = match &fl.profile {
                 Some(p) => {
                     let base =
@@ -552,12 +701,26 @@ impl Scenario {
                 start: fl.start.get_ref().0,
                 stop: fl.stop.as_ref().map(|s| s.get_ref().0),
                 bytes: fl.bytes,
-                message_size: *f.message_size.get_ref() as usize,
+                message_size: *fl
+                    .message_size
+                    .as_ref()
+                    .unwrap_or(&f.message_size)
+                    .get_ref() as usize,
+                kind: Self::flow_kind(fl),
+                deadline: fl.deadline.as_ref().map(|d| d.get_ref().0),
             });
         }
+        // Default interface: ten times the fastest path, at most 10 Gb/s — fast enough
+        // never to be the bottleneck of a controlled flow, slow enough that a profile
+        // without congestion control does not flood the simulation.
+        let fastest = paths.iter().map(|p| p.0.bandwidth_bps).max().unwrap_or(0);
+        let nic = f.nic.as_ref().map_or(
+            DEFAULT_NIC_BPS.min(fastest.saturating_mul(10)).max(1),
+            |n| n.get_ref().0,
+        );
         Ok(SimConfig {
             seed: seed.unwrap_or(f.seed),
-            topology: Topology::dumbbell(fwd, rev, &access),
+            topology: Topology::multipath(paths, &place, nic),
             flows,
             duration: f.duration.get_ref().0,
             interval: f.interval.get_ref().0,

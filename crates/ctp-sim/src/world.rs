@@ -1,34 +1,19 @@
 //! The simulation proper: endpoints on nodes, packets moving hop by hop over links, the
 //! application side of each flow, all on one virtual clock.
 
+use crate::app::FlowApp;
+pub use crate::app::{FlowKind, FlowResult, FlowSpec, Sample};
 use crate::clock::EventQueue;
 use crate::link::{DropKind, Link};
-use crate::payload;
 use crate::topology::Topology;
-use bytes::Bytes;
 use core::time::Duration;
 use ctp_proto::{
     CloseReason, ConnectionHandle, ConnectionState, Endpoint, EndpointConfig, EndpointEvent,
-    Instant, Profile,
+    Instant,
 };
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
 use std::net::SocketAddr;
-
-/// What the application side of one flow does.
-#[derive(Clone, Debug)]
-pub struct FlowSpec {
-    /// Profile the sender asks for.
-    pub profile: Profile,
-    /// When the sender connects.
-    pub start: Duration,
-    /// When the sender aborts the flow, if it has not finished by then.
-    pub stop: Option<Duration>,
-    /// Bytes to send, then close; `None` = bulk until `stop` or the end of the run.
-    pub bytes: Option<u64>,
-    /// Message size for unreliable profiles (reliable ones use the byte stream).
-    pub message_size: usize,
-}
 
 /// Everything a run needs.
 #[derive(Clone, Debug)]
@@ -49,59 +34,6 @@ pub struct SimConfig {
     pub stop_when_done: bool,
     /// Check the senders' limits after every step (slower; for the chaos campaign).
     pub check_limits: bool,
-}
-
-/// One sample of one flow at the end of an interval.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
-pub struct Sample {
-    /// Application bytes delivered during the interval.
-    pub bytes: u64,
-    /// The flow was running for the whole interval.
-    pub active: bool,
-    /// Sender's smoothed RTT at the end of the interval, µs (0 if unknown).
-    pub srtt_us: u64,
-}
-
-/// The outcome of one flow.
-#[derive(Clone, Debug, Default, serde::Serialize)]
-pub struct FlowResult {
-    /// Profile name.
-    pub profile: String,
-    /// Propagation RTT, µs.
-    pub prop_rtt_us: u64,
-    /// Application bytes (or message bytes) accepted by the sender.
-    pub bytes_sent: u64,
-    /// Application bytes delivered and verified at the receiver.
-    pub bytes_delivered: u64,
-    /// Messages sent / delivered (unreliable profiles).
-    pub msgs_sent: u64,
-    /// Messages delivered intact.
-    pub msgs_delivered: u64,
-    /// The receiver saw the end of the stream (reliable) or the sender closed gracefully.
-    pub completed: bool,
-    /// Virtual time from start to completion, µs.
-    pub completion_us: Option<u64>,
-    /// Connection established at, µs of virtual time.
-    pub connected_us: Option<u64>,
-    /// Close reason on the sender side, if closed.
-    pub sender_close: Option<String>,
-    /// Close reason on the receiver side, if closed.
-    pub receiver_close: Option<String>,
-    /// The sender's final counters.
-    pub packets_sent: u64,
-    /// Packets declared lost by the sender.
-    pub packets_lost: u64,
-    /// Segments sent, including retransmissions.
-    pub segments_sent: u64,
-    /// Retransmitted segments.
-    pub retransmissions: u64,
-    /// Largest excess of bytes in flight over the window bound (the largest congestion
-    /// window seen, or twice the current one); only measured with `check_limits`.
-    pub max_cwnd_overshoot: u64,
-    /// Violations of the invariants (empty when all is well).
-    pub violations: Vec<String>,
-    /// Per-interval samples.
-    pub samples: Vec<Sample>,
 }
 
 /// The outcome of a run.
@@ -138,24 +70,11 @@ enum Ev {
 }
 
 struct FlowState {
-    spec: FlowSpec,
-    key: u64,
+    app: FlowApp,
     client: Option<ConnectionHandle>,
     server: Option<ConnectionHandle>,
     started: bool,
     stopped: bool,
-    written: u64,
-    finished: bool,
-    closing: bool,
-    received: u64,
-    interval_bytes: u64,
-    msgs_sent: u64,
-    seen: Vec<u64>,
-    res: FlowResult,
-    done_at: Option<Instant>,
-    max_cwnd: u64,
-    max_overshoot: u64,
-    overshoot_reported: bool,
 }
 
 fn addr(flow: usize, receiver: bool) -> SocketAddr {
@@ -206,29 +125,14 @@ impl World {
             s.accept = true;
             nodes.push(Endpoint::new(c));
             nodes.push(Endpoint::new(s));
+            let key = master.next_u64();
+            let rtt = cfg.topology.propagation_rtt(i);
             flows.push(FlowState {
-                spec: spec.clone(),
-                key: master.next_u64(),
+                app: FlowApp::new(spec.clone(), key, rtt),
                 client: None,
                 server: None,
                 started: false,
                 stopped: false,
-                written: 0,
-                finished: false,
-                closing: false,
-                received: 0,
-                interval_bytes: 0,
-                msgs_sent: 0,
-                seen: Vec::new(),
-                res: FlowResult {
-                    profile: spec.profile.name.clone(),
-                    prop_rtt_us: cfg.topology.propagation_rtt(i).as_micros() as u64,
-                    ..FlowResult::default()
-                },
-                done_at: None,
-                max_cwnd: 0,
-                max_overshoot: 0,
-                overshoot_reported: false,
             });
         }
         let next_sample = Instant::ZERO + cfg.interval;
@@ -300,6 +204,7 @@ impl World {
                     DropKind::Queue => 1,
                     DropKind::Loss => 2,
                     DropKind::Down => 3,
+                    DropKind::Aqm => 4,
                 };
                 self.trace_event(l, kind, &bytes);
             }
@@ -307,12 +212,24 @@ impl World {
         self.out = out;
     }
 
+    /// The access link a node sends through.
+    fn nic(&self, node: usize) -> usize {
+        self.cfg.topology.routes[node / 2][node % 2][0]
+    }
+
+    /// True while a node's interface queue is full: it is not polled (back-pressure).
+    fn nic_blocked(&mut self, node: usize) -> bool {
+        let l = self.nic(node);
+        let limit = self.links[l].config().queue_packets;
+        limit > 0 && self.links[l].queue_len(self.now) >= limit
+    }
+
     fn collect_transmits(&mut self) {
         for n in 0..self.nodes.len() {
             let flow = n / 2;
             let dir = n % 2;
             let peer = addr(flow, dir == 0);
-            loop {
+            while !self.nic_blocked(n) {
                 let mut buf = std::mem::take(&mut self.buf);
                 let t = self.nodes[n].poll_transmit(self.now, &mut buf);
                 let Some(t) = t else {
@@ -324,7 +241,7 @@ impl World {
                 self.buf = buf;
                 if t.destination != peer {
                     let v = format!("node {n} sent to {} (expected {peer})", t.destination);
-                    self.flows[flow].res.violations.push(v);
+                    self.flows[flow].app.res.violations.push(v);
                     continue;
                 }
                 self.forward(flow, dir, 0, bytes);
@@ -337,34 +254,37 @@ impl World {
             let f = n / 2;
             while let Some(e) = self.nodes[n].poll_event() {
                 let fl = &mut self.flows[f];
+                let app = &mut fl.app;
                 match e {
                     EndpointEvent::Incoming(h) => {
                         if fl.server.is_some() {
-                            fl.res.violations.push("second incoming connection".into());
+                            app.res.violations.push("second incoming connection".into());
                         }
                         fl.server = Some(h);
                     }
                     EndpointEvent::Connected(_) => {
-                        fl.res.connected_us = Some(self.now.as_micros());
+                        app.res.connected_us = Some(self.now.as_micros());
                     }
                     EndpointEvent::Activity(_) => {}
                     EndpointEvent::Closed(_, r) => {
                         let slot = if n % 2 == 0 {
-                            &mut fl.res.sender_close
+                            &mut app.res.sender_close
                         } else {
-                            &mut fl.res.receiver_close
+                            &mut app.res.receiver_close
                         };
                         if slot.is_none() {
                             *slot = Some(r.to_string());
                         }
+                        // A message flow is complete once its sender closed gracefully
+                        // (everything it promised to deliver was delivered).
                         if n % 2 == 0
                             && r == CloseReason::Graceful
-                            && !fl.spec.profile.is_reliable()
-                            && fl.closing
-                            && fl.done_at.is_none()
+                            && app.spec.uses_messages()
+                            && app.closing
+                            && app.done_at.is_none()
                         {
-                            fl.done_at = Some(self.now);
-                            fl.res.completed = true;
+                            app.done_at = Some(self.now);
+                            app.res.completed = true;
                         }
                     }
                 }
@@ -376,163 +296,36 @@ impl World {
         let now = self.now;
         for f in 0..self.flows.len() {
             let fl = &mut self.flows[f];
-            let (ci, si) = (2 * f, 2 * f + 1);
-            if !fl.started && now >= Self::at(fl.spec.start) {
+            let (senders, receivers) = self.nodes.split_at_mut(2 * f + 1);
+            let (client_ep, server_ep) = (&mut senders[2 * f], &mut receivers[0]);
+            if !fl.started && now >= Self::at(fl.app.spec.start) {
                 fl.started = true;
-                match self.nodes[ci].connect(now, addr(f, true), &fl.spec.profile) {
+                match client_ep.connect(now, addr(f, true), &fl.app.spec.profile) {
                     Ok(h) => fl.client = Some(h),
-                    Err(e) => fl.res.sender_close = Some(format!("connect refused: {e}")),
+                    Err(e) => fl.app.res.sender_close = Some(format!("connect refused: {e}")),
                 }
             }
-            if let (Some(stop), false) = (fl.spec.stop, fl.stopped) {
+            if let (Some(stop), false) = (fl.app.spec.stop, fl.stopped) {
                 if now >= Self::at(stop) && fl.started {
                     fl.stopped = true;
-                    if fl.done_at.is_none() {
-                        if let Some(c) = fl.client.and_then(|h| self.nodes[ci].connection_mut(h)) {
+                    if fl.app.done_at.is_none() {
+                        if let Some(c) = fl.client.and_then(|h| client_ep.connection_mut(h)) {
                             c.abort(now, "flow stopped");
                         }
                     }
                 }
             }
-            // Sender.
-            if let Some(c) = fl.client.and_then(|h| self.nodes[ci].connection_mut(h)) {
+            if let Some(c) = fl.client.and_then(|h| client_ep.connection_mut(h)) {
                 if self.cfg.check_limits {
-                    let s = c.stats();
-                    let mtu = c.params().max_udp_payload as u64;
-                    // The window can grow on an ACK and be halved by a loss detected within
-                    // the same datagram, so the peak may never be observed between steps;
-                    // NewReno's decrease halves it, so twice the current window bounds the
-                    // window segments were released under. One packet of slack: a segment
-                    // may go when the window is just below full.
-                    fl.max_cwnd = fl.max_cwnd.max(s.cwnd);
-                    let bound = fl.max_cwnd.max(2 * s.cwnd) + mtu;
-                    fl.max_overshoot = fl
-                        .max_overshoot
-                        .max(s.bytes_in_flight.saturating_sub(bound - mtu));
-                    if s.bytes_in_flight > bound && !fl.overshoot_reported {
-                        fl.overshoot_reported = true;
-                        fl.res.violations.push(format!(
-                            "{} bytes in flight above the window bound {} \
-                             (at {} µs; cwnd now {}, {} packets sent, {} lost)",
-                            s.bytes_in_flight,
-                            bound,
-                            now.as_micros(),
-                            s.cwnd,
-                            s.packets_sent,
-                            s.packets_lost
-                        ));
-                    }
+                    fl.app.check_limits(now, c);
                 }
-                if c.is_established() && !fl.stopped && !fl.closing {
-                    let limit = fl.spec.bytes.unwrap_or(u64::MAX);
-                    if fl.spec.profile.is_reliable() {
-                        let chunk = &mut self.chunk;
-                        while fl.written < limit && c.send_room() > 0 {
-                            let n = (limit - fl.written).min(chunk.len() as u64) as usize;
-                            let n = n.min(c.send_room());
-                            payload::fill(fl.key, fl.written, &mut chunk[..n]);
-                            match c.stream_write(now, &chunk[..n]) {
-                                Ok(0) | Err(_) => break,
-                                Ok(k) => fl.written += k as u64,
-                            }
-                        }
-                        if fl.written >= limit && !fl.finished {
-                            fl.finished = c.stream_finish(now).is_ok();
-                            if fl.finished {
-                                c.close(now);
-                                fl.closing = true;
-                            }
-                        }
-                    } else {
-                        let size = fl.spec.message_size.max(8);
-                        while fl.written < limit && c.send_room() >= size {
-                            let m = payload::message(fl.key, fl.msgs_sent, size);
-                            if c.send_msg(now, Bytes::from(m)).is_err() {
-                                break;
-                            }
-                            fl.msgs_sent += 1;
-                            fl.written += size as u64;
-                        }
-                        if fl.written >= limit {
-                            c.close(now);
-                            fl.closing = true;
-                        }
-                    }
+                fl.app.drive_echoes(now, c);
+                if !fl.stopped {
+                    fl.app.drive_sender(now, c, &mut self.chunk);
                 }
             }
-            // Receiver.
-            if let Some(c) = fl.server.and_then(|h| self.nodes[si].connection_mut(h)) {
-                let recv_limit = c.params().recv_buffer as u64;
-                let mut got_now = 0u64;
-                if fl.spec.profile.is_reliable() {
-                    loop {
-                        match c.stream_read(now, &mut self.rbuf) {
-                            Ok(0) => {
-                                if fl.done_at.is_none() {
-                                    fl.done_at = Some(now);
-                                    fl.res.completed = true;
-                                    if Some(fl.received) != fl.spec.bytes {
-                                        fl.res.violations.push(format!(
-                                            "end of stream after {} bytes, {:?} sent",
-                                            fl.received, fl.spec.bytes
-                                        ));
-                                    }
-                                    c.close(now);
-                                }
-                                break;
-                            }
-                            Ok(n) => {
-                                let data = &self.rbuf[..n];
-                                if let Some(i) = payload::first_mismatch(fl.key, fl.received, data)
-                                {
-                                    if fl.res.violations.len() < 8 {
-                                        fl.res.violations.push(format!(
-                                            "stream byte {} differs from what was sent",
-                                            fl.received + i as u64
-                                        ));
-                                    }
-                                }
-                                fl.received += n as u64;
-                                got_now += n as u64;
-                            }
-                            Err(_) => break,
-                        }
-                    }
-                } else {
-                    let size = fl.spec.message_size.max(8);
-                    while let Ok(m) = c.recv_msg(now) {
-                        match payload::check_message(fl.key, size, &m) {
-                            Some(id) if id < fl.msgs_sent => {
-                                let (w, b) = ((id / 64) as usize, id % 64);
-                                if fl.seen.len() <= w {
-                                    fl.seen.resize(w + 1, 0);
-                                }
-                                if fl.seen[w] & (1 << b) != 0 {
-                                    fl.res
-                                        .violations
-                                        .push(format!("message {id} delivered twice"));
-                                }
-                                fl.seen[w] |= 1 << b;
-                                fl.res.msgs_delivered += 1;
-                                fl.received += m.len() as u64;
-                                got_now += m.len() as u64;
-                            }
-                            _ => {
-                                if fl.res.violations.len() < 8 {
-                                    fl.res
-                                        .violations
-                                        .push("corrupt or unknown message delivered".into());
-                                }
-                            }
-                        }
-                    }
-                }
-                if got_now > recv_limit {
-                    fl.res.violations.push(format!(
-                        "receiver held {got_now} bytes, above its {recv_limit}-byte buffer"
-                    ));
-                }
-                fl.interval_bytes += got_now;
+            if let Some(c) = fl.server.and_then(|h| server_ep.connection_mut(h)) {
+                fl.app.drive_receiver(now, c, &mut self.rbuf);
             }
         }
     }
@@ -550,18 +343,19 @@ impl World {
                 .client
                 .and_then(|h| self.nodes[2 * f].connection(h))
                 .map_or(0, |c| c.stats().srtt_us);
-            let connected = fl
+            let app = &mut fl.app;
+            let connected = app
                 .res
                 .connected_us
                 .is_some_and(|c| c <= t_start.as_micros());
-            let stopped = fl.spec.stop.is_some_and(|s| Self::at(s) < t_end);
-            let done = fl.done_at.is_some_and(|d| d < t_end);
-            fl.res.samples.push(Sample {
-                bytes: fl.interval_bytes,
+            let stopped = app.spec.stop.is_some_and(|s| Self::at(s) < t_end);
+            let done = app.done_at.is_some_and(|d| d < t_end);
+            app.res.samples.push(Sample {
+                bytes: app.interval_bytes,
                 active: connected && !stopped && !done,
                 srtt_us: srtt,
             });
-            fl.interval_bytes = 0;
+            app.interval_bytes = 0;
         }
         self.next_sample += self.cfg.interval;
     }
@@ -570,8 +364,10 @@ impl World {
     fn all_done(&self) -> bool {
         self.flows.iter().all(|f| {
             f.started
-                && f.res.sender_close.is_some()
-                && (f.done_at.is_some() || f.res.receiver_close.is_some() || f.server.is_none())
+                && f.app.res.sender_close.is_some()
+                && (f.app.done_at.is_some()
+                    || f.app.res.receiver_close.is_some()
+                    || f.server.is_none())
         })
     }
 
@@ -598,12 +394,27 @@ impl World {
                     next = next.min(t);
                 }
             }
+            // A node held back by its full interface queue is polled again when it drains.
+            for n in 0..self.nodes.len() {
+                if self.nic_blocked(n) {
+                    if let Some(t) = self.links[self.nic(n)].next_departure() {
+                        next = next.min(t);
+                    }
+                }
+            }
             for fl in &self.flows {
                 if !fl.started {
-                    next = next.min(Self::at(fl.spec.start));
+                    next = next.min(Self::at(fl.app.spec.start));
                 }
-                if let (Some(s), false) = (fl.spec.stop, fl.stopped) {
+                if let (Some(s), false) = (fl.app.spec.stop, fl.stopped) {
                     next = next.min(Self::at(s));
+                }
+                if let Some(t) = fl
+                    .app
+                    .next_wake(self.now)
+                    .filter(|_| fl.started && !fl.stopped)
+                {
+                    next = next.min(t);
                 }
             }
             if next <= self.now {
@@ -656,29 +467,29 @@ impl World {
             bad_checksum += n.stats().bad_checksum;
         }
         for (f, fl) in self.flows.iter_mut().enumerate() {
+            let app = &mut fl.app;
             if let Some(c) = fl.client.and_then(|h| self.nodes[2 * f].connection(h)) {
                 let s = c.stats();
-                fl.res.packets_sent = s.packets_sent;
-                fl.res.packets_lost = s.packets_lost;
-                fl.res.segments_sent = s.segments_sent;
-                fl.res.retransmissions = s.retransmissions;
-                if fl.res.sender_close.is_none() {
+                app.res.packets_sent = s.packets_sent;
+                app.res.packets_lost = s.packets_lost;
+                app.res.segments_sent = s.segments_sent;
+                app.res.retransmissions = s.retransmissions;
+                app.res.fec_repairs_sent = s.fec_repairs_sent;
+                if app.res.sender_close.is_none() {
                     if let ConnectionState::Closed(r) = c.state() {
-                        fl.res.sender_close = Some(r.to_string());
+                        app.res.sender_close = Some(r.to_string());
                     }
                 }
             }
-            fl.res.bytes_sent = fl.written;
-            fl.res.max_cwnd_overshoot = fl.max_overshoot;
-            fl.res.bytes_delivered = fl.received;
-            fl.res.msgs_sent = fl.msgs_sent;
-            fl.res.completion_us = fl.done_at.map(|d| {
+            app.res.bytes_sent = app.written;
+            app.res.bytes_delivered = app.received;
+            app.res.completion_us = app.done_at.map(|d| {
                 d.as_micros()
-                    .saturating_sub(fl.spec.start.as_micros() as u64)
+                    .saturating_sub(app.spec.start.as_micros() as u64)
             });
         }
         RunResult {
-            flows: self.flows.into_iter().map(|f| f.res).collect(),
+            flows: self.flows.into_iter().map(|f| f.app.res).collect(),
             links: self.links.iter().map(|l| l.stats).collect(),
             bad_checksum,
             trace_hash: self.trace.finalize().to_hex().to_string(),

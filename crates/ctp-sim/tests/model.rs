@@ -165,13 +165,10 @@ fn corruption_is_caught_by_the_endpoints_integrity_check() {
     let cfg = SimConfig {
         seed: 3,
         topology: Topology::dumbbell(bn.clone(), bn, &[Duration::ZERO]),
-        flows: vec![FlowSpec {
-            profile: ctp_proto::Profile::reliable(),
-            start: Duration::ZERO,
-            stop: None,
-            bytes: Some(300_000),
-            message_size: 1000,
-        }],
+        flows: vec![FlowSpec::bulk(
+            ctp_proto::Profile::reliable(),
+            Some(300_000),
+        )],
         duration: Duration::from_secs(60),
         interval: Duration::from_millis(100),
         handshake_timeout: Duration::from_secs(10),

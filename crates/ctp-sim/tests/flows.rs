@@ -1,0 +1,206 @@
+//! Flow kinds (bulk, constant bit rate, ping-pong), several paths, interface back-pressure
+//! and queue disciplines, each pinned on a small scenario.
+
+use ctp_sim::report::{run_scenario, ScenarioReport};
+use ctp_sim::scenario::Scenario;
+
+fn run(src: &str) -> ScenarioReport {
+    let sc = Scenario::parse(src, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+    run_scenario(&sc, None, &mut |_, _, _| {}).expect("runs")
+}
+
+#[test]
+fn ping_pong_on_a_clean_path_measures_the_propagation_round_trip() {
+    let rep = run(r#"
+name = "pp"
+duration = "10s"
+profiles = ["reliable"]
+stop_when_done = true
+[bottleneck]
+bandwidth = "100Mbps"
+delay = "5ms"
+[[flow]]
+kind = "ping-pong"
+rounds = 50
+message_size = 64
+"#);
+    let f = &rep.runs[0].result.flows[0];
+    assert!(f.completed, "{f:?}");
+    assert_eq!(f.round_trips_us.len(), 50);
+    assert_eq!(f.msgs_delivered, 50);
+    // 10 ms of propagation plus serialisation of two small packets on each of the four
+    // links: every round lies between 10 and 10.5 ms.
+    for &rtt in &f.round_trips_us {
+        assert!((10_000..10_500).contains(&rtt), "round trip {rtt} µs");
+    }
+    assert!(f.violations.is_empty(), "{:?}", f.violations);
+}
+
+#[test]
+fn ping_pong_under_loss_gives_up_rounds_of_an_unreliable_profile_after_the_deadline() {
+    let rep = run(r#"
+name = "pp-loss"
+duration = "60s"
+profiles = ["datagram"]
+stop_when_done = true
+[bottleneck]
+bandwidth = "100Mbps"
+delay = "5ms"
+loss = { model = "bernoulli", p = 0.2 }
+[[flow]]
+kind = "ping-pong"
+rounds = 200
+deadline = "100ms"
+message_size = 64
+"#);
+    let f = &rep.runs[0].result.flows[0];
+    assert!(f.completed);
+    assert_eq!(f.msgs_sent, 200);
+    // About 20% of requests are lost (the reverse direction is clean).
+    let answered = f.msgs_delivered;
+    assert!(
+        (140..=180).contains(&answered),
+        "{answered} of 200 answered"
+    );
+    assert!(f.round_trips_us.iter().all(|&r| r < 100_000));
+}
+
+fn cbr(deadline: &str) -> ctp_sim::FlowResult {
+    // 128 kb/s of 160-byte messages = 100 messages per second, for 10 s, over a 20 ms path.
+    let rep = run(&format!(
+        r#"
+name = "cbr"
+duration = "30s"
+profiles = ["datagram"]
+stop_when_done = true
+[bottleneck]
+bandwidth = "10Mbps"
+delay = "20ms"
+[[flow]]
+kind = "cbr"
+rate = "128kbps"
+message_size = 160
+bytes = 160000
+deadline = "{deadline}"
+"#
+    ));
+    rep.runs[0].result.flows[0].clone()
+}
+
+#[test]
+fn a_cbr_flow_sends_at_its_rate_and_counts_late_messages() {
+    let f = cbr("25ms");
+    assert_eq!(f.msgs_sent, 1000);
+    assert_eq!(f.msgs_delivered, 1000, "a clean path loses nothing");
+    // One-way: 20 ms plus serialisation; all within 25 ms, none within 19 ms.
+    assert_eq!(f.msgs_on_time, 1000);
+    assert!(
+        (20_000..21_000).contains(&f.latency_max_us),
+        "{}",
+        f.latency_max_us
+    );
+    // Completion takes the 10 s the rate implies.
+    let done = f.completion_us.unwrap();
+    assert!((9_900_000..10_500_000).contains(&done), "{done}");
+    let f = cbr("19ms");
+    assert_eq!((f.msgs_delivered, f.msgs_on_time), (1000, 0));
+}
+
+#[test]
+fn a_flow_on_a_second_path_sees_that_path_and_not_the_bottleneck() {
+    let rep = run(r#"
+name = "paths"
+duration = "20s"
+profiles = ["reliable"]
+stop_when_done = true
+[bottleneck]
+bandwidth = "10Mbps"
+delay = "10ms"
+[[path]]
+bandwidth = "10Mbps"
+delay = "40ms"
+[[flow]]
+bytes = 200000
+[[flow]]
+bytes = 200000
+path = 1
+"#);
+    let r = &rep.runs[0].result;
+    assert_eq!(r.flows[0].prop_rtt_us, 20_000);
+    assert_eq!(r.flows[1].prop_rtt_us, 80_000);
+    // Each path carried only its own flow's data.
+    let (p0, p1) = (&r.links[0], &r.links[2]);
+    assert!(p0.carried_bytes >= 200_000 && p0.carried_bytes < 300_000);
+    assert!(p1.carried_bytes >= 200_000 && p1.carried_bytes < 300_000);
+    for f in &r.flows {
+        assert!(f.completed && f.bytes_delivered == 200_000);
+    }
+    // A flow on a path that does not exist is an error naming the key.
+    let e = Scenario::parse(
+        "name = \"x\"\nduration = \"1s\"\n[bottleneck]\nbandwidth = \"1Mbps\"\n[[flow]]\npath = 2\n",
+        "x.toml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("x.toml:6") && e.contains("flow[0].path"), "{e}");
+}
+
+#[test]
+fn a_profile_without_congestion_control_is_held_to_its_interface_rate() {
+    let rep = run(r#"
+name = "blast"
+duration = "2s"
+profiles = ["ctp-minimal"]
+nic = "100Mbps"
+[bottleneck]
+bandwidth = "10Mbps"
+delay = "5ms"
+queue_packets = 50
+[[flow]]
+"#);
+    let r = &rep.runs[0].result;
+    let access = &r.links[2];
+    // The interface never drops (the sender waits for it) and never exceeds 100 Mb/s.
+    assert_eq!(access.queue_drops, 0);
+    assert!(
+        access.carried_bytes * 8 <= 100_000_000 * 2 + 12_000,
+        "{access:?}"
+    );
+    assert!(access.carried_bytes * 8 > 90_000_000 * 2, "{access:?}");
+    // The bottleneck drops the excess at its queue.
+    assert!(r.links[0].queue_drops > r.links[0].carried / 2);
+}
+
+#[test]
+fn codel_keeps_the_standing_queue_short_where_drop_tail_fills_it() {
+    let scenario = |aqm: &str| {
+        format!(
+            r#"
+name = "aqm"
+duration = "20s"
+profiles = ["reliable"]
+[bottleneck]
+bandwidth = "10Mbps"
+delay = "10ms"
+queue_packets = 1000
+{aqm}
+[params]
+send_buffer = 33554432
+[[flow]]
+"#
+        )
+    };
+    let tail = run(&scenario(""));
+    let codel = run(&scenario("aqm = { kind = \"codel\" }"));
+    let inflation = |r: &ScenarioReport| r.runs[0].metrics.flows[0].rtt_inflation.unwrap();
+    let (t, c) = (inflation(&tail), inflation(&codel));
+    // 1000 packets of 1.2 kB at 10 Mb/s is ~1 s of queue against a 20 ms path.
+    assert!(t > 5.0, "drop-tail RTT inflation {t}");
+    assert!(c < 3.0, "CoDel RTT inflation {c}");
+    assert!(codel.runs[0].result.links[0].aqm_drops > 0);
+    assert_eq!(tail.runs[0].result.links[0].aqm_drops, 0);
+    // Both still use the link.
+    for r in [&tail, &codel] {
+        assert!(r.runs[0].metrics.efficiency.unwrap() > 0.8);
+    }
+}
