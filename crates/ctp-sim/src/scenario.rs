@@ -188,6 +188,8 @@ pub struct FlowFile {
     pub rounds: Option<Spanned<u64>>,
     /// Message size of this flow, overriding the scenario's.
     pub message_size: Option<Spanned<u32>>,
+    /// Parameter overrides for this flow, on top of the scenario's `[params]`.
+    pub params: Option<ParamsFile>,
 }
 
 /// Flow kinds a scenario can name.
@@ -487,13 +489,42 @@ impl Scenario {
         }
     }
 
+    /// `base` with the scenario's `[params]`, then the flow's own, then the sweep value.
     fn params(
         &self,
         base: &Profile,
+        flow: Option<&ParamsFile>,
         sweep: Option<(&str, &Spanned<f64>)>,
     ) -> Result<Profile, ScenarioError> {
         let mut p = base.clone();
-        let o = &self.file.params;
+        let mut spans = Vec::new();
+        for o in std::iter::once(&self.file.params).chain(flow) {
+            Self::override_params(&mut p, o, &mut spans);
+        }
+        if let Some(("flow_window", v)) = sweep {
+            p.params.flow_window = v.get_ref().clamp(0.0, u32::MAX as f64) as u32;
+            spans.push(("flow_window", v.span()));
+        }
+        if let Err(e) = p.check() {
+            let (key, span) = match &e {
+                ProfileError::Param { name, .. } => spans
+                    .iter()
+                    .rev()
+                    .find(|(n, _)| name.contains(n))
+                    .map(|(n, s)| (format!("params.{n}"), s.clone()))
+                    .unwrap_or(("params".into(), 0..0)),
+                _ => ("params".into(), 0..0),
+            };
+            return self.err(span, &key, &e.to_string());
+        }
+        Ok(p)
+    }
+
+    fn override_params(
+        p: &mut Profile,
+        o: &ParamsFile,
+        spans: &mut Vec<(&'static str, std::ops::Range<usize>)>,
+    ) {
         let fields: [(&str, &Option<Spanned<u32>>, &mut u32); 6] = [
             ("flow_window", &o.flow_window, &mut p.params.flow_window),
             (
@@ -510,29 +541,12 @@ impl Scenario {
                 &mut p.params.idle_timeout_ms,
             ),
         ];
-        let mut spans = Vec::new();
         for (name, v, slot) in fields {
             if let Some(v) = v {
                 *slot = *v.get_ref();
                 spans.push((name, v.span()));
             }
         }
-        if let Some(("flow_window", v)) = sweep {
-            p.params.flow_window = v.get_ref().clamp(0.0, u32::MAX as f64) as u32;
-            spans.push(("flow_window", v.span()));
-        }
-        if let Err(e) = p.check() {
-            let (key, span) = match &e {
-                ProfileError::Param { name, .. } => spans
-                    .iter()
-                    .find(|(n, _)| name.contains(n))
-                    .map(|(n, s)| (format!("params.{n}"), s.clone()))
-                    .unwrap_or(("params".into(), 0..0)),
-                _ => ("params".into(), 0..0),
-            };
-            return self.err(span, &key, &e.to_string());
-        }
-        Ok(p)
     }
 
     /// Every run: profiles × congestion controls × sweep values. `seed` overrides the file's.
@@ -558,8 +572,7 @@ impl Scenario {
             for pname in &profiles {
                 for cc in &ccs {
                     let base = Profile::builtin(pname).map_err(|e| ScenarioError(e.to_string()))?;
-                    let profile = self.params(&base, key.zip(*v))?;
-                    let config = self.build(profile, key.zip(*v), seed)?;
+                    let config = self.build(&base, key.zip(*v), seed)?;
                     out.push(RunSpec {
                         profile: pname.clone(),
                         cc: cc.clone(),
@@ -661,7 +674,7 @@ impl Scenario {
 
     fn build(
         &self,
-        profile: Profile,
+        run_base: &Profile,
         sweep: Option<(&str, &Spanned<f64>)>,
         seed: Option<u64>,
     ) -> Result<SimConfig, ScenarioError> {
@@ -688,14 +701,13 @@ impl Scenario {
                     .as_ref()
                     .map_or(Duration::ZERO, |r| r.get_ref().0.saturating_sub(d2) / 2),
             });
-            let profile = match &fl.profile {
+            let base = match &fl.profile {
                 Some(p) => {
-                    let base =
-                        Profile::builtin(p.get_ref()).map_err(|e| ScenarioError(e.to_string()))?;
-                    self.params(&base, sweep)?
+                    Profile::builtin(p.get_ref()).map_err(|e| ScenarioError(e.to_string()))?
                 }
-                None => profile.clone(),
+                None => run_base.clone(),
             };
+            let profile = self.params(&base, fl.params.as_ref(), sweep)?;
             flows.push(FlowSpec {
                 profile,
                 start: fl.start.get_ref().0,
