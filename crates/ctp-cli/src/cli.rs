@@ -138,6 +138,10 @@ pub struct SendArgs {
     pub file: PathBuf,
     /// Receiver address, e.g. 127.0.0.1:9000.
     pub addr: SocketAddr,
+    /// Congestion control: newreno, cubic, bbr, udt, udt-noisy, scalable, highspeed, bic,
+    /// westwood, vegas, fast, blast, group (replaces the profile's; the receiver adopts it).
+    #[arg(long, value_name = "NAME")]
+    pub cc: Option<String>,
     /// Transport options.
     #[command(flatten)]
     pub transport: TransportArgs,

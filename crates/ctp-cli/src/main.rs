@@ -128,7 +128,18 @@ fn unspecified_like(addr: SocketAddr) -> SocketAddr {
 
 async fn send(a: SendArgs) -> Result<(), Failure> {
     let t = &a.transport;
-    let profile = profile_for_files(t)?;
+    let mut profile = profile_for_files(t)?;
+    if let Some(name) = &a.cc {
+        let kind = ctp_proto::cc::CcKind::from_name(name).ok_or_else(|| {
+            Failure::Usage(format!(
+                "--cc: {}",
+                ctp_proto::cc::UnknownCc { name: name.clone() }
+            ))
+        })?;
+        profile = profile
+            .with_cc(kind)
+            .map_err(|e| Failure::Usage(format!("--cc {name}: {e}")))?;
+    }
     let meta = std::fs::metadata(&a.file)
         .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", a.file.display())))?;
     if !meta.is_file() {

@@ -134,4 +134,8 @@ pub fn run(json: bool) {
         }
         outln!();
     }
+    outln!("congestion control (`ctp send --cc NAME`, or `cc = \"NAME\"` in a profile file):");
+    for k in ctp_proto::cc::CcKind::ALL {
+        outln!("    {:<14} {}", k.name(), k.describe());
+    }
 }

@@ -138,6 +138,42 @@ fn sixty_four_mib_through_send_and_recv_arrive_verified() {
 }
 
 #[test]
+fn send_with_a_chosen_congestion_control_arrives_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("cc.bin");
+    write_random(&src, 2 << 20);
+    let out = dir.path().join("cc-out.bin");
+    for cc in ["cubic", "udt"] {
+        let port = free_port();
+        let listen = format!("127.0.0.1:{port}");
+        let recv = spawn(&[
+            "recv",
+            "--listen",
+            &listen,
+            "--out",
+            out.to_str().unwrap(),
+            "--once",
+        ]);
+        std::thread::sleep(Duration::from_millis(300));
+        let send = spawn(&["send", src.to_str().unwrap(), &listen, "--cc", cc, "--json"]);
+        let s = wait_output(send, Duration::from_secs(60));
+        let r = wait_output(recv, Duration::from_secs(30));
+        assert!(
+            s.status.success(),
+            "{cc}: {}",
+            String::from_utf8_lossy(&s.stderr)
+        );
+        assert!(
+            r.status.success(),
+            "{cc}: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        assert_eq!(blake3_file(&out), blake3_file(&src), "{cc}");
+        std::fs::remove_file(&out).unwrap();
+    }
+}
+
+#[test]
 fn sender_fails_with_a_reason_when_the_receiver_dies_and_no_file_is_left() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("huge.bin");
@@ -223,6 +259,10 @@ fn usage_errors_exit_2_with_one_line_saying_what_is_wrong() {
             "cannot read",
         ),
         (&["send", src, "not-an-address"], "invalid"),
+        (
+            &["send", src, "127.0.0.1:9", "--cc", "reno9"],
+            "unknown congestion control `reno9`; known: newreno, cubic, bbr",
+        ),
         (
             &["send", src, "127.0.0.1:9", "--idle-timeout", "0"],
             "--idle-timeout",

@@ -188,6 +188,15 @@ impl Connection {
         )
     }
 
+    /// Hands a custom control message (e.g. a [`crate::cc::RateMessage`] from a
+    /// [`crate::cc::group::GroupBudget`], or a new `blast` rate) to the congestion-control
+    /// algorithm; false when the connection is not open or composes no `cc`.
+    pub fn congestion_message(&mut self, now: Instant, msg: &[u8]) -> bool {
+        self.engine
+            .as_mut()
+            .is_some_and(|e| e.congestion_message(now, msg))
+    }
+
     /// The close reason once closed.
     pub fn close_reason(&self) -> Option<&CloseReason> {
         match &self.state {

@@ -5,7 +5,7 @@ use crate::connection::{Connection, ConnectionState, HANDSHAKE_RTO};
 use crate::engine::session::CloseReason;
 use crate::handshake::{self, CookieContents, MIN_INIT_SIZE};
 use crate::profile::{
-    self, compose, decode_offer, encode_offer, Isn, MicroSet, Negotiated, Params, Profile,
+    self, compose, decode_offer, encode_offer, Isn, MicroId, MicroSet, Negotiated, Params, Profile,
     ProfileError,
 };
 use crate::stats::EndpointStats;
@@ -369,7 +369,9 @@ impl Endpoint {
         let narrowed = set.0 & !asked_set.0 == 0
             && params.max_udp_payload <= asked.max_udp_payload
             && params.flow_window <= asked.flow_window
-            && params.max_message <= asked.max_message;
+            && params.max_message <= asked.max_message
+            && (!set.has(MicroId::Cc)
+                || (params.cc == asked.cc && params.cc_rate_kbps == asked.cc_rate_kbps));
         if !narrowed || profile::check_micros(set).is_err() || params.check().is_err() {
             c.terminate(CloseReason::Handshake(
                 "responder answered with a profile wider than requested".into(),

@@ -333,6 +333,22 @@ impl Engine {
         &self.micros
     }
 
+    /// Hands a custom control message to the congestion-control algorithm (the `cc`
+    /// microprotocol's `on_custom`); false when the composition has no `cc`.
+    pub fn congestion_message(&mut self, now: Instant, msg: &[u8]) -> bool {
+        let Some(AnyMicro::Cc(c)) = self
+            .micros
+            .iter_mut()
+            .find(|m| matches!(m, AnyMicro::Cc(_)))
+        else {
+            return false;
+        };
+        if c.custom(now, msg, &mut self.st.session) {
+            self.dispatch(now, Event::CongestionChanged);
+        }
+        true
+    }
+
     /// Raises `ev` and runs every handler it causes, transitively.
     pub fn dispatch(&mut self, now: Instant, ev: Event<'static>) {
         self.owned.push_back(ev);

@@ -812,3 +812,98 @@ fn urgent_messages_bypass_fifo_while_the_rest_keeps_its_order() {
         .unwrap();
     assert!(plain.st.app.rx_msgs.is_empty());
 }
+
+/// The same script driven through the `newreno` microprotocol and through `cc` running the
+/// library's NewReno: the shared window must match step for step (the port keeps today's
+/// behaviour).
+#[test]
+fn cc_running_newreno_matches_the_newreno_microprotocol() {
+    let base = [Sequencing, AckTracking, Rtt, Arq, Fifo, CongestionWindow];
+    let mut old = engine(&[&base[..], &[NewReno]].concat());
+    let mut new = engine(&[&base[..], &[Cc]].concat());
+    let script: Vec<(u64, Event<'static>)> = {
+        let mut v = vec![
+            (1, Event::PacketAcked(sent(1, t(0)))),
+            (2, Event::PacketLost(sent(2, t(1)))),
+            (3, Event::PacketLost(sent(3, t(1)))),
+        ];
+        for i in 0..20 {
+            v.push((4, Event::PacketAcked(sent(10 + i, t(3)))));
+        }
+        v.push((5, Event::RtoExpired { backoff: 1 }));
+        v.push((6, Event::PacketAcked(sent(40, t(6)))));
+        v
+    };
+    assert_eq!(old.st.session.cwnd, new.st.session.cwnd);
+    for (ms, ev) in script {
+        old.dispatch(t(ms), ev);
+        new.dispatch(t(ms), ev);
+        assert_eq!(
+            (old.st.session.cwnd, old.st.session.pacing_rate),
+            (new.st.session.cwnd, new.st.session.pacing_rate),
+            "after {ev:?}"
+        );
+    }
+    assert_eq!(new.st.session.cwnd, 2 * 1452 + 1000);
+}
+
+#[test]
+fn cc_feeds_delivery_rate_samples_and_custom_messages() {
+    use crate::cc::{AnyCc, RateMessage};
+    let set = MicroSet(
+        MicroSet::of(&[
+            Sequencing,
+            AckTracking,
+            Rtt,
+            Arq,
+            Fifo,
+            CongestionWindow,
+            Pacing,
+            Cc,
+        ])
+        .0 | MicroSet::of(MANDATORY).0,
+    );
+    let params = Params {
+        cc: crate::cc::CcKind::Blast,
+        cc_rate_kbps: 8_000,
+        ..Params::default()
+    };
+    let mut e = compose(set, &params, LOCAL, PEER).unwrap();
+    assert_eq!(e.st.session.pacing_rate, 1_000_000, "8 Mb/s = 1 MB/s");
+    assert_eq!(e.st.session.cwnd, u64::MAX);
+    assert!(e.congestion_message(t(1), &RateMessage(3_000_000).encode()));
+    assert_eq!(e.st.session.pacing_rate, 3_000_000);
+    assert!(e.congestion_message(t(1), b"nonsense"));
+    assert_eq!(e.st.session.pacing_rate, 3_000_000);
+    assert!(!reliable().congestion_message(t(1), &RateMessage(1).encode()));
+
+    // BBR learns its bottleneck bandwidth from the adapter's rate samples: ten packets sent
+    // 1 ms apart, acknowledged 100 ms later 1 ms apart = 1 packet of 1000 bytes per ms.
+    let params = Params {
+        cc: crate::cc::CcKind::Bbr,
+        ..Params::default()
+    };
+    let mut e = compose(set, &params, LOCAL, PEER).unwrap();
+    for i in 0..10 {
+        e.dispatch(t(i), Event::PacketSent(sent(i, t(i))));
+    }
+    for i in 0..10 {
+        e.dispatch(t(100 + i), Event::PacketAcked(sent(i, t(i))));
+    }
+    let Some(crate::micro::AnyMicro::Cc(c)) = e
+        .micros()
+        .iter()
+        .find(|m| matches!(m, crate::micro::AnyMicro::Cc(_)))
+    else {
+        panic!("no cc");
+    };
+    let AnyCc::Bbr(b) = c.algorithm() else {
+        panic!("not bbr");
+    };
+    // Last ACK: 10 000 bytes delivered since the 1st packet's send time (t = 0) over 109 ms.
+    assert_eq!(b.btl_bw(), 10_000 * 1_000_000 / 109_000);
+    assert_eq!(
+        e.st.session.pacing_rate,
+        (crate::cc::bbr::HIGH_GAIN * b.btl_bw() as f64) as u64
+    );
+}

@@ -7,6 +7,8 @@
 //! remove = ["pacing"]           # microprotocols to remove from the base (optional)
 //! # microprotocols = ["demux", "integrity", …]   # or the whole list, instead of base/add/remove
 //!
+//! cc = "cubic"                  # congestion control from the cc library (optional)
+//!
 //! [params]                      # any subset of the parameters
 //! flow_window = 4096
 //! idle_timeout_ms = 10000
@@ -15,6 +17,7 @@
 //! key and the line; the resulting composition is checked like any profile.
 
 use super::{MicroId, MicroSet, Params, Profile, ProfileError};
+use crate::cc::CcKind;
 use serde::Deserialize;
 
 /// A profile file that could not be used.
@@ -39,6 +42,7 @@ struct FileProfile {
     add: Vec<String>,
     #[serde(default)]
     remove: Vec<String>,
+    cc: Option<String>,
     #[serde(default)]
     params: FileParams,
 }
@@ -62,6 +66,7 @@ struct FileParams {
     fec_flush_ms: Option<u32>,
     jitter_interval_us: Option<u32>,
     playout_delay_ms: Option<u32>,
+    cc_rate_kbps: Option<u32>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -158,13 +163,26 @@ pub fn parse(text: &str, origin: &str) -> Result<Profile, ProfileFileError> {
         fec_m,
         fec_flush_ms,
         jitter_interval_us,
-        playout_delay_ms
+        playout_delay_ms,
+        cc_rate_kbps
     );
-    let profile = Profile {
+    let mut profile = Profile {
         name: f.name,
         micros: set,
         params,
     };
+    if let Some(name) = &f.cc {
+        let line = key_line(text, "cc");
+        let kind = CcKind::from_name(name).ok_or_else(|| {
+            err(
+                line,
+                crate::cc::UnknownCc { name: name.clone() }.to_string(),
+            )
+        })?;
+        profile = profile
+            .with_cc(kind)
+            .map_err(|e| err(line, e.to_string()))?;
+    }
     profile.check().map_err(|e| {
         let line = match &e {
             ProfileError::Param { name, .. } => {
@@ -207,6 +225,48 @@ mod tests {
         )
         .unwrap();
         assert_eq!(p.micros, Profile::datagram().micros);
+    }
+
+    #[test]
+    fn cc_selects_an_algorithm_and_bad_names_list_the_known_ones() {
+        let p = parse(
+            "name = \"c\"\nbase = \"reliable\"\ncc = \"cubic\"\n",
+            "c.toml",
+        )
+        .unwrap();
+        assert_eq!(p.params.cc, CcKind::Cubic);
+        assert!(p.micros.has(MicroId::Cc) && !p.micros.has(MicroId::NewReno));
+        assert_eq!(p.congestion_control(), Some("cubic"));
+        let p = parse(
+            "name = \"b\"\nbase = \"ctp-bulk\"\ncc = \"blast\"\n[params]\ncc_rate_kbps = 8000\n",
+            "b.toml",
+        )
+        .unwrap();
+        assert!(
+            p.micros.has(MicroId::Pacing),
+            "rate-based algorithms get pacing"
+        );
+        assert_eq!(p.params.cc_rate_kbps, 8000);
+        let e = parse(
+            "name = \"c\"\nbase = \"reliable\"\n\ncc = \"reno9\"\n",
+            "c.toml",
+        )
+        .unwrap_err();
+        assert_eq!(e.line, Some(4));
+        assert!(
+            e.message.contains("`reno9`") && e.message.contains("bbr"),
+            "{e}"
+        );
+        let e = parse(
+            "name = \"m\"\nbase = \"ctp-minimal\"\ncc = \"bbr\"\n",
+            "m.toml",
+        )
+        .unwrap_err();
+        assert!(e.message.contains("no congestion control"), "{e}");
+        // Without `cc`, the built-ins keep NewReno.
+        let p = parse("name = \"r\"\nbase = \"reliable\"\n", "r.toml").unwrap();
+        assert_eq!(p.congestion_control(), Some("newreno"));
+        assert!(p.micros.has(MicroId::NewReno));
     }
 
     #[test]

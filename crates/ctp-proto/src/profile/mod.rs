@@ -3,6 +3,7 @@
 
 pub mod file;
 
+use crate::cc::CcKind;
 use crate::engine::app::AppIo;
 use crate::engine::segment::SegmentStore;
 use crate::engine::session::Session;
@@ -67,6 +68,7 @@ micro_ids! {
     FixedInterval = 21, "fixed-interval", "jitter control: one message delivered per fixed interval";
     Playout = 22, "playout", "jitter control: sender timestamps and a playout delay preserve the sender's timing";
     Urgent = 23, "urgent", "urgent (out-of-band) messages bypass the ordering in force";
+    Cc = 24, "cc", "congestion policy from the cc library: the algorithm named by the `cc` parameter (newreno, cubic, bbr, udt, …)";
 }
 
 impl fmt::Display for MicroId {
@@ -166,6 +168,9 @@ pub enum ProfileError {
         /// Allowed range.
         hint: &'static str,
     },
+    /// `--cc` / `cc =` on a profile that has no congestion control to replace.
+    #[error("profile `{0}` has no congestion control (no `ack-tracking`); choose a profile such as `reliable` or `datagram` to set `cc`")]
+    NoCongestionControl(String),
     /// Unknown profile or microprotocol name.
     #[error("unknown {what} `{name}`; known: {known}")]
     Unknown {
@@ -251,6 +256,16 @@ const DEPENDENCIES: &[(MicroId, MicroId, &str)] = &[
         "the policy reacts to acked and lost packets",
     ),
     (
+        MicroId::Cc,
+        MicroId::CongestionWindow,
+        "the algorithm's window is enforced by the window mechanism (rate-only algorithms leave it open)",
+    ),
+    (
+        MicroId::Cc,
+        MicroId::AckTracking,
+        "the algorithm reacts to acked and lost packets",
+    ),
+    (
         MicroId::RtsCts,
         MicroId::Sequencing,
         "clearance is counted in segment sequence numbers",
@@ -268,7 +283,7 @@ const DEPENDENCIES: &[(MicroId, MicroId, &str)] = &[
 ];
 
 /// Congestion policies: a mechanism needs one of them.
-const POLICIES: &[MicroId] = &[MicroId::NewReno, MicroId::Scp, MicroId::Tfrc];
+const POLICIES: &[MicroId] = &[MicroId::NewReno, MicroId::Scp, MicroId::Tfrc, MicroId::Cc];
 
 /// Dependencies on one of several alternatives: (microprotocol, alternatives, why).
 const NEEDS_ONE_OF: &[(MicroId, &[MicroId], &str)] = &[
@@ -336,6 +351,21 @@ const CONFLICTS: &[(MicroId, MicroId, &str)] = &[
         MicroId::Tfrc,
         "two congestion policies would fight over one rate",
     ),
+    (
+        MicroId::NewReno,
+        MicroId::Cc,
+        "two congestion policies would fight over one window; use `cc = \"newreno\"`",
+    ),
+    (
+        MicroId::Scp,
+        MicroId::Cc,
+        "two congestion policies would fight over one window",
+    ),
+    (
+        MicroId::Tfrc,
+        MicroId::Cc,
+        "two congestion policies would fight over one rate",
+    ),
 ];
 
 /// Compositions that are allowed but whose semantics are probably not what was meant:
@@ -399,6 +429,10 @@ pub struct Params {
     pub jitter_interval_us: u32,
     /// `playout` delays every message by this many milliseconds after its sender timing.
     pub playout_delay_ms: u32,
+    /// The algorithm the `cc` microprotocol runs (carried in the handshake).
+    pub cc: CcKind,
+    /// Rate of rate-configured algorithms (`blast`, `group`'s initial share), kbit/s.
+    pub cc_rate_kbps: u32,
 }
 
 /// Smallest UDP payload a profile may use (the QUIC floor, also DPLPMTUD's base).
@@ -425,6 +459,8 @@ impl Default for Params {
             fec_flush_ms: 20,
             jitter_interval_us: 20_000,
             playout_delay_ms: 100,
+            cc: CcKind::NewReno,
+            cc_rate_kbps: 100_000,
         }
     }
 }
@@ -486,6 +522,13 @@ impl Params {
                 "playout_delay_ms",
                 self.playout_delay_ms.into(),
                 "0..=600000 ms",
+            );
+        }
+        if self.cc_rate_kbps < 8 {
+            return bad(
+                "cc_rate_kbps",
+                self.cc_rate_kbps.into(),
+                "at least 8 kbit/s",
             );
         }
         if self.keepalive_ms == 0 {
@@ -689,6 +732,41 @@ impl Profile {
         }
     }
 
+    /// The same profile with its congestion policy replaced by the `cc` microprotocol
+    /// running `kind`: `newreno`, `scp` or `tfrc` is removed, the window mechanism added,
+    /// and pacing added for the rate-based algorithms (UDT, BBR, blast, group). A profile
+    /// without congestion control (no `ack-tracking`) is refused.
+    pub fn with_cc(mut self, kind: CcKind) -> Result<Self, ProfileError> {
+        use MicroId::*;
+        if !self.micros.has(AckTracking) {
+            return Err(ProfileError::NoCongestionControl(self.name));
+        }
+        let mut set = self.micros.without(NewReno).without(Scp).without(Tfrc);
+        set = MicroSet(set.0 | MicroSet::of(&[Cc, CongestionWindow]).0);
+        if matches!(
+            kind,
+            CcKind::Udt | CcKind::UdtNoisy | CcKind::Bbr | CcKind::Blast | CcKind::Group
+        ) {
+            set = MicroSet(set.0 | MicroSet::of(&[Pacing]).0);
+        }
+        self.micros = set;
+        self.params.cc = kind;
+        self.check()?;
+        Ok(self)
+    }
+
+    /// The congestion-control algorithm in force: the `cc` parameter when the profile
+    /// composes `cc`, else the name of its congestion policy microprotocol, if any.
+    pub fn congestion_control(&self) -> Option<&'static str> {
+        if self.micros.has(MicroId::Cc) {
+            return Some(self.params.cc.name());
+        }
+        [MicroId::NewReno, MicroId::Scp, MicroId::Tfrc]
+            .into_iter()
+            .find(|&m| self.micros.has(m))
+            .map(MicroId::name)
+    }
+
     /// True when every segment is eventually delivered.
     pub fn is_reliable(&self) -> bool {
         self.micros.has(MicroId::Arq)
@@ -762,6 +840,11 @@ pub fn encode_offer(out: &mut Vec<u8>, micros: MicroSet, p: &Params, isn: &Isn) 
     put(out, isn.seg);
     put(out, isn.msg);
     put(out, isn.pn);
+    // Only with the `cc` bit: offers without it stay byte-identical to earlier versions.
+    if micros.has(MicroId::Cc) {
+        put(out, p.cc.id());
+        put(out, p.cc_rate_kbps as u64);
+    }
 }
 
 /// Decodes what [`encode_offer`] wrote; the remaining parameters are taken from `local`.
@@ -782,6 +865,11 @@ pub fn decode_offer(
         msg: r.varint()?,
         pn: r.varint()?,
     };
+    if micros.has(MicroId::Cc) {
+        p.cc = CcKind::from_id(r.varint()?)
+            .ok_or(WireError::Invalid("unknown congestion-control algorithm"))?;
+        p.cc_rate_kbps = clamp32(r.varint()?);
+    }
     Ok((micros, p, isn))
 }
 
@@ -831,6 +919,9 @@ pub fn negotiate(
     p.flow_window = asked.flow_window.min(local.flow_window);
     p.max_message = asked.max_message.min(local.max_message);
     p.idle_timeout_ms = asked.idle_timeout_ms.min(local.idle_timeout_ms);
+    // The initiator chooses the algorithm; both sides run it for what they send.
+    p.cc = asked.cc;
+    p.cc_rate_kbps = asked.cc_rate_kbps;
     if let Err(e) = p.check() {
         return Negotiated::Refuse(format!("requested parameters are invalid: {e}"));
     }
@@ -946,6 +1037,16 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
                 Duration::from_millis(p.playout_delay_ms as u64),
             )?),
             MicroId::Urgent => AnyMicro::Urgent(micro::ordering::Urgent),
+            MicroId::Cc => AnyMicro::Cc(micro::cc::CcPolicy::new(
+                p.cc,
+                &crate::cc::Config {
+                    mss: p.max_udp_payload as u64,
+                    initial_window: p.initial_window as u64,
+                    rate: p.cc_rate_kbps as u64 * 125,
+                    max_window: p.flow_window as u64,
+                },
+                &mut session,
+            )),
             MicroId::KeepAlive => AnyMicro::KeepAlive(micro::keepalive::KeepAlive::new(
                 &mut setup,
                 Duration::from_millis(p.keepalive_ms as u64),
@@ -1144,6 +1245,86 @@ mod tests {
         encode_offer(&mut out, Profile::datagram().micros, &p, &isn);
         let (m, q, i) = decode_offer(&mut Reader::new(&out), &Params::default()).unwrap();
         assert_eq!((m, q, i), (Profile::datagram().micros, p, isn));
+    }
+
+    #[test]
+    fn the_cc_choice_travels_in_the_offer_only_with_the_cc_bit() {
+        let isn = Isn::default();
+        // Without `cc`: byte-identical to an offer that never heard of it.
+        let plain = Params {
+            cc: CcKind::Bbr,
+            ..Params::default()
+        };
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        encode_offer(&mut a, Profile::reliable().micros, &plain, &isn);
+        encode_offer(&mut b, Profile::reliable().micros, &Params::default(), &isn);
+        assert_eq!(a, b);
+        // With it: the algorithm and its rate round-trip.
+        let p = Profile::reliable().with_cc(CcKind::Udt).unwrap();
+        let q = Params {
+            cc_rate_kbps: 5_000,
+            ..p.params
+        };
+        let mut out = Vec::new();
+        encode_offer(&mut out, p.micros, &q, &isn);
+        let (m, got, _) = decode_offer(&mut Reader::new(&out), &Params::default()).unwrap();
+        assert_eq!(
+            (m, got.cc, got.cc_rate_kbps),
+            (p.micros, CcKind::Udt, 5_000)
+        );
+        // An unknown algorithm number is rejected, not guessed.
+        let mut bad = Vec::new();
+        let isn_bytes = {
+            let mut v = Vec::new();
+            encode_offer(&mut v, p.micros, &q, &isn);
+            v
+        };
+        bad.extend_from_slice(&isn_bytes[..isn_bytes.len() - 3]);
+        crate::wire::varint::put(&mut bad, 77);
+        crate::wire::varint::put(&mut bad, 5_000);
+        assert!(decode_offer(&mut Reader::new(&bad), &Params::default()).is_err());
+        // The responder adopts the initiator's choice.
+        let all = MicroSet::of(MicroId::ALL);
+        match negotiate(p.micros, &q, all, &Params::default()) {
+            Negotiated::Accept(set, n) => {
+                assert!(set.has(Cc));
+                assert_eq!((n.cc, n.cc_rate_kbps), (CcKind::Udt, 5_000));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn with_cc_replaces_the_policy_and_keeps_the_rest() {
+        let r = Profile::reliable().with_cc(CcKind::Cubic).unwrap();
+        assert_eq!(
+            r.micros,
+            MicroSet(Profile::reliable().micros.without(NewReno).0 | MicroSet::of(&[Cc]).0)
+        );
+        let v = Profile::ctp_video().with_cc(CcKind::Vegas).unwrap();
+        assert!(v.micros.has(Cc) && !v.micros.has(Scp));
+        let b = Profile::ctp_bulk().with_cc(CcKind::Bbr).unwrap();
+        assert!(b.micros.has(Pacing));
+        assert!(!Profile::ctp_bulk()
+            .with_cc(CcKind::Cubic)
+            .unwrap()
+            .micros
+            .has(Pacing));
+        assert!(matches!(
+            Profile::ctp_minimal().with_cc(CcKind::Cubic),
+            Err(ProfileError::NoCongestionControl(_))
+        ));
+        assert!(matches!(
+            check_micros(MicroSet(r.micros.0 | MicroSet::of(&[NewReno]).0)),
+            Err(ProfileError::Conflict { .. })
+        ));
+        assert_eq!(Profile::reliable().congestion_control(), Some("newreno"));
+        assert_eq!(Profile::ctp_video().congestion_control(), Some("scp"));
+        assert_eq!(Profile::ctp_minimal().congestion_control(), None);
+        for &k in CcKind::ALL {
+            let p = Profile::reliable().with_cc(k).unwrap();
+            compose(p.micros, &p.params, Isn::default(), Isn::default()).unwrap();
+        }
     }
 
     #[test]

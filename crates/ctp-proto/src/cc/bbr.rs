@@ -1,0 +1,279 @@
+//! BBR v1 (Cardwell et al., "BBR: Congestion-Based Congestion Control", and
+//! draft-cardwell-iccrg-bbr-congestion-control-00): a model of the path — the bottleneck
+//! bandwidth (a max filter over the delivery-rate samples of the last 10 round trips) and the
+//! round-trip propagation time (min RTT over 10 s) — sets the pacing rate
+//! (`pacing_gain × BtlBw`) and the window (`cwnd_gain × BtlBw × RTprop`).
+//!
+//! - Startup: gain 2/ln 2 ≈ 2.885 until BtlBw grows less than 25 % for 3 rounds (full pipe).
+//! - Drain: gain 1/2.885 until the bytes in flight fall to one BDP.
+//! - ProbeBW: pacing gain cycles 1.25, 0.75, 1 × 6, one phase per RTprop; cwnd gain 2.
+//! - ProbeRTT: when RTprop was not refreshed for 10 s, the window drops to 4 packets for
+//!   200 ms (and one round trip).
+//!
+//! Loss is not a congestion signal: losses change nothing. A timeout shrinks the window to
+//! 4 packets until the next ACK recomputes it from the model (simplified recovery).
+
+use super::{Ack, Config, CongestionControl, Loss};
+use crate::time::Instant;
+use core::time::Duration;
+
+/// Startup gain, 2/ln 2.
+pub const HIGH_GAIN: f64 = 2.885;
+/// ProbeBW pacing-gain cycle.
+pub const CYCLE: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+/// Rounds the bandwidth max filter spans.
+const BW_ROUNDS: usize = 10;
+/// RTprop expires after this long.
+const RTPROP_WINDOW: Duration = Duration::from_secs(10);
+/// ProbeRTT lasts at least this long.
+const PROBE_RTT_TIME: Duration = Duration::from_millis(200);
+
+/// BBR's state machine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Exponential search for the bottleneck bandwidth.
+    Startup,
+    /// Draining the queue Startup built.
+    Drain,
+    /// Steady state, cycling the pacing gain.
+    ProbeBw,
+    /// Refreshing the min-RTT estimate.
+    ProbeRtt,
+}
+
+/// The BBR algorithm.
+#[derive(Debug)]
+pub struct Bbr {
+    mss: u64,
+    mode: Mode,
+    /// Per-round maximum delivery rate, indexed by round % 10.
+    bw_slots: [u64; BW_ROUNDS],
+    round: u64,
+    round_start: Option<Instant>,
+    rtprop_us: u64,
+    rtprop_at: Instant,
+    full_bw: u64,
+    full_bw_rounds: u32,
+    cycle_index: usize,
+    cycle_start: Instant,
+    probe_rtt_done: Option<Instant>,
+    cwnd: u64,
+    init_cwnd: u64,
+    pacing_gain: f64,
+    cwnd_gain: f64,
+}
+
+impl Bbr {
+    /// Initial window of `cfg.initial_window` packets.
+    pub fn new(cfg: &Config) -> Self {
+        let mss = cfg.mss.max(1);
+        let init = mss * cfg.initial_window.max(4);
+        Bbr {
+            mss,
+            mode: Mode::Startup,
+            bw_slots: [0; BW_ROUNDS],
+            round: 0,
+            round_start: None,
+            rtprop_us: u64::MAX,
+            rtprop_at: Instant::ZERO,
+            full_bw: 0,
+            full_bw_rounds: 0,
+            cycle_index: 0,
+            cycle_start: Instant::ZERO,
+            probe_rtt_done: None,
+            cwnd: init,
+            init_cwnd: init,
+            pacing_gain: HIGH_GAIN,
+            cwnd_gain: HIGH_GAIN,
+        }
+    }
+
+    /// Current mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Bottleneck-bandwidth estimate, bytes per second.
+    pub fn btl_bw(&self) -> u64 {
+        self.bw_slots.iter().copied().max().unwrap_or(0)
+    }
+
+    /// Round-trip propagation estimate, microseconds.
+    pub fn rtprop_us(&self) -> u64 {
+        self.rtprop_us
+    }
+
+    /// Current pacing gain.
+    pub fn pacing_gain(&self) -> f64 {
+        self.pacing_gain
+    }
+
+    fn bdp(&self) -> u64 {
+        if self.rtprop_us == u64::MAX {
+            return self.init_cwnd;
+        }
+        (self.btl_bw() as u128 * self.rtprop_us as u128 / 1_000_000) as u64
+    }
+
+    fn enter_probe_bw(&mut self, now: Instant) {
+        self.mode = Mode::ProbeBw;
+        self.cycle_index = 0;
+        self.cycle_start = now;
+        self.pacing_gain = CYCLE[0];
+        self.cwnd_gain = 2.0;
+    }
+}
+
+impl CongestionControl for Bbr {
+    fn name(&self) -> &'static str {
+        "bbr"
+    }
+
+    fn on_ack(&mut self, a: &Ack) {
+        let now = a.now;
+        // Rounds: a round ends when a packet sent after it began is acknowledged.
+        let new_round = self.round_start.is_none_or(|s| a.sent_at >= s);
+        if new_round {
+            self.round += 1;
+            self.round_start = Some(now);
+            self.bw_slots[(self.round % BW_ROUNDS as u64) as usize] = 0;
+        }
+        let slot = &mut self.bw_slots[(self.round % BW_ROUNDS as u64) as usize];
+        *slot = (*slot).max(a.delivery_rate);
+        let rtt = a.rtt_us.max(1);
+        let expired =
+            self.rtprop_us != u64::MAX && now.saturating_since(self.rtprop_at) > RTPROP_WINDOW;
+        if rtt <= self.rtprop_us || expired {
+            if expired && self.mode != Mode::ProbeRtt {
+                self.mode = Mode::ProbeRtt;
+                self.pacing_gain = 1.0;
+                self.probe_rtt_done = Some(now + PROBE_RTT_TIME);
+            }
+            self.rtprop_us = rtt;
+            self.rtprop_at = now;
+        }
+        match self.mode {
+            Mode::Startup if new_round && self.btl_bw() > 0 => {
+                let bw = self.btl_bw();
+                if bw >= self.full_bw + self.full_bw / 4 {
+                    self.full_bw = bw;
+                    self.full_bw_rounds = 0;
+                } else {
+                    self.full_bw_rounds += 1;
+                    if self.full_bw_rounds >= 3 {
+                        self.mode = Mode::Drain;
+                        self.pacing_gain = 1.0 / HIGH_GAIN;
+                        self.cwnd_gain = HIGH_GAIN;
+                    }
+                }
+            }
+            Mode::Drain if a.bytes_in_flight <= self.bdp() => self.enter_probe_bw(now),
+            Mode::ProbeBw => {
+                let phase = Duration::from_micros(self.rtprop_us.min(10_000_000));
+                if now.saturating_since(self.cycle_start) >= phase {
+                    self.cycle_index = (self.cycle_index + 1) % CYCLE.len();
+                    self.cycle_start = now;
+                    self.pacing_gain = CYCLE[self.cycle_index];
+                }
+            }
+            Mode::ProbeRtt if self.probe_rtt_done.is_some_and(|d| now >= d) => {
+                self.rtprop_at = now;
+                self.enter_probe_bw(now);
+            }
+            _ => {}
+        }
+        self.cwnd = if self.mode == Mode::ProbeRtt {
+            4 * self.mss
+        } else if self.btl_bw() == 0 {
+            self.init_cwnd.max(self.cwnd)
+        } else {
+            ((self.cwnd_gain * self.bdp() as f64) as u64).max(4 * self.mss)
+        };
+    }
+
+    fn on_loss(&mut self, _l: &Loss) {}
+
+    fn on_timeout(&mut self, _now: Instant, _backoff: u32) {
+        self.cwnd = 4 * self.mss;
+    }
+
+    fn cwnd(&self) -> u64 {
+        self.cwnd
+    }
+
+    fn pacing_rate(&self) -> u64 {
+        (self.pacing_gain * self.btl_bw() as f64) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::*;
+    use super::*;
+
+    fn rated(pn: u64, now_ms: u64, rtt_ms: u64, rate: u64, inflight: u64) -> Ack {
+        Ack {
+            delivery_rate: rate,
+            bytes_in_flight: inflight,
+            ..ack(pn, now_ms, rtt_ms)
+        }
+    }
+
+    #[test]
+    fn startup_drain_probe_bw_cycle_and_loss_is_ignored() {
+        let mut b = Bbr::new(&cfg());
+        assert_eq!(b.mode(), Mode::Startup);
+        // Each 100 ms round the rate doubles, then it plateaus at 1 MB/s.
+        let mut now = 0;
+        for (i, rate) in [
+            125_000u64, 250_000, 500_000, 1_000_000, 1_000_000, 1_000_000, 1_000_000,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            now += 100;
+            b.on_ack(&rated(i as u64, now, 100, rate, 200_000));
+            if i < 6 {
+                assert_eq!(b.mode(), Mode::Startup, "round {i}");
+            }
+        }
+        assert_eq!(b.mode(), Mode::Drain, "3 rounds without 25 % growth");
+        assert_eq!(b.btl_bw(), 1_000_000);
+        assert_eq!(b.pacing_rate(), ((1.0 / HIGH_GAIN) * 1_000_000.0) as u64);
+        // In flight falls to one BDP (1 MB/s × 100 ms): ProbeBW, gain 1.25 then 0.75 then 1.
+        now += 1;
+        b.on_ack(&rated(10, now, 100, 1_000_000, 100_000));
+        assert_eq!(b.mode(), Mode::ProbeBw);
+        assert_eq!(b.pacing_rate(), 1_250_000);
+        assert_eq!(b.cwnd(), 200_000, "cwnd gain 2 × BDP");
+        now += 100;
+        b.on_ack(&rated(11, now, 100, 1_000_000, 100_000));
+        assert_eq!(b.pacing_rate(), 750_000);
+        now += 100;
+        b.on_ack(&rated(12, now, 100, 1_000_000, 100_000));
+        assert_eq!(b.pacing_rate(), 1_000_000);
+        // Loss is not a signal.
+        b.on_loss(&loss(13, now, now - 50, 20));
+        assert_eq!((b.pacing_rate(), b.cwnd()), (1_000_000, 200_000));
+        // A timeout shrinks the window to 4 packets until the model speaks again.
+        b.on_timeout(ms(now + 10), 1);
+        assert_eq!(b.cwnd(), 4 * MSS);
+        b.on_ack(&rated(14, now + 20, 100, 1_000_000, 0));
+        assert_eq!(b.cwnd(), 200_000);
+    }
+
+    #[test]
+    fn probe_rtt_after_ten_seconds_without_a_lower_rtt() {
+        let mut b = Bbr::new(&cfg());
+        for i in 0..8 {
+            b.on_ack(&rated(i, 100 * (i + 1), 100, 1_000_000, 0));
+        }
+        assert_eq!(b.mode(), Mode::ProbeBw);
+        b.on_ack(&rated(20, 11_000, 120, 1_000_000, 0));
+        assert_eq!(b.mode(), Mode::ProbeRtt);
+        assert_eq!(b.cwnd(), 4 * MSS);
+        b.on_ack(&rated(21, 11_300, 100, 1_000_000, 0));
+        assert_eq!(b.mode(), Mode::ProbeBw);
+        assert_eq!(b.rtprop_us(), 100_000);
+    }
+}

@@ -1,0 +1,487 @@
+//! The pluggable congestion-control library (DESIGN §2.4), after Composable UDT's CCC class.
+//!
+//! An algorithm implements [`CongestionControl`]: a handful of callbacks with no-op
+//! defaults (ACK, loss with the lost range, timeout, packet sent, packet received, custom
+//! control message) and two outputs, a congestion window in bytes and a pacing rate in bytes
+//! per second (or the equivalent inter-packet period). It never sees the engine: the
+//! congestion-policy microprotocol ([`crate::micro::cc`]) adapts engine events to the
+//! callbacks and writes the outputs into the shared `cwnd` / `pacing_rate` that the window
+//! and pacing *mechanisms* enforce. One file per algorithm; [`AnyCc`] is an enum over the
+//! built-in ones so the data path dispatches with a `match`, while the trait stays
+//! object-safe for algorithms written outside the crate (`Box<dyn CongestionControl>`).
+//!
+//! The choice is configuration: [`by_name`] (or [`CcKind::from_name`]) with a [`Config`].
+
+pub mod bbr;
+pub mod bic;
+pub mod blast;
+pub mod cubic;
+pub mod fast;
+pub mod group;
+pub mod highspeed;
+pub mod newreno;
+pub mod scalable;
+pub mod udt;
+pub mod vegas;
+pub mod westwood;
+
+use crate::time::Instant;
+use core::fmt;
+
+/// One acknowledged packet, as the algorithm sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ack {
+    /// When the acknowledgement was processed.
+    pub now: Instant,
+    /// Packet number.
+    pub pn: u64,
+    /// Bytes the packet occupied on the wire.
+    pub bytes: u64,
+    /// When the packet was sent.
+    pub sent_at: Instant,
+    /// This packet's round-trip sample (`now − sent_at`), microseconds.
+    pub rtt_us: u64,
+    /// Smoothed RTT, microseconds (0 until measured).
+    pub srtt_us: u64,
+    /// Smallest RTT seen, microseconds (`u64::MAX` until measured).
+    pub min_rtt_us: u64,
+    /// Bytes in flight as the window mechanism last published them.
+    pub bytes_in_flight: u64,
+    /// Delivery-rate sample in bytes per second (0 when unknown): bytes acknowledged between
+    /// this packet's sending and its acknowledgement, over that interval (BBR's rate sample).
+    pub delivery_rate: u64,
+}
+
+/// A loss report: a range of packet numbers declared lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Loss {
+    /// When the loss was declared.
+    pub now: Instant,
+    /// First lost packet number.
+    pub first_pn: u64,
+    /// Last lost packet number (inclusive).
+    pub last_pn: u64,
+    /// Bytes lost.
+    pub bytes: u64,
+    /// When the (latest) lost packet was sent.
+    pub sent_at: Instant,
+    /// Largest packet number sent so far.
+    pub largest_sent_pn: u64,
+    /// Smoothed RTT, microseconds (0 until measured).
+    pub srtt_us: u64,
+}
+
+/// A packet that left.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sent {
+    /// When it left.
+    pub now: Instant,
+    /// Packet number.
+    pub pn: u64,
+    /// Bytes on the wire.
+    pub bytes: u64,
+    /// Bytes in flight before it.
+    pub bytes_in_flight: u64,
+}
+
+/// What every algorithm is built from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Bytes per full-sized packet.
+    pub mss: u64,
+    /// Initial window, packets.
+    pub initial_window: u64,
+    /// Rate for rate-configured algorithms (`blast`, the initial share of `group`), bytes/s.
+    pub rate: u64,
+    /// Largest useful window, packets (the flow window): UDT leaves slow start there.
+    pub max_window: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            mss: 1452,
+            initial_window: 10,
+            rate: 12_500_000,
+            max_window: 16_384,
+        }
+    }
+}
+
+/// A congestion-control algorithm (Composable UDT's CCC). Every hook has a no-op default;
+/// the outputs are read after each hook.
+pub trait CongestionControl: fmt::Debug + Send {
+    /// The name used in profiles and on the command line.
+    fn name(&self) -> &'static str;
+    /// A packet was acknowledged.
+    fn on_ack(&mut self, _ack: &Ack) {}
+    /// Packets were declared lost.
+    fn on_loss(&mut self, _loss: &Loss) {}
+    /// The retransmission timer expired (`backoff` consecutive times).
+    fn on_timeout(&mut self, _now: Instant, _backoff: u32) {}
+    /// A packet left.
+    fn on_packet_sent(&mut self, _sent: &Sent) {}
+    /// A packet arrived from the peer (receiver-side algorithms).
+    fn on_packet_received(&mut self, _now: Instant, _bytes: u64) {}
+    /// A custom control message (see [`RateMessage`]); unknown or malformed ones are ignored.
+    fn on_custom(&mut self, _now: Instant, _msg: &[u8]) {}
+    /// Congestion window in bytes; `u64::MAX` leaves the window open.
+    fn cwnd(&self) -> u64;
+    /// Pacing rate in bytes per second; 0 sends unpaced.
+    fn pacing_rate(&self) -> u64;
+    /// Inter-packet period for packets of `bytes` bytes, microseconds (`None` when unpaced).
+    fn pacing_period_us(&self, bytes: u64) -> Option<u64> {
+        (bytes * 1_000_000).checked_div(self.pacing_rate())
+    }
+    /// The acknowledgement interval the algorithm asks for, in packets (`None`: the default).
+    fn ack_interval(&self) -> Option<u32> {
+        None
+    }
+}
+
+/// The custom control message that sets a rate (`blast`, `group`): `b'R'` then the rate in
+/// bytes per second as 8 little-endian bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RateMessage(pub u64);
+
+impl RateMessage {
+    /// Tag byte.
+    pub const TAG: u8 = b'R';
+
+    /// Encodes the message.
+    pub fn encode(self) -> [u8; 9] {
+        let mut b = [0u8; 9];
+        b[0] = Self::TAG;
+        b[1..].copy_from_slice(&self.0.to_le_bytes());
+        b
+    }
+
+    /// Decodes a message; `None` unless it is exactly a rate message.
+    pub fn decode(msg: &[u8]) -> Option<Self> {
+        let (&tag, rest) = msg.split_first()?;
+        let bytes: [u8; 8] = rest.try_into().ok()?;
+        (tag == Self::TAG).then(|| RateMessage(u64::from_le_bytes(bytes)))
+    }
+}
+
+/// No algorithm of that name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown congestion control `{name}`; known: {}", known_names())]
+pub struct UnknownCc {
+    /// The name given.
+    pub name: String,
+}
+
+/// The known names, comma-separated.
+pub fn known_names() -> String {
+    CcKind::ALL
+        .iter()
+        .map(|k| k.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Builds the algorithm called `name`.
+pub fn by_name(name: &str, cfg: &Config) -> Result<AnyCc, UnknownCc> {
+    CcKind::from_name(name)
+        .map(|k| k.build(cfg))
+        .ok_or_else(|| UnknownCc { name: name.into() })
+}
+
+macro_rules! algorithms {
+    ($($variant:ident = $id:literal, $name:literal, $ty:ty, $doc:literal;)*) => {
+        /// A built-in algorithm. The numbers travel in the handshake.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+        pub enum CcKind {
+            /// NewReno (the default).
+            #[default]
+            NewReno = 0,
+            $(#[doc = $doc] $variant = $id,)*
+        }
+
+        impl CcKind {
+            /// Every built-in algorithm.
+            pub const ALL: &'static [CcKind] = &[CcKind::NewReno, $(CcKind::$variant,)*];
+
+            /// The name used in profiles and on the command line.
+            pub fn name(self) -> &'static str {
+                match self { CcKind::NewReno => "newreno", $(CcKind::$variant => $name,)* }
+            }
+
+            /// One-line description.
+            pub fn describe(self) -> &'static str {
+                match self {
+                    CcKind::NewReno => "NewReno: slow start, AIMD, one halving per recovery period",
+                    $(CcKind::$variant => $doc,)*
+                }
+            }
+
+            /// Looks an algorithm up by name.
+            pub fn from_name(name: &str) -> Option<CcKind> {
+                match name { "newreno" => Some(CcKind::NewReno), $($name => Some(CcKind::$variant),)* _ => None }
+            }
+
+            /// The number sent in the handshake.
+            pub fn id(self) -> u64 {
+                self as u64
+            }
+
+            /// Looks an algorithm up by its handshake number.
+            pub fn from_id(id: u64) -> Option<CcKind> {
+                CcKind::ALL.iter().copied().find(|k| k.id() == id)
+            }
+
+            /// Builds the algorithm.
+            pub fn build(self, cfg: &Config) -> AnyCc {
+                match self {
+                    CcKind::NewReno => AnyCc::NewReno(newreno::NewReno::new(cfg)),
+                    $(CcKind::$variant => AnyCc::$variant(<$ty>::new(cfg)),)*
+                }
+            }
+        }
+
+        /// One built-in algorithm (an enum, so the engine dispatches with a `match`).
+        #[derive(Debug)]
+        pub enum AnyCc {
+            /// See [`newreno::NewReno`].
+            NewReno(newreno::NewReno),
+            $(#[doc = concat!("See [`", stringify!($ty), "`].")] $variant($ty),)*
+        }
+
+        impl CongestionControl for AnyCc {
+            fn name(&self) -> &'static str {
+                match self { AnyCc::NewReno(a) => a.name(), $(AnyCc::$variant(a) => a.name(),)* }
+            }
+            #[inline]
+            fn on_ack(&mut self, ack: &Ack) {
+                match self { AnyCc::NewReno(a) => a.on_ack(ack), $(AnyCc::$variant(a) => a.on_ack(ack),)* }
+            }
+            fn on_loss(&mut self, loss: &Loss) {
+                match self { AnyCc::NewReno(a) => a.on_loss(loss), $(AnyCc::$variant(a) => a.on_loss(loss),)* }
+            }
+            fn on_timeout(&mut self, now: Instant, backoff: u32) {
+                match self {
+                    AnyCc::NewReno(a) => a.on_timeout(now, backoff),
+                    $(AnyCc::$variant(a) => a.on_timeout(now, backoff),)*
+                }
+            }
+            #[inline]
+            fn on_packet_sent(&mut self, sent: &Sent) {
+                match self { AnyCc::NewReno(a) => a.on_packet_sent(sent), $(AnyCc::$variant(a) => a.on_packet_sent(sent),)* }
+            }
+            #[inline]
+            fn on_packet_received(&mut self, now: Instant, bytes: u64) {
+                match self {
+                    AnyCc::NewReno(a) => a.on_packet_received(now, bytes),
+                    $(AnyCc::$variant(a) => a.on_packet_received(now, bytes),)*
+                }
+            }
+            fn on_custom(&mut self, now: Instant, msg: &[u8]) {
+                match self { AnyCc::NewReno(a) => a.on_custom(now, msg), $(AnyCc::$variant(a) => a.on_custom(now, msg),)* }
+            }
+            #[inline]
+            fn cwnd(&self) -> u64 {
+                match self { AnyCc::NewReno(a) => a.cwnd(), $(AnyCc::$variant(a) => a.cwnd(),)* }
+            }
+            #[inline]
+            fn pacing_rate(&self) -> u64 {
+                match self { AnyCc::NewReno(a) => a.pacing_rate(), $(AnyCc::$variant(a) => a.pacing_rate(),)* }
+            }
+            fn ack_interval(&self) -> Option<u32> {
+                match self { AnyCc::NewReno(a) => a.ack_interval(), $(AnyCc::$variant(a) => a.ack_interval(),)* }
+            }
+        }
+    };
+}
+
+algorithms! {
+    Cubic = 1, "cubic", cubic::Cubic, "CUBIC (RFC 9438): cubic window growth around the last maximum, β = 0.7";
+    Bbr = 2, "bbr", bbr::Bbr, "BBR v1: bottleneck bandwidth and min-RTT model, pacing-gain cycle; loss is not a signal";
+    Udt = 3, "udt", udt::Udt, "UDT native: DAIMD rate control from the link capacity, random loss decrease";
+    UdtNoisy = 4, "udt-noisy", udt::UdtNoisy, "UDT native in noisy-link mode: the first loss of a congestion event is ignored";
+    Scalable = 5, "scalable", scalable::Scalable, "Scalable TCP: +1% of a packet per ACK, −1/8 on loss";
+    HighSpeed = 6, "highspeed", highspeed::HighSpeed, "HighSpeed TCP (RFC 3649): a(w), b(w) from the response function";
+    Bic = 7, "bic", bic::Bic, "BiC: binary search toward the last maximum, then max probing";
+    Westwood = 8, "westwood", westwood::Westwood, "Westwood+: the bandwidth estimate sets ssthresh after a loss";
+    Vegas = 9, "vegas", vegas::Vegas, "Vegas: keeps 2 to 4 packets queued, from expected vs actual rate";
+    Fast = 10, "fast", fast::Fast, "FAST TCP: w ← (1−γ)w + γ(baseRTT/RTT·w + α) every RTT";
+    Blast = 11, "blast", blast::Blast, "fixed-rate blast: constant rate, changeable while running, ignores loss";
+    Group = 12, "group", group::Group, "group controller (GTP-style): rate assigned by a shared receiver-driven budget";
+}
+
+/// Pacing rate for a window-based algorithm: `gain × cwnd / srtt` (0 until the RTT is known),
+/// with NewReno's gains: 2 in slow start, 1.25 otherwise.
+pub(crate) fn window_pacing(cwnd: u64, srtt_us: u64, slow_start: bool) -> u64 {
+    if srtt_us == 0 || cwnd == u64::MAX {
+        return 0;
+    }
+    let gain = if slow_start { 2.0 } else { 1.25 };
+    (gain * cwnd as f64 * 1e6 / srtt_us as f64) as u64
+}
+
+/// The Reno skeleton most window algorithms share: slow start, a recovery period that
+/// allows one decrease per window of data, and the collapse on a timeout.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Window {
+    pub mss: u64,
+    pub cwnd: u64,
+    pub ssthresh: u64,
+    pub min_cwnd: u64,
+    pub recovery_start: Option<Instant>,
+    pub srtt_us: u64,
+}
+
+impl Window {
+    pub fn new(cfg: &Config) -> Self {
+        let mss = cfg.mss.max(1);
+        Window {
+            mss,
+            cwnd: mss * cfg.initial_window.max(2),
+            ssthresh: u64::MAX,
+            min_cwnd: 2 * mss,
+            recovery_start: None,
+            srtt_us: 0,
+        }
+    }
+
+    /// True while `sent_at` belongs to the window already penalised.
+    pub fn in_recovery(&self, sent_at: Instant) -> bool {
+        self.recovery_start.is_some_and(|r| sent_at <= r)
+    }
+
+    pub fn slow_start(&self) -> bool {
+        self.cwnd < self.ssthresh
+    }
+
+    /// Starts a recovery period with the window cut to `new_cwnd`.
+    pub fn decrease(&mut self, now: Instant, new_cwnd: u64) {
+        self.recovery_start = Some(now);
+        self.ssthresh = new_cwnd.max(self.min_cwnd);
+        self.cwnd = self.ssthresh;
+    }
+
+    /// RFC 5681 on a timeout: ssthresh to half, window to the minimum.
+    pub fn timeout(&mut self, now: Instant) {
+        self.ssthresh = (self.cwnd / 2).max(self.min_cwnd);
+        self.cwnd = self.min_cwnd;
+        self.recovery_start = Some(now);
+    }
+
+    pub fn pacing(&self) -> u64 {
+        window_pacing(self.cwnd, self.srtt_us, self.slow_start())
+    }
+}
+
+/// Deterministic 64-bit mix (splitmix64), for the few algorithms that randomise.
+pub(crate) fn mix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+#[cfg(test)]
+pub(crate) mod test_util {
+    use super::*;
+
+    pub const MSS: u64 = 1000;
+
+    pub fn cfg() -> Config {
+        Config {
+            mss: MSS,
+            initial_window: 10,
+            rate: 1_000_000,
+            max_window: 1000,
+        }
+    }
+
+    pub fn ms(v: u64) -> Instant {
+        Instant::from_micros(1_000_000 + v * 1000)
+    }
+
+    /// An ACK of one full packet sent `rtt_ms` before `now_ms`.
+    pub fn ack(pn: u64, now_ms: u64, rtt_ms: u64) -> Ack {
+        Ack {
+            now: ms(now_ms),
+            pn,
+            bytes: MSS,
+            sent_at: ms(now_ms.saturating_sub(rtt_ms)),
+            rtt_us: rtt_ms * 1000,
+            srtt_us: rtt_ms * 1000,
+            min_rtt_us: rtt_ms * 1000,
+            bytes_in_flight: 0,
+            delivery_rate: 0,
+        }
+    }
+
+    pub fn loss(pn: u64, now_ms: u64, sent_ms: u64, largest: u64) -> Loss {
+        Loss {
+            now: ms(now_ms),
+            first_pn: pn,
+            last_pn: pn,
+            bytes: MSS,
+            sent_at: ms(sent_ms),
+            largest_sent_pn: largest,
+            srtt_us: 100_000,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_names_list_the_known_ones() {
+        for &k in CcKind::ALL {
+            assert_eq!(CcKind::from_name(k.name()), Some(k));
+            assert_eq!(CcKind::from_id(k.id()), Some(k));
+            let a = by_name(k.name(), &Config::default()).unwrap();
+            assert_eq!(a.name(), k.name());
+            assert!(a.cwnd() > 0);
+        }
+        assert_eq!(CcKind::from_id(999), None);
+        let e = by_name("reno2", &Config::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`reno2`") && e.contains("cubic") && e.contains("udt-noisy"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_trait_is_object_safe_and_defaults_are_no_ops() {
+        #[derive(Debug)]
+        struct Fixed;
+        impl CongestionControl for Fixed {
+            fn name(&self) -> &'static str {
+                "fixed"
+            }
+            fn cwnd(&self) -> u64 {
+                10_000
+            }
+            fn pacing_rate(&self) -> u64 {
+                1_000_000
+            }
+        }
+        let mut b: Box<dyn CongestionControl> = Box::new(Fixed);
+        b.on_ack(&test_util::ack(1, 10, 10));
+        b.on_timeout(test_util::ms(10), 1);
+        b.on_custom(test_util::ms(10), b"junk");
+        assert_eq!((b.cwnd(), b.pacing_period_us(1000)), (10_000, Some(1000)));
+        assert_eq!(b.ack_interval(), None);
+        let boxed: Box<dyn CongestionControl> =
+            Box::new(by_name("cubic", &Config::default()).unwrap());
+        assert_eq!(boxed.name(), "cubic");
+    }
+
+    #[test]
+    fn rate_messages_round_trip_and_junk_is_rejected() {
+        let m = RateMessage(123_456_789);
+        assert_eq!(RateMessage::decode(&m.encode()), Some(m));
+        assert_eq!(RateMessage::decode(b""), None);
+        assert_eq!(RateMessage::decode(b"R1234567"), None);
+        assert_eq!(RateMessage::decode(b"X12345678"), None);
+    }
+}

@@ -1,0 +1,100 @@
+//! NewReno (RFC 6582 / RFC 9002 style), ported from the `newreno` microprotocol: slow start,
+//! congestion avoidance (one packet per window of acknowledged bytes), one halving per
+//! recovery period, collapse to the minimum window on a timeout. Paced at 1.25 × cwnd / srtt
+//! (2 × in slow start).
+
+use super::{Ack, Config, CongestionControl, Loss, Window};
+use crate::time::Instant;
+
+/// The NewReno algorithm.
+#[derive(Debug)]
+pub struct NewReno {
+    w: Window,
+    acked_in_ca: u64,
+}
+
+impl NewReno {
+    /// Initial window of `cfg.initial_window` packets.
+    pub fn new(cfg: &Config) -> Self {
+        NewReno {
+            w: Window::new(cfg),
+            acked_in_ca: 0,
+        }
+    }
+
+    /// Current slow-start threshold, bytes.
+    pub fn ssthresh(&self) -> u64 {
+        self.w.ssthresh
+    }
+}
+
+impl CongestionControl for NewReno {
+    fn name(&self) -> &'static str {
+        "newreno"
+    }
+
+    fn on_ack(&mut self, a: &Ack) {
+        self.w.srtt_us = a.srtt_us;
+        if self.w.in_recovery(a.sent_at) {
+            return;
+        }
+        if self.w.slow_start() {
+            self.w.cwnd += a.bytes;
+        } else {
+            self.acked_in_ca += a.bytes;
+            if self.acked_in_ca >= self.w.cwnd {
+                self.acked_in_ca -= self.w.cwnd;
+                self.w.cwnd += self.w.mss;
+            }
+        }
+    }
+
+    fn on_loss(&mut self, l: &Loss) {
+        self.w.srtt_us = l.srtt_us;
+        if self.w.in_recovery(l.sent_at) {
+            return;
+        }
+        self.w.decrease(l.now, self.w.cwnd / 2);
+        self.acked_in_ca = 0;
+    }
+
+    fn on_timeout(&mut self, now: Instant, _backoff: u32) {
+        self.w.timeout(now);
+    }
+
+    fn cwnd(&self) -> u64 {
+        self.w.cwnd
+    }
+
+    fn pacing_rate(&self) -> u64 {
+        self.w.pacing()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::*;
+    use super::*;
+
+    #[test]
+    fn grows_halves_once_per_window_and_collapses_on_timeout() {
+        let mut c = NewReno::new(&cfg());
+        assert_eq!(c.cwnd(), 10 * MSS);
+        c.on_ack(&ack(1, 100, 100));
+        assert_eq!(c.cwnd(), 11 * MSS, "slow start adds the acked bytes");
+        assert_eq!(c.pacing_rate(), 2 * 11 * MSS * 10, "2 × cwnd / 100 ms");
+        c.on_loss(&loss(2, 110, 100, 20));
+        assert_eq!(c.cwnd(), 5500);
+        c.on_loss(&loss(3, 111, 100, 20));
+        assert_eq!(c.cwnd(), 5500, "one decrease per recovery period");
+        c.on_ack(&ack(4, 112, 20)); // sent at 92 ms: before the recovery started
+        assert_eq!(c.cwnd(), 5500, "no growth while recovering");
+        for i in 0..6 {
+            c.on_ack(&ack(10 + i, 300, 100));
+        }
+        assert_eq!(c.cwnd(), 6500, "one packet per window in avoidance");
+        assert_eq!(c.pacing_rate(), 6500 * 10 * 5 / 4);
+        c.on_timeout(ms(400), 1);
+        assert_eq!((c.cwnd(), c.ssthresh()), (2 * MSS, 3250));
+    }
+}

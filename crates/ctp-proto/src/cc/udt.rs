@@ -1,0 +1,418 @@
+//! UDT native congestion control (Gu & Grossman, "UDT: UDP-based data transfer for
+//! high-speed wide area networks", §3; draft-gg-udt-03 §6): DAIMD rate control on a fixed
+//! interval SYN = 10 ms, a window that follows the receive rate, random loss decrease, and
+//! an optional noisy-link mode.
+//!
+//! Rate increase, once per SYN without loss since the previous one (draft §6.3):
+//!
+//! > B = (link capacity − current sending rate), packets/s; if the current period is above
+//! > the one before the last decrease, B is limited to capacity/9.
+//! > inc = max(10^(ceil(log10(B × MSS × 8))) × Beta / MSS, 1/MSS), Beta = 0.0000015
+//! > SND = (SND × SYN) / (SND × inc + SYN)
+//!
+//! (with 1500-byte packets: B < 0.1 Mb/s gives 0.00067 packets per SYN, 10–100 Mb/s 0.1,
+//! 100–1000 Mb/s 1, the paper's table 1). Window: slow start grows it by every acknowledged
+//! packet until the first loss or the flow window, with no inter-packet delay; afterwards
+//! `W = receive rate × (RTT + SYN) + 16` packets.
+//!
+//! Random loss decrease (the paper's figure 7): "a congestion event is a particular loss
+//! event when the largest sequence number of the lost packets in this loss event is greater
+//! than the largest sequence number that has been sent when the last rate decrease
+//! occurred." A congestion event increases the period by 1/8 (the rate drops by 1/9),
+//! updates `AvgNAK = ceil(AvgNAK·7/8 + NumNAK/8)` and draws `DR` uniformly in `1..=AvgNAK`;
+//! every `DR`-th further loss event of the epoch increases it again, at most 4 times
+//! (0.889⁵ ≈ 0.55: never below half within an epoch). The draw is seeded with the largest
+//! sequence number sent, as UDT4 does, so concurrent flows de-synchronise but runs repeat.
+//!
+//! Noisy link (§3.3.2): "UDT does not react to the first packet loss in a congestion event
+//! … This algorithm is equivalent to removing Step 1.a": isolated random losses never cut
+//! the rate; a second loss in one epoch does.
+//!
+//! Deviations, written down: the link capacity is estimated on the sender as the largest
+//! delivery-rate sample (decaying by 1/1024 per SYN) instead of receiver-side packet pairs,
+//! since ctp's ACKs carry no packet-pair report; a runtime that knows better calls
+//! [`Udt::set_link_capacity`]. Each packet ack tracking declares lost counts as one loss
+//! event (UDT counts NAK packets). The receive rate is the delivery rate smoothed by 7/8.
+
+use super::{mix64, Ack, Config, CongestionControl, Loss, Sent};
+use crate::time::Instant;
+
+/// The rate-control interval, microseconds.
+pub const SYN_US: u64 = 10_000;
+/// Beta of the increase formula.
+pub const BETA: f64 = 0.000_001_5;
+
+/// Increase, packets per SYN, for an available bandwidth `b_pkts` packets/s of `mss` bytes.
+pub fn increase(b_pkts: f64, mss: f64) -> f64 {
+    let min = 1.0 / mss;
+    if b_pkts <= 0.0 {
+        return min;
+    }
+    (10f64.powf((b_pkts * mss * 8.0).log10().ceil()) * BETA / mss).max(min)
+}
+
+/// `DR`: the random loss-decrease interval in `1..=avg_nak`, seeded with `lsd`.
+pub fn decrease_interval(avg_nak: u64, lsd: u64) -> u64 {
+    let r = (mix64(lsd) >> 11) as f64 / (1u64 << 53) as f64;
+    ((avg_nak as f64 * r).ceil() as u64).max(1)
+}
+
+/// UDT native congestion control (`noisy` selects the noisy-link mode).
+#[derive(Debug)]
+pub struct Udt {
+    mss: f64,
+    noisy: bool,
+    slow_start: bool,
+    cwnd_pkts: f64,
+    max_window: f64,
+    /// Packet-sending period, microseconds (0 while in slow start).
+    period_us: f64,
+    last_dec_period: f64,
+    last_rc: Option<Instant>,
+    loss_since_rc: bool,
+    /// Receive rate, packets/s (0 until known).
+    recv_rate: f64,
+    /// Link capacity, packets/s (0 until known).
+    capacity: f64,
+    rtt_us: f64,
+    largest_sent: u64,
+    lsd: u64,
+    nak_count: u64,
+    dec_count: u64,
+    avg_nak: u64,
+    dec_random: u64,
+}
+
+impl Udt {
+    /// UDT with the normal loss handling.
+    pub fn new(cfg: &Config) -> Self {
+        Udt {
+            mss: cfg.mss.max(1) as f64,
+            noisy: false,
+            slow_start: true,
+            cwnd_pkts: cfg.initial_window.max(2) as f64,
+            max_window: cfg.max_window.max(2) as f64,
+            period_us: 0.0,
+            last_dec_period: 1.0,
+            last_rc: None,
+            loss_since_rc: false,
+            recv_rate: 0.0,
+            capacity: 0.0,
+            rtt_us: 100_000.0,
+            largest_sent: 0,
+            lsd: 0,
+            nak_count: 1,
+            dec_count: 1,
+            avg_nak: 0,
+            dec_random: 1,
+        }
+    }
+
+    /// Sets the link capacity (bytes per second), e.g. from a receiver-side packet-pair
+    /// estimate; later delivery-rate samples only raise it.
+    pub fn set_link_capacity(&mut self, bytes_per_s: u64) {
+        self.capacity = bytes_per_s as f64 / self.mss;
+    }
+
+    /// True until the first loss (or the flow window) ends slow start.
+    pub fn in_slow_start(&self) -> bool {
+        self.slow_start
+    }
+
+    /// Packet-sending period, microseconds (0 in slow start).
+    pub fn period_us(&self) -> f64 {
+        self.period_us
+    }
+
+    fn end_slow_start(&mut self) {
+        self.slow_start = false;
+        self.period_us = if self.recv_rate > 0.0 {
+            1e6 / self.recv_rate
+        } else {
+            (self.rtt_us + SYN_US as f64) / self.cwnd_pkts
+        };
+        self.lsd = self.largest_sent;
+    }
+
+    fn decrease(&mut self) {
+        self.period_us = (self.period_us * 1.125).ceil();
+    }
+}
+
+impl CongestionControl for Udt {
+    fn name(&self) -> &'static str {
+        if self.noisy {
+            "udt-noisy"
+        } else {
+            "udt"
+        }
+    }
+
+    fn on_packet_sent(&mut self, s: &Sent) {
+        self.largest_sent = self.largest_sent.max(s.pn);
+    }
+
+    fn on_ack(&mut self, a: &Ack) {
+        if a.srtt_us > 0 {
+            self.rtt_us = a.srtt_us as f64;
+        }
+        let sample = a.delivery_rate as f64 / self.mss;
+        if sample > 0.0 {
+            self.recv_rate = if self.recv_rate == 0.0 {
+                sample
+            } else {
+                self.recv_rate * 0.875 + sample * 0.125
+            };
+            self.capacity = self.capacity.max(sample);
+        }
+        if self.slow_start {
+            self.cwnd_pkts += a.bytes as f64 / self.mss;
+            if self.cwnd_pkts > self.max_window {
+                self.end_slow_start();
+            }
+            return;
+        }
+        if self.recv_rate > 0.0 {
+            self.cwnd_pkts = self.recv_rate * (self.rtt_us + SYN_US as f64) / 1e6 + 16.0;
+        }
+        if self
+            .last_rc
+            .is_some_and(|t| a.now.saturating_since(t).as_micros() < SYN_US as u128)
+        {
+            return;
+        }
+        self.last_rc = Some(a.now);
+        self.capacity -= self.capacity / 1024.0;
+        if core::mem::take(&mut self.loss_since_rc) {
+            return;
+        }
+        let mut b = self.capacity - 1e6 / self.period_us;
+        if self.period_us > self.last_dec_period && self.capacity / 9.0 < b {
+            b = self.capacity / 9.0;
+        }
+        let inc = increase(b, self.mss);
+        let syn = SYN_US as f64;
+        self.period_us = (self.period_us * syn / (self.period_us * inc + syn)).max(0.01);
+    }
+
+    fn on_loss(&mut self, l: &Loss) {
+        self.largest_sent = self.largest_sent.max(l.largest_sent_pn);
+        if self.slow_start {
+            self.end_slow_start();
+            return;
+        }
+        self.loss_since_rc = true;
+        if l.last_pn > self.lsd {
+            // A congestion event: a new epoch.
+            self.last_dec_period = self.period_us;
+            if !self.noisy {
+                self.decrease();
+            }
+            self.avg_nak =
+                (self.avg_nak as f64 * 0.875 + self.nak_count as f64 * 0.125).ceil() as u64;
+            self.nak_count = 1;
+            self.dec_count = 1;
+            self.lsd = self.largest_sent;
+            self.dec_random = decrease_interval(self.avg_nak, self.lsd);
+        } else {
+            let more = self.dec_count < 5;
+            self.dec_count += 1;
+            if more {
+                self.nak_count += 1;
+                if self.nak_count.is_multiple_of(self.dec_random) {
+                    self.decrease();
+                    self.lsd = self.largest_sent;
+                }
+            }
+        }
+    }
+
+    fn on_timeout(&mut self, _now: Instant, _backoff: u32) {
+        // UDT4: a timeout only ends slow start; the lost packets are NAKed anyway.
+        if self.slow_start {
+            self.end_slow_start();
+        }
+    }
+
+    fn cwnd(&self) -> u64 {
+        (self.cwnd_pkts * self.mss) as u64
+    }
+
+    fn pacing_rate(&self) -> u64 {
+        if self.slow_start || self.period_us <= 0.0 {
+            0
+        } else {
+            (self.mss * 1e6 / self.period_us) as u64
+        }
+    }
+}
+
+/// UDT in noisy-link mode (a named constructor so the registry can build it).
+#[derive(Debug)]
+pub struct UdtNoisy(pub Udt);
+
+impl UdtNoisy {
+    /// UDT ignoring the first loss of each congestion event.
+    pub fn new(cfg: &Config) -> Self {
+        let mut u = Udt::new(cfg);
+        u.noisy = true;
+        UdtNoisy(u)
+    }
+}
+
+impl CongestionControl for UdtNoisy {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+    fn on_packet_sent(&mut self, s: &Sent) {
+        self.0.on_packet_sent(s)
+    }
+    fn on_ack(&mut self, a: &Ack) {
+        self.0.on_ack(a)
+    }
+    fn on_loss(&mut self, l: &Loss) {
+        self.0.on_loss(l)
+    }
+    fn on_timeout(&mut self, now: Instant, backoff: u32) {
+        self.0.on_timeout(now, backoff)
+    }
+    fn cwnd(&self) -> u64 {
+        self.0.cwnd()
+    }
+    fn pacing_rate(&self) -> u64 {
+        self.0.pacing_rate()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::*;
+    use super::*;
+
+    fn sent(u: &mut impl CongestionControl, pn: u64) {
+        u.on_packet_sent(&Sent {
+            now: ms(0),
+            pn,
+            bytes: MSS,
+            bytes_in_flight: 0,
+        });
+    }
+
+    /// A UDT sender past slow start at 1000 packets/s (1 MB/s) on a 10 MB/s link.
+    fn steady(noisy: bool) -> Udt {
+        let mut u = if noisy {
+            UdtNoisy::new(&cfg()).0
+        } else {
+            Udt::new(&cfg())
+        };
+        for i in 0..5 {
+            u.on_ack(&Ack {
+                delivery_rate: 1_000_000,
+                ..ack(i, 100 + i, 100)
+            });
+        }
+        assert_eq!(u.cwnd(), 15 * MSS, "slow start adds every acked packet");
+        assert_eq!(u.pacing_rate(), 0, "no inter-packet delay in slow start");
+        sent(&mut u, 100);
+        u.on_loss(&loss(50, 110, 100, 100));
+        assert!(!u.in_slow_start());
+        assert_eq!(u.period_us(), 1000.0, "period = 1 / receive rate");
+        assert_eq!(u.pacing_rate(), 1_000_000);
+        u.set_link_capacity(10_000_000);
+        u
+    }
+
+    #[test]
+    fn the_increase_formula_matches_the_papers_table() {
+        // 1500-byte packets: B in Mb/s → packets per SYN.
+        let pkts = |mbps: f64| mbps * 1e6 / 8.0 / 1500.0;
+        assert!((increase(pkts(0.05), 1500.0) - 1.0 / 1500.0).abs() < 1e-12);
+        assert!((increase(pkts(0.5), 1500.0) - 0.001).abs() < 1e-12);
+        assert!((increase(pkts(5.0), 1500.0) - 0.01).abs() < 1e-12);
+        assert!((increase(pkts(50.0), 1500.0) - 0.1).abs() < 1e-12);
+        assert!((increase(pkts(500.0), 1500.0) - 1.0).abs() < 1e-9);
+        assert_eq!(increase(-3.0, 1500.0), 1.0 / 1500.0);
+    }
+
+    #[test]
+    fn increases_once_per_syn_from_the_capacity_and_decreases_one_ninth() {
+        let mut u = steady(false);
+        // First SYN: B = min(10000 − 1000, 10000/9) = 1111 pkt/s = 8.9 Mb/s → inc 0.015.
+        u.on_ack(&ack(61, 200, 100));
+        let expect = 1000.0 * 10_000.0 / (1000.0 * 0.015 + 10_000.0);
+        assert!((u.period_us() - expect).abs() < 1e-9, "{}", u.period_us());
+        assert!(
+            u.pacing_rate().abs_diff(1_001_500) <= 1,
+            "{}",
+            u.pacing_rate()
+        );
+        // Within the same SYN nothing more.
+        u.on_ack(&ack(62, 205, 100));
+        assert!((u.period_us() - expect).abs() < 1e-9);
+        // A congestion event (lost packet above LSD): period × 1.125, ceiled.
+        sent(&mut u, 300);
+        u.on_loss(&loss(150, 207, 200, 300));
+        assert_eq!(u.period_us(), 1124.0);
+        assert_eq!(u.pacing_rate(), 1_000_000_000 / 1124);
+        // The next SYN brings no increase: a loss happened since the last one.
+        u.on_ack(&ack(63, 211, 100));
+        assert_eq!(u.period_us(), 1124.0);
+        // AvgNAK = 1, so DR = 1: every further loss event of the epoch decreases, four at most.
+        let before = u.pacing_rate();
+        for i in 0..10 {
+            u.on_loss(&loss(151 + i, 221, 200, 300));
+        }
+        assert_eq!(
+            u.period_us(),
+            1803.0,
+            "1124 → 1265 → 1424 → 1602 → 1803, then no more"
+        );
+        assert!(
+            u.pacing_rate() * 2 > before,
+            "never below half within an epoch"
+        );
+        // A timeout after slow start changes nothing.
+        u.on_timeout(ms(300), 1);
+        assert_eq!(u.pacing_rate(), 1_000_000_000 / 1803);
+    }
+
+    #[test]
+    fn noisy_links_ignore_isolated_losses_but_not_repeated_ones() {
+        let mut u = steady(true);
+        let rate = u.pacing_rate();
+        for k in 0..5u64 {
+            // Each loss is above everything sent at the previous event: isolated.
+            sent(&mut u, 1000 * (k + 2));
+            u.on_loss(&loss(
+                1000 * (k + 1) + 500,
+                300 + k * 50,
+                280,
+                1000 * (k + 2),
+            ));
+        }
+        assert_eq!(
+            u.pacing_rate(),
+            rate,
+            "isolated random losses do not cut the rate"
+        );
+        u.on_loss(&loss(6000, 600, 580, 6000));
+        assert!(u.pacing_rate() < rate, "a second loss in one event does");
+        // The normal mode cuts on the first one.
+        let mut n = steady(false);
+        sent(&mut n, 2000);
+        n.on_loss(&loss(1500, 300, 280, 2000));
+        assert!(n.pacing_rate() < rate);
+    }
+
+    #[test]
+    fn the_decrease_interval_is_random_in_range_and_repeatable() {
+        let draws: Vec<u64> = (0..100).map(|lsd| decrease_interval(8, lsd)).collect();
+        assert!(draws.iter().all(|d| (1..=8).contains(d)));
+        let mut distinct = draws.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert!(distinct.len() >= 6, "{distinct:?}");
+        assert_eq!(decrease_interval(8, 42), decrease_interval(8, 42));
+        assert_eq!(decrease_interval(0, 42), 1);
+    }
+}

@@ -1,0 +1,170 @@
+//! The congestion-policy microprotocol that runs any algorithm of the [`crate::cc`] library.
+//!
+//! It adapts engine events to the algorithm's hooks — `PacketSent` → `on_packet_sent`,
+//! `PacketAcked` → `on_ack` (with the RTT sample, the smoothed and minimum RTT and a
+//! delivery-rate sample), `PacketLost` → `on_loss`, `RtoExpired` → `on_timeout`,
+//! `PacketReceived` → `on_packet_received` — and after each one writes the algorithm's
+//! outputs into the shared `cwnd` and `pacing_rate`, raising `CongestionChanged` when they
+//! changed. The window and pacing mechanisms enforce them, exactly as for `newreno`.
+//!
+//! Delivery-rate samples (BBR's rate sampler, simplified): when a packet leaves, the bytes
+//! delivered so far and the time of the latest delivery are remembered in a fixed ring of
+//! [`RATE_SLOTS`] slots indexed by packet number (allocated once, at set-up); when it is
+//! acknowledged, `rate = (delivered now − delivered then) / (now − delivery time then)`.
+//! A packet whose slot was reused by a later one gives no sample.
+
+use crate::cc::{Ack, AnyCc, CcKind, Config, CongestionControl, Loss, Sent};
+use crate::engine::event::{Event, EventKind};
+use crate::engine::session::Session;
+use crate::engine::{Cx, Microprotocol};
+use crate::time::Instant;
+
+/// Packets in flight whose delivery state is remembered for rate samples.
+pub const RATE_SLOTS: usize = 1024;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct RateSlot {
+    pn: u64,
+    delivered: u64,
+    delivered_at: Instant,
+    valid: bool,
+}
+
+/// The `cc` microprotocol: one algorithm from the library, driving the shared variables.
+#[derive(Debug)]
+pub struct CcPolicy {
+    algo: AnyCc,
+    largest_sent: u64,
+    delivered: u64,
+    delivered_at: Option<Instant>,
+    slots: Box<[RateSlot]>,
+}
+
+impl CcPolicy {
+    /// Builds `kind` from `cfg` and publishes its initial window and rate.
+    pub fn new(kind: CcKind, cfg: &Config, s: &mut Session) -> Self {
+        let algo = kind.build(cfg);
+        s.cwnd = algo.cwnd();
+        s.pacing_rate = algo.pacing_rate();
+        CcPolicy {
+            algo,
+            largest_sent: 0,
+            delivered: 0,
+            delivered_at: None,
+            slots: vec![RateSlot::default(); RATE_SLOTS].into_boxed_slice(),
+        }
+    }
+
+    /// The algorithm.
+    pub fn algorithm(&self) -> &AnyCc {
+        &self.algo
+    }
+
+    /// The algorithm, mutably (e.g. `Blast::set_rate` through a match on [`AnyCc`]).
+    pub fn algorithm_mut(&mut self) -> &mut AnyCc {
+        &mut self.algo
+    }
+
+    /// Hands a custom control message to the algorithm; true when its outputs changed
+    /// (the caller then raises `CongestionChanged`).
+    pub fn custom(&mut self, now: Instant, msg: &[u8], s: &mut Session) -> bool {
+        self.algo.on_custom(now, msg);
+        self.publish(s)
+    }
+
+    fn publish(&self, s: &mut Session) -> bool {
+        let (cwnd, rate) = (self.algo.cwnd(), self.algo.pacing_rate());
+        let changed = s.cwnd != cwnd || s.pacing_rate != rate;
+        s.cwnd = cwnd;
+        s.pacing_rate = rate;
+        changed
+    }
+
+    fn slot(&mut self, pn: u64) -> &mut RateSlot {
+        let n = self.slots.len();
+        &mut self.slots[(pn % n as u64) as usize]
+    }
+}
+
+impl Microprotocol for CcPolicy {
+    fn bindings(&self) -> &'static [EventKind] {
+        &[
+            EventKind::PacketSent,
+            EventKind::PacketAcked,
+            EventKind::PacketLost,
+            EventKind::RtoExpired,
+            EventKind::PacketReceived,
+        ]
+    }
+
+    fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
+        let now = cx.now;
+        match *ev {
+            Event::PacketSent(p) if p.in_flight => {
+                self.largest_sent = self.largest_sent.max(p.pn);
+                let delivered = self.delivered;
+                let delivered_at = *self.delivered_at.get_or_insert(now);
+                *self.slot(p.pn) = RateSlot {
+                    pn: p.pn,
+                    delivered,
+                    delivered_at,
+                    valid: true,
+                };
+                self.algo.on_packet_sent(&Sent {
+                    now,
+                    pn: p.pn,
+                    bytes: p.bytes as u64,
+                    bytes_in_flight: cx.st.session.bytes_in_flight,
+                });
+            }
+            Event::PacketAcked(p) if p.in_flight => {
+                self.delivered += p.bytes as u64;
+                self.delivered_at = Some(now);
+                let delivered = self.delivered;
+                let slot = self.slot(p.pn);
+                let mut delivery_rate = 0;
+                if slot.valid && slot.pn == p.pn {
+                    slot.valid = false;
+                    let us = now.saturating_since(slot.delivered_at).as_micros() as u64;
+                    if us > 0 {
+                        delivery_rate =
+                            ((delivered - slot.delivered) as u128 * 1_000_000 / us as u128) as u64;
+                    }
+                }
+                let s = &cx.st.session;
+                self.algo.on_ack(&Ack {
+                    now,
+                    pn: p.pn,
+                    bytes: p.bytes as u64,
+                    sent_at: p.sent_at,
+                    rtt_us: now.saturating_since(p.sent_at).as_micros() as u64,
+                    srtt_us: s.srtt_us,
+                    min_rtt_us: s.min_rtt_us,
+                    bytes_in_flight: s.bytes_in_flight,
+                    delivery_rate,
+                });
+            }
+            Event::PacketLost(p) if p.in_flight => {
+                let slot = self.slot(p.pn);
+                if slot.pn == p.pn {
+                    slot.valid = false;
+                }
+                self.algo.on_loss(&Loss {
+                    now,
+                    first_pn: p.pn,
+                    last_pn: p.pn,
+                    bytes: p.bytes as u64,
+                    sent_at: p.sent_at,
+                    largest_sent_pn: self.largest_sent,
+                    srtt_us: cx.st.session.srtt_us,
+                });
+            }
+            Event::RtoExpired { backoff } => self.algo.on_timeout(now, backoff),
+            Event::PacketReceived { bytes, .. } => self.algo.on_packet_received(now, bytes as u64),
+            _ => return,
+        }
+        if self.publish(&mut cx.st.session) {
+            cx.raise(Event::CongestionChanged);
+        }
+    }
+}
