@@ -39,6 +39,8 @@ pub struct ConnectionStats {
     pub late_deliveries: u64,
     /// Incomplete messages abandoned (unreliable profiles).
     pub messages_abandoned: u64,
+    /// Messages delivered before every predecessor they named (causal ordering's bounds).
+    pub causal_released_early: u64,
     /// ACK frames sent.
     pub acks_sent: u64,
     /// NAK frames sent.

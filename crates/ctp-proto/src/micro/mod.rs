@@ -3,6 +3,7 @@
 
 pub mod ack_tracking;
 pub mod arq;
+pub mod causal;
 pub mod fec;
 pub mod flow_gate;
 pub mod flow_window;
@@ -82,4 +83,5 @@ any_micro! {
     FixedInterval(jitter::FixedInterval),
     Playout(jitter::Playout),
     Urgent(ordering::Urgent),
+    Causal(causal::Causal),
 }

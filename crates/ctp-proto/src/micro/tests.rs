@@ -90,6 +90,7 @@ fn data_frame(seg: u64, pieces: &[(u8, u64, u64, &[u8])]) -> Vec<u8> {
             offset,
             data,
             ts: None,
+            deps: crate::wire::frame::Deps::NONE,
         }
         .emit(&mut f);
     }
@@ -811,4 +812,169 @@ fn urgent_messages_bypass_fifo_while_the_rest_keeps_its_order() {
         .receive(t(0), LOCAL.pn + 2, &msg(2, PieceFlags::URGENT), 30)
         .unwrap();
     assert!(plain.st.app.rx_msgs.is_empty());
+}
+
+fn causal_frame(seg: u64, msg: u64, deps: &[u64]) -> Vec<u8> {
+    let mut f = Vec::new();
+    let mut buf = Vec::new();
+    Frame::emit_data_header(&mut f, seg);
+    Piece {
+        flags: PieceFlags(PieceFlags::LAST),
+        msg,
+        offset: 0,
+        data: &[(msg - LOCAL.msg) as u8],
+        ts: None,
+        deps: crate::wire::frame::Deps::encode(msg, deps, &mut buf),
+    }
+    .emit(&mut f);
+    f
+}
+
+fn causal_rx(reliable: bool) -> Engine {
+    let base = if reliable {
+        reliable_set().without(Fifo)
+    } else {
+        crate::profile::Profile::ctp_lossy_fifo()
+            .micros
+            .without(LossyFifo)
+    };
+    compose(
+        MicroSet(base.0 | MicroSet::of(&[Causal]).0),
+        &Params::default(),
+        PEER,
+        LOCAL,
+    )
+    .unwrap()
+}
+
+fn delivered_ids(e: &mut Engine) -> Vec<u8> {
+    e.st.app.rx_msgs.drain(..).map(|m| m[0]).collect()
+}
+
+#[test]
+fn causal_holds_a_message_only_for_the_predecessors_it_names() {
+    let mut rx = causal_rx(true);
+    let m = |i: u64| LOCAL.msg + i;
+    // 1 after 0; 2 independent; 3 after 1 and 2. They arrive newest first.
+    let frames = [
+        causal_frame(LOCAL.seg + 3, m(3), &[m(1), m(2)]),
+        causal_frame(LOCAL.seg + 2, m(2), &[]),
+        causal_frame(LOCAL.seg + 1, m(1), &[m(0)]),
+        causal_frame(LOCAL.seg, m(0), &[]),
+    ];
+    let mut seen = Vec::new();
+    for (k, f) in frames.iter().enumerate() {
+        rx.receive(t(k as u64), LOCAL.pn + k as u64, f, 40).unwrap();
+        seen.push(delivered_ids(&mut rx));
+    }
+    assert_eq!(
+        seen,
+        [vec![], vec![2], vec![], vec![0, 1, 3]],
+        "2 goes at once; 1 waits for 0, 3 for 1"
+    );
+    assert_eq!(rx.st.stats.causal_released_early, 0);
+    // No deadline in a reliable profile: a dependent waits as long as it takes.
+    rx.receive(
+        t(10),
+        LOCAL.pn + 4,
+        &causal_frame(LOCAL.seg + 5, m(5), &[m(4)]),
+        40,
+    )
+    .unwrap();
+    rx.handle_timeout(t(60_000));
+    assert!(delivered_ids(&mut rx).is_empty());
+    rx.receive(
+        t(60_001),
+        LOCAL.pn + 5,
+        &causal_frame(LOCAL.seg + 4, m(4), &[]),
+        40,
+    )
+    .unwrap();
+    assert_eq!(delivered_ids(&mut rx), [4, 5]);
+}
+
+#[test]
+fn causal_without_arq_declares_a_missing_predecessor_lost_at_the_deadline() {
+    let mut rx = causal_rx(false);
+    let m = |i: u64| LOCAL.msg + i;
+    rx.receive(
+        t(0),
+        LOCAL.pn + 1,
+        &causal_frame(LOCAL.seg + 1, m(1), &[m(0)]),
+        40,
+    )
+    .unwrap();
+    rx.receive(
+        t(5),
+        LOCAL.pn + 2,
+        &causal_frame(LOCAL.seg + 2, m(2), &[m(1)]),
+        40,
+    )
+    .unwrap();
+    assert!(delivered_ids(&mut rx).is_empty(), "0 is missing");
+    let deadline = Duration::from_millis(Params::default().causal_deadline_ms as u64);
+    rx.handle_timeout(t(0) + (deadline - Duration::from_micros(1)));
+    assert!(delivered_ids(&mut rx).is_empty(), "not before the deadline");
+    rx.handle_timeout(t(0) + deadline);
+    assert_eq!(
+        delivered_ids(&mut rx),
+        [1, 2],
+        "0 declared lost: 1 goes, and 2 with it"
+    );
+    assert_eq!(rx.st.stats.messages_abandoned, 1);
+    rx.receive(t(200), LOCAL.pn, &causal_frame(LOCAL.seg, m(0), &[]), 40)
+        .unwrap();
+    assert!(
+        delivered_ids(&mut rx).is_empty(),
+        "a predecessor declared lost is dropped when it turns up"
+    );
+    assert_eq!(rx.st.stats.messages_abandoned, 2);
+    assert_eq!(rx.next_timeout(), None, "nothing waits, no timer");
+}
+
+#[test]
+fn causal_waiting_messages_are_bounded() {
+    use crate::micro::causal::MAX_WAITING;
+    let mut rx = causal_rx(true);
+    let m = |i: u64| LOCAL.msg + i;
+    // Message 0 never arrives; every later one names it.
+    for i in 1..=MAX_WAITING as u64 + 1 {
+        let f = causal_frame(LOCAL.seg + i, m(i), &[m(0)]);
+        rx.receive(t(0), LOCAL.pn + i, &f, 40).unwrap();
+    }
+    assert_eq!(rx.st.stats.causal_released_early, 1);
+    assert_eq!(
+        rx.st.app.rx_msgs.len(),
+        1,
+        "the oldest waiting one went early"
+    );
+    assert_eq!(rx.st.app.rx_msgs[0][0], 1);
+}
+
+#[test]
+fn malformed_predecessor_lists_drop_the_packet() {
+    let mut rx = causal_rx(true);
+    let piece = |deps: &[u64]| {
+        let mut f = Vec::new();
+        Frame::emit_data_header(&mut f, LOCAL.seg);
+        f.push(PieceFlags::LAST | PieceFlags::DEPS);
+        varint::put(&mut f, LOCAL.msg + 3);
+        for &d in deps {
+            varint::put(&mut f, d);
+        }
+        f.extend_from_slice(&[0, 1, 9]);
+        f
+    };
+    // No predecessor, too many, one not below the message, a truncated list.
+    for bad in [
+        piece(&[0]),
+        piece(&[17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+        piece(&[1, LOCAL.msg + 3]),
+        piece(&[2, 0]),
+    ] {
+        assert!(rx.receive(t(0), LOCAL.pn, &bad, 40).is_err(), "{bad:?}");
+    }
+    assert!(rx.st.app.rx_msgs.is_empty());
+    assert_eq!(rx.st.stats.packets_received, 0, "nothing took effect");
+    rx.receive(t(0), LOCAL.pn, &piece(&[1, 0]), 40).unwrap();
 }

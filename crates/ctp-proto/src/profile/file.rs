@@ -62,6 +62,7 @@ struct FileParams {
     fec_flush_ms: Option<u32>,
     jitter_interval_us: Option<u32>,
     playout_delay_ms: Option<u32>,
+    causal_deadline_ms: Option<u32>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -158,7 +159,8 @@ pub fn parse(text: &str, origin: &str) -> Result<Profile, ProfileFileError> {
         fec_m,
         fec_flush_ms,
         jitter_interval_us,
-        playout_delay_ms
+        playout_delay_ms,
+        causal_deadline_ms
     );
     let profile = Profile {
         name: f.name,

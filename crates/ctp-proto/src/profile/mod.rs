@@ -67,6 +67,7 @@ micro_ids! {
     FixedInterval = 21, "fixed-interval", "jitter control: one message delivered per fixed interval";
     Playout = 22, "playout", "jitter control: sender timestamps and a playout delay preserve the sender's timing";
     Urgent = 23, "urgent", "urgent (out-of-band) messages bypass the ordering in force";
+    Causal = 24, "causal", "causal ordering: a message waits only for the earlier messages its sender named";
 }
 
 impl fmt::Display for MicroId {
@@ -154,7 +155,7 @@ pub enum ProfileError {
         why: &'static str,
     },
     /// No delivery (ordering) microprotocol.
-    #[error("a profile needs a delivery microprotocol: add `fifo` (in order), `lossy-fifo` or `unordered`")]
+    #[error("a profile needs a delivery microprotocol: add `fifo` (in order), `lossy-fifo`, `causal` or `unordered`")]
     NoDelivery,
     /// A parameter is out of range.
     #[error("parameter `{name}` = {value} is out of range: {hint}")]
@@ -209,6 +210,11 @@ const DEPENDENCIES: &[(MicroId, MicroId, &str)] = &[
         MicroId::LossyFifo,
         MicroId::Sequencing,
         "ordering needs duplicate-free segments",
+    ),
+    (
+        MicroId::Causal,
+        MicroId::Sequencing,
+        "a duplicated message would be taken for a late one and its turn confused",
     ),
     (
         MicroId::Fec,
@@ -307,6 +313,21 @@ const CONFLICTS: &[(MicroId, MicroId, &str)] = &[
         "two congestion policies would fight over one window",
     ),
     (
+        MicroId::Causal,
+        MicroId::Fifo,
+        "`fifo` already delivers every earlier message first; `causal` is a delivery order of its own",
+    ),
+    (
+        MicroId::Causal,
+        MicroId::LossyFifo,
+        "`lossy-fifo` already delivers every earlier message first; `causal` is a delivery order of its own",
+    ),
+    (
+        MicroId::Causal,
+        MicroId::Unordered,
+        "`causal` already delivers a message without named predecessors as soon as it is complete",
+    ),
+    (
         MicroId::FlowWindow,
         MicroId::XonXoff,
         "two flow-control microprotocols would both gate every segment",
@@ -399,6 +420,9 @@ pub struct Params {
     pub jitter_interval_us: u32,
     /// `playout` delays every message by this many milliseconds after its sender timing.
     pub playout_delay_ms: u32,
+    /// Without `arq`, how long `causal` lets a message wait for missing predecessors before
+    /// declaring them lost, milliseconds.
+    pub causal_deadline_ms: u32,
 }
 
 /// Smallest UDP payload a profile may use (the QUIC floor, also DPLPMTUD's base).
@@ -425,6 +449,7 @@ impl Default for Params {
             fec_flush_ms: 20,
             jitter_interval_us: 20_000,
             playout_delay_ms: 100,
+            causal_deadline_ms: 100,
         }
     }
 }
@@ -465,6 +490,13 @@ impl Params {
             return bad(
                 "fifo_deadline_ms",
                 self.fifo_deadline_ms.into(),
+                "1..=60000 ms",
+            );
+        }
+        if self.causal_deadline_ms == 0 || self.causal_deadline_ms > 60_000 {
+            return bad(
+                "causal_deadline_ms",
+                self.causal_deadline_ms.into(),
                 "1..=60000 ms",
             );
         }
@@ -727,9 +759,14 @@ pub fn check_micros(set: MicroSet) -> Result<(), ProfileError> {
             });
         }
     }
-    if ![MicroId::Fifo, MicroId::Unordered, MicroId::LossyFifo]
-        .iter()
-        .any(|&m| set.has(m))
+    if ![
+        MicroId::Fifo,
+        MicroId::Unordered,
+        MicroId::LossyFifo,
+        MicroId::Causal,
+    ]
+    .iter()
+    .any(|&m| set.has(m))
     {
         return Err(ProfileError::NoDelivery);
     }
@@ -946,6 +983,10 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
                 Duration::from_millis(p.playout_delay_ms as u64),
             )?),
             MicroId::Urgent => AnyMicro::Urgent(micro::ordering::Urgent),
+            MicroId::Causal => AnyMicro::Causal(micro::causal::Causal::new(
+                &mut setup,
+                (!reliable).then(|| Duration::from_millis(p.causal_deadline_ms as u64)),
+            )?),
             MicroId::KeepAlive => AnyMicro::KeepAlive(micro::keepalive::KeepAlive::new(
                 &mut setup,
                 Duration::from_millis(p.keepalive_ms as u64),
@@ -1210,6 +1251,43 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    fn causal_set() -> MicroSet {
+        MicroSet(Profile::reliable().micros.without(Fifo).0 | MicroSet::of(&[Causal]).0)
+    }
+
+    #[test]
+    fn causal_is_a_delivery_order_of_its_own() {
+        check_micros(causal_set()).unwrap();
+        for other in [Fifo, LossyFifo, Unordered] {
+            let e = check_micros(MicroSet(causal_set().0 | MicroSet::of(&[other]).0)).unwrap_err();
+            assert!(
+                matches!(e, ProfileError::Conflict { a: Causal, b, .. } if b == other),
+                "{e}"
+            );
+            let text = e.to_string();
+            assert!(
+                text.contains("`causal`") && text.contains(&format!("`{other}`")),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn causal_needs_sequencing() {
+        let set = MicroSet(
+            Profile::ctp_minimal().micros.without(Unordered).0 | MicroSet::of(&[Causal]).0,
+        );
+        assert!(matches!(
+            check_micros(set),
+            Err(ProfileError::Missing {
+                micro: Causal,
+                needs: Sequencing,
+                ..
+            })
+        ));
+        check_micros(MicroSet(set.0 | MicroSet::of(&[Sequencing]).0)).unwrap();
     }
 
     #[test]

@@ -1,0 +1,124 @@
+//! End-to-end behaviour of the catalogue's causal ordering, path MTU discovery and
+//! compression microprotocols through the deterministic in-memory pair.
+
+mod common;
+
+use bytes::Bytes;
+use common::{connect, data, stream_transfer};
+use core::time::Duration;
+use ctp_proto::pair::{LinkModel, Pair};
+use ctp_proto::{MicroId, MicroSet, Profile, WriteError};
+
+fn with(base: Profile, add: &[MicroId], remove: &[MicroId], name: &str) -> Profile {
+    let mut set = MicroSet(base.micros.0 | MicroSet::of(add).0);
+    for &m in remove {
+        set = set.without(m);
+    }
+    let p = Profile {
+        name: name.into(),
+        micros: set,
+        params: base.params,
+    };
+    p.check().expect("valid composition");
+    p
+}
+
+fn causal_reliable() -> Profile {
+    with(
+        Profile::reliable(),
+        &[MicroId::Causal],
+        &[MicroId::Fifo],
+        "causal",
+    )
+}
+
+#[test]
+fn causal_delivers_every_message_after_the_ones_it_names_over_a_lossy_path() {
+    let mut p = Pair::new(41);
+    let bad = LinkModel {
+        loss: 0.05,
+        reorder: 0.2,
+        ..LinkModel::default()
+    };
+    p.to_server = bad;
+    p.to_client = bad;
+    let (c, s) = connect(&mut p, &causal_reliable());
+    // Message i names i-3 and i-7 when they exist: chains that interleave.
+    let n = 300usize;
+    let mut ids: Vec<u64> = Vec::new();
+    let mut deps: Vec<Vec<u64>> = Vec::new();
+    let mut got: Vec<Bytes> = Vec::new();
+    let ok = p.run_until(Duration::from_secs(120), |p| {
+        let now = p.now;
+        let conn = p.client.connection_mut(c).unwrap();
+        while ids.len() < n {
+            let i = ids.len();
+            let after: Vec<u64> = [3usize, 7]
+                .iter()
+                .filter(|&&k| i >= k)
+                .map(|&k| ids[i - k])
+                .collect();
+            let body = [
+                (i as u32).to_be_bytes().to_vec(),
+                data(200 + i * 13, i as u64),
+            ]
+            .concat();
+            match conn.send_msg_after(now, Bytes::from(body), &after) {
+                Ok(id) => {
+                    ids.push(id);
+                    deps.push(after);
+                }
+                Err(_) => break,
+            }
+        }
+        let conn = p.server.connection_mut(s).unwrap();
+        while let Ok(m) = conn.recv_msg(now) {
+            got.push(m);
+        }
+        got.len() == n
+    });
+    assert!(ok, "only {} of {n} messages arrived", got.len());
+    let mut position = vec![usize::MAX; n];
+    for (pos, m) in got.iter().enumerate() {
+        let i = u32::from_be_bytes(m[..4].try_into().unwrap()) as usize;
+        assert!(
+            m[4..] == data(200 + i * 13, i as u64)[..],
+            "message {i} differs"
+        );
+        position[i] = pos;
+    }
+    for i in 0..n {
+        for &d in &deps[i] {
+            let k = ids.iter().position(|&x| x == d).unwrap();
+            assert!(position[k] < position[i], "{i} delivered before {k}");
+        }
+    }
+    let st = p.server.connection(s).unwrap().stats();
+    assert_eq!(st.causal_released_early, 0, "{st:?}");
+    // Ids are consecutive and a bad predecessor list is refused.
+    assert!(ids.windows(2).all(|w| w[1] == w[0] + 1));
+    let conn = p.client.connection_mut(c).unwrap();
+    let now = p.now;
+    let next = ids[n - 1] + 1;
+    for after in [vec![next], vec![ids[0] - 1], vec![ids[0]; 17]] {
+        assert!(
+            matches!(
+                conn.send_msg_after(now, Bytes::from_static(b"x"), &after),
+                Err(WriteError::BadDependency(_))
+            ),
+            "{after:?}"
+        );
+    }
+}
+
+#[test]
+fn causal_keeps_the_byte_stream_in_order() {
+    let mut p = Pair::new(42);
+    p.to_server.loss = 0.03;
+    p.to_server.reorder = 0.2;
+    let (c, s) = connect(&mut p, &causal_reliable());
+    let payload = data(400_000, 3);
+    let (got, eof) = stream_transfer(&mut p, c, s, &payload, Duration::from_secs(120));
+    assert!(eof);
+    assert!(got == payload, "bytes differ");
+}
