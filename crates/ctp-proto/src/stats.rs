@@ -41,6 +41,12 @@ pub struct ConnectionStats {
     pub messages_abandoned: u64,
     /// Messages delivered before every predecessor they named (causal ordering's bounds).
     pub causal_released_early: u64,
+    /// Segments sent compressed.
+    pub segments_compressed: u64,
+    /// Payload bytes compression saved (first transmissions).
+    pub compression_saved_bytes: u64,
+    /// Received packets dropped because a compressed segment did not inflate correctly.
+    pub decompress_failed: u64,
     /// ACK frames sent.
     pub acks_sent: u64,
     /// NAK frames sent.

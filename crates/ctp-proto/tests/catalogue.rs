@@ -122,3 +122,56 @@ fn causal_keeps_the_byte_stream_in_order() {
     assert!(eof);
     assert!(got == payload, "bytes differ");
 }
+
+fn compressed_reliable() -> Profile {
+    with(
+        Profile::reliable(),
+        &[MicroId::Compression],
+        &[],
+        "compressed",
+    )
+}
+
+#[test]
+fn compression_shrinks_the_wire_for_compressible_data_and_keeps_it_exact() {
+    let text: Vec<u8> = (0..20_000u32)
+        .flat_map(|i| {
+            format!(
+                "{{\"id\":{i},\"name\":\"sensor-{}\",\"ok\":true}}\n",
+                i % 50
+            )
+            .into_bytes()
+        })
+        .collect();
+    let mut wire = Vec::new();
+    for profile in [Profile::reliable(), compressed_reliable()] {
+        let mut p = Pair::new(43);
+        p.to_server.loss = 0.02;
+        let (c, s) = connect(&mut p, &profile);
+        let (got, eof) = stream_transfer(&mut p, c, s, &text, Duration::from_secs(120));
+        assert!(eof && got == text, "{}: bytes differ", profile.name);
+        let st = p.client.connection(c).unwrap().stats();
+        wire.push((st.bytes_sent, st.segments_compressed));
+    }
+    let (plain, compressed) = (wire[0], wire[1]);
+    assert_eq!(plain.1, 0);
+    assert!(compressed.1 > 0);
+    assert!(
+        compressed.0 * 2 < plain.0,
+        "{} bytes on the wire compressed vs {} plain",
+        compressed.0,
+        plain.0
+    );
+}
+
+#[test]
+fn compression_sends_incompressible_data_as_it_is() {
+    let payload = data(300_000, 5);
+    let mut p = Pair::new(44);
+    let (c, s) = connect(&mut p, &compressed_reliable());
+    let (got, eof) = stream_transfer(&mut p, c, s, &payload, Duration::from_secs(60));
+    assert!(eof && got == payload);
+    let st = p.client.connection(c).unwrap().stats();
+    assert_eq!(st.segments_compressed, 0, "{st:?}");
+    assert!(st.bytes_sent > payload.len() as u64);
+}

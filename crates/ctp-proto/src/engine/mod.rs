@@ -16,7 +16,7 @@ pub mod timer;
 use crate::micro::AnyMicro;
 use crate::stats::ConnectionStats;
 use crate::time::Instant;
-use crate::wire::frame::Frame;
+use crate::wire::frame::{DataFrame, Frame};
 use crate::wire::header::{ConnectionId, Header};
 use crate::wire::{integrity, Reader, WireError};
 use app::AppIo;
@@ -395,12 +395,27 @@ impl Engine {
         let mut r = Reader::new(frames);
         let mut ack_eliciting = false;
         let mut out = Received::default();
+        // A compressed segment is inflated here, while the packet is validated: a bad one
+        // drops the whole packet before anything (its acknowledgement included) happens.
+        let mut inflated = Vec::new();
+        let mut inflated_seg = None;
         if r.is_empty() {
             return Err(WireError::Invalid("empty packet"));
         }
         while !r.is_empty() {
             match Frame::parse(&mut r)? {
                 Frame::Ping | Frame::Data(_) => ack_eliciting = true,
+                Frame::DataZ(z) => {
+                    ack_eliciting = true;
+                    let limit = self.st.session.inflate_limit;
+                    match crate::micro::compression::inflate(&z, limit, &mut inflated) {
+                        Ok(d) => inflated_seg = Some(d.seg),
+                        Err(e) => {
+                            self.st.stats.decompress_failed += 1;
+                            return Err(e);
+                        }
+                    }
+                }
                 Frame::Close { code, reason } => {
                     out.close = Some((code, String::from_utf8_lossy(reason).into_owned()))
                 }
@@ -425,6 +440,14 @@ impl Engine {
                 Frame::Ack(a) => Event::AckFrame(a),
                 Frame::Nak(n) => Event::NakFrame(n),
                 Frame::Data(d) => Event::SegmentArrived(d),
+                Frame::DataZ(_) => {
+                    let Some(d) =
+                        inflated_seg.and_then(|seg| DataFrame::from_body(seg, &inflated).ok())
+                    else {
+                        continue;
+                    };
+                    Event::SegmentArrived(d)
+                }
                 Frame::AckFloor(v) => Event::AckFloor(v),
                 Frame::MaxSeg(v) => Event::MaxSeg(v),
                 Frame::XonXoff(v) => Event::XonXoff(v),
@@ -496,7 +519,11 @@ impl Engine {
                 self.st.segs.sendable.push_front(seg);
                 break;
             }
-            Frame::emit_data_header(w.buf, s.seq);
+            if s.compressed {
+                Frame::emit_compressed_header(w.buf, s.seq);
+            } else {
+                Frame::emit_data_header(w.buf, s.seq);
+            }
             w.buf.extend_from_slice(&s.payload);
             carried = Some(seg);
             ack_eliciting = true;

@@ -4,6 +4,7 @@
 pub mod ack_tracking;
 pub mod arq;
 pub mod causal;
+pub mod compression;
 pub mod fec;
 pub mod flow_gate;
 pub mod flow_window;
@@ -84,4 +85,5 @@ any_micro! {
     Playout(jitter::Playout),
     Urgent(ordering::Urgent),
     Causal(causal::Causal),
+    Compression(compression::Compression),
 }

@@ -978,3 +978,98 @@ fn malformed_predecessor_lists_drop_the_packet() {
     assert_eq!(rx.st.stats.packets_received, 0, "nothing took effect");
     rx.receive(t(0), LOCAL.pn, &piece(&[1, 0]), 40).unwrap();
 }
+
+fn compressed_count(frames: &[Vec<u8>]) -> usize {
+    frames
+        .iter()
+        .filter(|f| {
+            let mut r = Reader::new(f);
+            core::iter::from_fn(|| (!r.is_empty()).then(|| Frame::parse(&mut r).ok()).flatten())
+                .any(|fr| matches!(fr, Frame::DataZ(_)))
+        })
+        .count()
+}
+
+#[test]
+fn compression_shrinks_compressible_segments_and_the_peer_inflates_them() {
+    let set = MicroSet(reliable_set().0 | MicroSet::of(&[Compression]).0);
+    let mut tx = compose(set, &Params::default(), LOCAL, PEER).unwrap();
+    let mut rx = compose(set, &Params::default(), PEER, LOCAL).unwrap();
+    let text = b"GET /index.html HTTP/1.1\r\nHost: example.invalid\r\n\r\n".repeat(200);
+    queue(&mut tx, t(0), &text, false);
+    let packets = drain(&mut tx, t(0));
+    let sent: usize = packets.iter().map(Vec::len).sum();
+    assert!(compressed_count(&packets) > 0);
+    assert!(
+        sent * 3 < text.len(),
+        "{sent} bytes on the wire for {}",
+        text.len()
+    );
+    assert!(tx.st.stats.segments_compressed > 0 && tx.st.stats.compression_saved_bytes > 0);
+    for (k, f) in packets.iter().enumerate() {
+        rx.receive(t(1), LOCAL.pn + k as u64, f, f.len() + 21)
+            .unwrap();
+    }
+    assert_eq!(rx.st.app.rx_msgs.len(), 1);
+    assert!(
+        rx.st.app.rx_msgs[0][..] == text[..],
+        "inflated bytes differ"
+    );
+}
+
+#[test]
+fn incompressible_segments_go_as_they_are() {
+    let set = MicroSet(reliable_set().0 | MicroSet::of(&[Compression]).0);
+    let mut tx = compose(set, &Params::default(), LOCAL, PEER).unwrap();
+    let mut x = 88172645463325252u64;
+    let noise: Vec<u8> = (0..20_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    queue(&mut tx, t(0), &noise, false);
+    let packets = drain(&mut tx, t(0));
+    assert_eq!(compressed_count(&packets), 0);
+    assert_eq!(data_packets(&packets).len(), packets.len());
+    assert_eq!(tx.st.stats.segments_compressed, 0);
+}
+
+#[test]
+fn a_forged_compressed_segment_is_dropped_whole_and_counted() {
+    let set = MicroSet(reliable_set().0 | MicroSet::of(&[Compression]).0);
+    let mut rx = compose(set, &Params::default(), PEER, LOCAL).unwrap();
+    let forged = |len: u64, block: &[u8]| {
+        let mut f = Vec::new();
+        Frame::emit_compressed_header(&mut f, LOCAL.seg);
+        varint::put(&mut f, len);
+        f.extend_from_slice(block);
+        f
+    };
+    // A bomb (announces 16 KiB from a tiny block, beyond the negotiated payload), garbage,
+    // and a block that inflates to less than it announces.
+    let zeros = lz4_flex::block::compress(&[0u8; 16_384]);
+    for bad in [
+        forged(16_384, &zeros),
+        forged(1000, &[0xff; 30]),
+        forged(1000, &lz4_flex::block::compress(&[1u8; 10])),
+    ] {
+        assert!(rx.receive(t(0), LOCAL.pn, &bad, 60).is_err());
+    }
+    assert_eq!(rx.st.stats.decompress_failed, 3);
+    assert_eq!(rx.st.stats.packets_received, 0, "not even acknowledged");
+    assert!(rx.st.app.rx_msgs.is_empty());
+    // Without the compression microprotocol a compressed segment is malformed.
+    let mut plain = compose(reliable_set(), &Params::default(), PEER, LOCAL).unwrap();
+    let ok_block =
+        lz4_flex::block::compress(&data_frame(0, &[(PieceFlags::LAST, LOCAL.msg, 0, b"hi")])[2..]);
+    let f = forged(
+        data_frame(0, &[(PieceFlags::LAST, LOCAL.msg, 0, b"hi")]).len() as u64 - 2,
+        &ok_block,
+    );
+    rx.receive(t(1), LOCAL.pn, &f, 60).unwrap();
+    assert_eq!(rx.st.app.rx_msgs.len(), 1, "a well-formed one goes through");
+    assert!(plain.receive(t(1), LOCAL.pn, &f, 60).is_err());
+}

@@ -68,6 +68,7 @@ micro_ids! {
     Playout = 22, "playout", "jitter control: sender timestamps and a playout delay preserve the sender's timing";
     Urgent = 23, "urgent", "urgent (out-of-band) messages bypass the ordering in force";
     Causal = 24, "causal", "causal ordering: a message waits only for the earlier messages its sender named";
+    Compression = 25, "compression", "per-segment LZ4 compression, only when it shrinks the packet; bounded decompression";
 }
 
 impl fmt::Display for MicroId {
@@ -311,6 +312,11 @@ const CONFLICTS: &[(MicroId, MicroId, &str)] = &[
         MicroId::NewReno,
         MicroId::Scp,
         "two congestion policies would fight over one window",
+    ),
+    (
+        MicroId::Compression,
+        MicroId::Fec,
+        "FEC encodes segments as sent and rebuilds them as uncompressed DATA, so a recovered compressed segment would be garbage",
     ),
     (
         MicroId::Causal,
@@ -983,6 +989,9 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
                 Duration::from_millis(p.playout_delay_ms as u64),
             )?),
             MicroId::Urgent => AnyMicro::Urgent(micro::ordering::Urgent),
+            MicroId::Compression => {
+                AnyMicro::Compression(micro::compression::Compression::new(&mut setup)?)
+            }
             MicroId::Causal => AnyMicro::Causal(micro::causal::Causal::new(
                 &mut setup,
                 (!reliable).then(|| Duration::from_millis(p.causal_deadline_ms as u64)),
@@ -996,6 +1005,9 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
         micros.push(built);
     }
     session.stamp_messages = set.has(MicroId::Playout);
+    if set.has(MicroId::Compression) {
+        session.inflate_limit = p.max_udp_payload as usize;
+    }
     st.session = session;
     Engine::new(micros, st)
 }
@@ -1288,6 +1300,27 @@ mod tests {
             })
         ));
         check_micros(MicroSet(set.0 | MicroSet::of(&[Sequencing]).0)).unwrap();
+    }
+
+    #[test]
+    fn compression_conflicts_with_fec() {
+        let audio = Profile::ctp_audio().micros;
+        let e = check_micros(MicroSet(audio.0 | MicroSet::of(&[Compression]).0)).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ProfileError::Conflict {
+                    a: Compression,
+                    b: Fec,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        check_micros(MicroSet(
+            Profile::ctp_video().micros.0 | MicroSet::of(&[Compression]).0,
+        ))
+        .unwrap();
     }
 
     #[test]

@@ -36,6 +36,9 @@ pub mod ty {
     pub const RTS: u64 = 0x0b;
     /// Clear to send: segments below this sequence number may be sent.
     pub const CTS: u64 = 0x0c;
+    /// One compressed segment: sequence number, inflated length, then an LZ4 block of the
+    /// pieces to the end of the packet.
+    pub const DATA_Z: u64 = 0x0d;
 }
 
 /// Close codes carried by `CLOSE`.
@@ -263,6 +266,34 @@ impl<'a> DataFrame<'a> {
     }
 }
 
+impl<'a> DataFrame<'a> {
+    /// A segment whose pieces are `body` (for instance just decompressed); checks them.
+    pub fn from_body(seg: u64, body: &'a [u8]) -> Result<Self, WireError> {
+        let mut check = Reader::new(body);
+        if check.is_empty() {
+            return Err(WireError::Invalid("empty segment"));
+        }
+        while !check.is_empty() {
+            Piece::parse(&mut check)?;
+        }
+        Ok(DataFrame { seg, raw: body })
+    }
+}
+
+/// Largest segment body a compressed segment may inflate to (the decompression bound).
+pub const MAX_INFLATED: usize = 65_536;
+
+/// A `DATA_Z` frame: one segment whose pieces are compressed (LZ4 block format).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompressedFrame<'a> {
+    /// Segment sequence number.
+    pub seg: u64,
+    /// Length of the pieces once inflated (at most [`MAX_INFLATED`]).
+    pub inflated_len: usize,
+    /// The compressed block.
+    pub block: &'a [u8],
+}
+
 /// An inclusive range of packet numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PnRange {
@@ -436,6 +467,8 @@ pub enum Frame<'a> {
     },
     /// A data segment.
     Data(DataFrame<'a>),
+    /// A compressed data segment.
+    DataZ(CompressedFrame<'a>),
     /// A forward-error-correction repair shard.
     Repair(RepairFrame<'a>),
 }
@@ -520,6 +553,22 @@ impl<'a> Frame<'a> {
                 }
                 Frame::Data(DataFrame { seg, raw })
             }
+            ty::DATA_Z => {
+                let seg = r.varint()?;
+                let len = r.varint()?;
+                if len == 0 || len > MAX_INFLATED as u64 {
+                    return Err(WireError::TooLarge("inflated segment"));
+                }
+                let block = r.rest();
+                if block.is_empty() {
+                    return Err(WireError::Invalid("empty compressed segment"));
+                }
+                Frame::DataZ(CompressedFrame {
+                    seg,
+                    inflated_len: len as usize,
+                    block,
+                })
+            }
             ty::REPAIR => {
                 let first_seg = r.varint()?;
                 let (k, m, index) = (r.u8()?, r.u8()?, r.u8()?);
@@ -562,6 +611,12 @@ impl<'a> Frame<'a> {
     /// Appends the header of a `DATA` frame; pieces follow with [`Piece::emit`].
     pub fn emit_data_header(out: &mut Vec<u8>, seg: u64) {
         varint::put(out, ty::DATA);
+        varint::put(out, seg);
+    }
+
+    /// Appends the header of a `DATA_Z` frame; the inflated length and block follow.
+    pub fn emit_compressed_header(out: &mut Vec<u8>, seg: u64) {
+        varint::put(out, ty::DATA_Z);
         varint::put(out, seg);
     }
 }
