@@ -245,6 +245,7 @@ impl Connection {
         st.cwnd = if s.cwnd == u64::MAX { 0 } else { s.cwnd };
         st.bytes_in_flight = s.bytes_in_flight;
         st.pacing_rate = s.pacing_rate;
+        st.path_mtu = s.plpmtu as u64;
         st
     }
 

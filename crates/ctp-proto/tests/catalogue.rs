@@ -175,3 +175,104 @@ fn compression_sends_incompressible_data_as_it_is() {
     assert_eq!(st.segments_compressed, 0, "{st:?}");
     assert!(st.bytes_sent > payload.len() as u64);
 }
+
+fn pmtud(base: Profile) -> Profile {
+    with(base, &[MicroId::Pmtud], &[], "pmtud")
+}
+
+fn pmtu_pair(seed: u64, ceiling: u16) -> Pair {
+    use ctp_proto::pair::Pair as P;
+    let s = |n: u64, salt: u8| {
+        let mut b = [salt; 32];
+        b[..8].copy_from_slice(&n.to_le_bytes());
+        b
+    };
+    let client = ctp_proto::EndpointConfig::new(s(seed, 1), s(seed, 2));
+    let mut server = ctp_proto::EndpointConfig::new(s(seed, 3), s(seed, 4));
+    server.accept = true;
+    server.params.max_udp_payload = ceiling;
+    P::with_configs(seed, client, server)
+}
+
+#[test]
+fn pmtud_converges_to_the_path_mtu_without_treating_probe_losses_as_congestion() {
+    use ctp_proto::micro::pmtud::SEARCH_STEP;
+    for (seed, ceiling, path) in [
+        (45u64, 1452u16, 1400usize),
+        (46, 9000, 4000),
+        (47, 9000, 1200),
+    ] {
+        let mut p = pmtu_pair(seed, ceiling);
+        p.to_server.max_datagram = Some(path);
+        p.to_client.max_datagram = Some(path);
+        let mut profile = pmtud(Profile::reliable());
+        profile.params.max_udp_payload = ceiling;
+        let (c, s) = connect(&mut p, &profile);
+        let payload = data(1 << 20, seed);
+        let (got, eof) = stream_transfer(&mut p, c, s, &payload, Duration::from_secs(120));
+        assert!(eof && got == payload, "path {path}: bytes differ");
+        // Let the search finish if the transfer was shorter.
+        p.run_until(Duration::from_secs(5), |_| false);
+        let st = p.client.connection(c).unwrap().stats();
+        let found = st.path_mtu as usize;
+        assert!(
+            (1200..=path).contains(&found) && found + SEARCH_STEP > path,
+            "path {path}, ceiling {ceiling}: found {found}: {st:?}"
+        );
+        assert!(p.dropped_too_big > 0 || path == 1200 || path >= ceiling as usize);
+        assert!(st.pmtu_probes_lost >= 3, "{st:?}");
+        // Probe losses are not congestion: nothing else was lost, no timer expired.
+        assert_eq!((st.packets_lost, st.rto_expiries), (0, 0), "{st:?}");
+        assert_eq!(st.retransmissions, 0, "{st:?}");
+    }
+}
+
+#[test]
+fn pmtud_falls_back_to_the_floor_on_a_black_hole_and_searches_again() {
+    use ctp_proto::micro::pmtud::SEARCH_STEP;
+    let mut p = Pair::new(48);
+    p.to_server.max_datagram = Some(1400);
+    p.to_client.max_datagram = Some(1400);
+    let (c, s) = connect(&mut p, &pmtud(Profile::datagram()));
+    p.run_until(Duration::from_secs(2), |_| false);
+    let st = p.client.connection(c).unwrap().stats();
+    assert!(
+        st.path_mtu as usize + SEARCH_STEP > 1400,
+        "{st:?} {:?}",
+        p.server.connection(s).unwrap().stats()
+    );
+    // The path shrinks under the application's feet.
+    p.to_server.max_datagram = Some(1250);
+    p.to_client.max_datagram = Some(1250);
+    let mut sent = 0u32;
+    let mut got = 0u32;
+    let mut last = p.now;
+    let ok = p.run_until(Duration::from_secs(30), |p| {
+        let now = p.now;
+        if sent < 2000 && now.saturating_since(last) >= Duration::from_millis(2) {
+            last = now;
+            let conn = p.client.connection_mut(c).unwrap();
+            if conn.send_msg(now, Bytes::from(vec![7u8; 1300])).is_ok() {
+                sent += 1;
+            }
+        }
+        let conn = p.server.connection_mut(s).unwrap();
+        while conn.recv_msg(now).is_ok() {
+            got += 1;
+        }
+        sent == 2000
+    });
+    assert!(ok);
+    p.run_until(Duration::from_secs(2), |_| false);
+    let st = p.client.connection(c).unwrap().stats();
+    assert!(st.pmtu_black_holes >= 1, "{st:?}");
+    let found = st.path_mtu as usize;
+    assert!(
+        (1200..=1250).contains(&found) && found + SEARCH_STEP > 1250,
+        "found {found}: {st:?}"
+    );
+    assert!(
+        got > 1900,
+        "only {got} of {sent} messages arrived after the fallback"
+    );
+}

@@ -94,6 +94,8 @@ pub struct Session {
     /// Largest segment body a received compressed segment may inflate to; 0 when
     /// compression was not negotiated (a compressed segment is then malformed).
     pub inflate_limit: usize,
+    /// Largest UDP payload known to cross the path (path MTU discovery publishes it).
+    pub plpmtu: usize,
 }
 
 impl Default for Session {
@@ -119,6 +121,7 @@ impl Default for Session {
             last_heard: Instant::ZERO,
             stamp_messages: false,
             inflate_limit: 0,
+            plpmtu: 1200,
         }
     }
 }

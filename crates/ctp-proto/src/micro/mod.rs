@@ -14,6 +14,7 @@ pub mod keepalive;
 pub mod newreno;
 pub mod ordering;
 pub mod pacing;
+pub mod pmtud;
 pub mod rts_cts;
 pub mod rtt;
 pub mod scp;
@@ -86,4 +87,5 @@ any_micro! {
     Urgent(ordering::Urgent),
     Causal(causal::Causal),
     Compression(compression::Compression),
+    Pmtud(pmtud::Pmtud),
 }

@@ -104,6 +104,7 @@ fn sent(pn: u64, at: Instant) -> PacketInfo {
         sent_at: at,
         seg: None,
         in_flight: true,
+        probe: false,
     }
 }
 
@@ -401,6 +402,7 @@ fn ack_tracking_reports_acks_losses_and_naks_holes() {
                 pn: PEER.pn + pn,
                 ack_eliciting: true,
                 bytes: 100,
+                probe: false,
             },
         );
     }
@@ -1072,4 +1074,35 @@ fn a_forged_compressed_segment_is_dropped_whole_and_counted() {
     rx.receive(t(1), LOCAL.pn, &f, 60).unwrap();
     assert_eq!(rx.st.app.rx_msgs.len(), 1, "a well-formed one goes through");
     assert!(plain.receive(t(1), LOCAL.pn, &f, 60).is_err());
+}
+
+#[test]
+fn pmtud_probes_are_padded_pings_and_their_loss_leaves_the_window_alone() {
+    let set = MicroSet(reliable_set().0 | MicroSet::of(&[Pmtud]).0);
+    let mut tx = compose(set, &Params::default(), LOCAL, PEER).unwrap();
+    assert_eq!(tx.st.session.plpmtu, 1200, "starts at the floor");
+    let mut buf = Vec::new();
+    assert!(tx.build_packet(t(0), 9, 1452, &mut buf));
+    assert_eq!(
+        buf.len(),
+        1200 + (1452 - 1200usize).div_ceil(2),
+        "first probe halfway"
+    );
+    let body = integrity::open(&buf).unwrap().to_vec();
+    let mut r = Reader::new(&body);
+    Header::parse(&mut r).unwrap();
+    let frames: Vec<_> =
+        core::iter::from_fn(|| (!r.is_empty()).then(|| Frame::parse(&mut r).unwrap())).collect();
+    assert_eq!(frames, [Frame::Ping, Frame::Padding], "no data in a probe");
+    let cwnd = tx.st.session.cwnd;
+    let probe = PacketInfo {
+        probe: true,
+        bytes: buf.len(),
+        ..sent(LOCAL.pn, t(0))
+    };
+    tx.dispatch(t(50), Event::PacketLost(probe));
+    assert_eq!(tx.st.session.cwnd, cwnd, "a lost probe is not congestion");
+    assert_eq!(tx.st.stats.packets_lost, 0);
+    tx.dispatch(t(60), Event::PacketLost(sent(LOCAL.pn, t(10))));
+    assert!(tx.st.session.cwnd < cwnd, "a lost data packet is");
 }

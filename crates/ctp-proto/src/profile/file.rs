@@ -197,6 +197,20 @@ mod tests {
     }
 
     #[test]
+    fn the_catalogue_names_parse() {
+        let p = parse(
+            "name = \"c\"\nbase = \"reliable\"\nremove = [\"fifo\"]\nadd = [\"causal\", \"pmtud\", \"compression\"]\n[params]\ncausal_deadline_ms = 50\n",
+            "c.toml",
+        )
+        .unwrap();
+        for m in [MicroId::Causal, MicroId::Pmtud, MicroId::Compression] {
+            assert!(p.micros.has(m), "{m}");
+        }
+        assert!(!p.micros.has(MicroId::Fifo));
+        assert_eq!(p.params.causal_deadline_ms, 50);
+    }
+
+    #[test]
     fn a_full_list_parses() {
         let list: Vec<String> = Profile::datagram()
             .micros

@@ -69,6 +69,7 @@ micro_ids! {
     Urgent = 23, "urgent", "urgent (out-of-band) messages bypass the ordering in force";
     Causal = 24, "causal", "causal ordering: a message waits only for the earlier messages its sender named";
     Compression = 25, "compression", "per-segment LZ4 compression, only when it shrinks the packet; bounded decompression";
+    Pmtud = 26, "pmtud", "path MTU discovery (DPLPMTUD): padded probes search up from 1200 bytes, black holes fall back";
 }
 
 impl fmt::Display for MicroId {
@@ -211,6 +212,11 @@ const DEPENDENCIES: &[(MicroId, MicroId, &str)] = &[
         MicroId::LossyFifo,
         MicroId::Sequencing,
         "ordering needs duplicate-free segments",
+    ),
+    (
+        MicroId::Pmtud,
+        MicroId::AckTracking,
+        "a probe size is confirmed when its probe is acknowledged and given up when reported lost",
     ),
     (
         MicroId::Causal,
@@ -894,6 +900,7 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
         peer_msg_isn: peer.msg,
         recv_seg_cum: peer.seg,
         rto_us: 200_000.max(p.min_rto_us as u64),
+        plpmtu: p.max_udp_payload as usize,
         ..Session::default()
     };
     if set.has(MicroId::FlowWindow) {
@@ -989,6 +996,11 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
                 Duration::from_millis(p.playout_delay_ms as u64),
             )?),
             MicroId::Urgent => AnyMicro::Urgent(micro::ordering::Urgent),
+            MicroId::Pmtud => AnyMicro::Pmtud(micro::pmtud::Pmtud::new(
+                &mut setup,
+                p.max_udp_payload as usize,
+                &mut session,
+            )?),
             MicroId::Compression => {
                 AnyMicro::Compression(micro::compression::Compression::new(&mut setup)?)
             }
@@ -1319,6 +1331,23 @@ mod tests {
         );
         check_micros(MicroSet(
             Profile::ctp_video().micros.0 | MicroSet::of(&[Compression]).0,
+        ))
+        .unwrap();
+    }
+
+    #[test]
+    fn pmtud_needs_ack_tracking() {
+        let set = MicroSet(Profile::ctp_lossy_fifo().micros.0 | MicroSet::of(&[Pmtud]).0);
+        assert!(matches!(
+            check_micros(set),
+            Err(ProfileError::Missing {
+                micro: Pmtud,
+                needs: AckTracking,
+                ..
+            })
+        ));
+        check_micros(MicroSet(
+            Profile::datagram().micros.0 | MicroSet::of(&[Pmtud]).0,
         ))
         .unwrap();
     }
