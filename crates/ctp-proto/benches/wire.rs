@@ -31,6 +31,7 @@ fn build(out: &mut Vec<u8>, payload: &[u8], pn: u64) {
         offset: 4096,
         data: payload,
         ts: None,
+        deps: ctp_proto::wire::frame::Deps::NONE,
     }
     .emit(out);
     integrity::seal(out);

@@ -5,10 +5,10 @@ use crate::engine::app::Outgoing;
 use crate::engine::event::Event;
 use crate::engine::session::CloseReason;
 use crate::engine::Engine;
-use crate::profile::{Isn, MicroSet, Params};
+use crate::profile::{Isn, MicroId, MicroSet, Params};
 use crate::stats::ConnectionStats;
 use crate::time::Instant;
-use crate::wire::frame::{close_code, Frame};
+use crate::wire::frame::{close_code, Frame, MAX_DEPS};
 use crate::wire::header::ConnectionId;
 use bytes::Bytes;
 use core::time::Duration;
@@ -51,6 +51,9 @@ pub enum WriteError {
     /// The connection is not (or no longer) established.
     #[error("connection not open: {0}")]
     NotOpen(String),
+    /// A named predecessor is not an earlier message of this connection, or too many are named.
+    #[error("bad predecessor list: {0}")]
+    BadDependency(String),
 }
 
 /// Why a read returned nothing.
@@ -98,6 +101,8 @@ pub struct Connection {
     pub(crate) malformed: u64,
     pub(crate) peer_pn_isn: u64,
     pub(crate) largest_peer_pn: Option<u64>,
+    /// Id of the last byte-stream chunk queued (causal ordering chains the chunks).
+    pub(crate) last_stream_msg: Option<u64>,
 }
 
 /// A packet number further than this beyond the largest seen (or the peer's initial one)
@@ -139,6 +144,7 @@ impl Connection {
             malformed: 0,
             peer_pn_isn: 0,
             largest_peer_pn: None,
+            last_stream_msg: None,
         }
     }
 
@@ -172,6 +178,7 @@ impl Connection {
             malformed: 0,
             peer_pn_isn: k.peer_isn.pn,
             largest_peer_pn: None,
+            last_stream_msg: None,
         }
     }
 
@@ -248,6 +255,7 @@ impl Connection {
         st.bytes_in_flight = s.bytes_in_flight;
         st.pacing_rate = s.pacing_rate;
         st.buffered_bytes = self.buffered_bytes();
+        st.path_mtu = s.plpmtu as u64;
         st
     }
 
@@ -262,11 +270,14 @@ impl Connection {
         (app.tx_bytes + app.rx_bytes + parked + segs) as u64
     }
 
-    fn open_engine(&mut self) -> Result<&mut Engine, WriteError> {
-        if !matches!(self.state, ConnectionState::Established) {
-            return Err(WriteError::NotOpen(format!("{:?}", self.state)));
+    fn open_engine<'e>(
+        state: &ConnectionState,
+        engine: &'e mut Option<Engine>,
+    ) -> Result<&'e mut Engine, WriteError> {
+        if !matches!(state, ConnectionState::Established) {
+            return Err(WriteError::NotOpen(format!("{state:?}")));
         }
-        self.engine
+        engine
             .as_mut()
             .ok_or_else(|| WriteError::NotOpen("no engine".into()))
     }
@@ -276,7 +287,8 @@ impl Connection {
         if self.stream_finished {
             return Err(WriteError::Finished);
         }
-        let e = self.open_engine()?;
+        let causal = self.micros.has(MicroId::Causal);
+        let e = Self::open_engine(&self.state, &mut self.engine)?;
         let room = e.st.app.tx_room();
         if room == 0 {
             return Err(WriteError::Blocked);
@@ -293,9 +305,8 @@ impl Connection {
         let mut at = 0;
         while at < n {
             let end = (at + STREAM_CHUNK).min(n);
-            e.st.app
-                .tx
-                .push_back(Outgoing::new(bytes.slice(at..end), true, false, stamp));
+            let out = Outgoing::new(bytes.slice(at..end), true, false, stamp);
+            Self::push_tx(e, out, causal, &mut self.last_stream_msg);
             at = end;
         }
         e.st.app.tx_bytes += n;
@@ -308,22 +319,63 @@ impl Connection {
         if self.stream_finished {
             return Ok(());
         }
-        let e = self.open_engine()?;
-        e.st.app
-            .tx
-            .push_back(Outgoing::new(Bytes::new(), true, true, None));
+        let causal = self.micros.has(MicroId::Causal);
+        let e = Self::open_engine(&self.state, &mut self.engine)?;
+        let out = Outgoing::new(Bytes::new(), true, true, None);
+        Self::push_tx(e, out, causal, &mut self.last_stream_msg);
         e.dispatch(now, Event::UserData);
         self.stream_finished = true;
         Ok(())
     }
 
+    /// Queues a send-queue entry with its message id assigned now (ids follow the order of
+    /// queueing); a byte-stream chunk names the previous chunk as its predecessor when the
+    /// profile orders causally, so the stream stays in order.
+    fn push_tx(
+        e: &mut Engine,
+        mut out: Outgoing,
+        causal: bool,
+        last_stream: &mut Option<u64>,
+    ) -> u64 {
+        let id = e.st.session.next_msg_seq;
+        e.st.session.next_msg_seq += 1;
+        out.msg = Some(id);
+        if out.stream {
+            if causal {
+                out.deps.extend(last_stream.iter().copied());
+            }
+            *last_stream = Some(id);
+        }
+        e.st.app.tx.push_back(out);
+        id
+    }
+
     /// Queues one message. A message larger than the send buffer is accepted when the
     /// buffer is empty, so any message up to the negotiated maximum can be sent.
     pub fn send_msg(&mut self, now: Instant, data: Bytes) -> Result<(), WriteError> {
-        self.queue_msg(now, data, false)
+        self.queue_msg(now, data, false, &[]).map(|_| ())
     }
 
-    fn queue_msg(&mut self, now: Instant, data: Bytes, urgent: bool) -> Result<(), WriteError> {
+    /// Queues one message that the receiver delivers only after the earlier messages `after`
+    /// (ids returned by previous calls) were delivered; returns the new message's id. With
+    /// the `causal` microprotocol a message naming no predecessor is delivered as soon as it
+    /// is complete; other profiles ignore the list (their own order applies).
+    pub fn send_msg_after(
+        &mut self,
+        now: Instant,
+        data: Bytes,
+        after: &[u64],
+    ) -> Result<u64, WriteError> {
+        self.queue_msg(now, data, false, after)
+    }
+
+    fn queue_msg(
+        &mut self,
+        now: Instant,
+        data: Bytes,
+        urgent: bool,
+        after: &[u64],
+    ) -> Result<u64, WriteError> {
         let max = self.params.max_message as usize;
         if data.len() > max {
             return Err(WriteError::TooLarge {
@@ -331,7 +383,21 @@ impl Connection {
                 max,
             });
         }
-        let e = self.open_engine()?;
+        let causal = self.micros.has(MicroId::Causal);
+        let first_id = self.local_isn.msg;
+        if after.len() > MAX_DEPS {
+            return Err(WriteError::BadDependency(format!(
+                "{} predecessors named, at most {MAX_DEPS}",
+                after.len()
+            )));
+        }
+        let e = Self::open_engine(&self.state, &mut self.engine)?;
+        let next = e.st.session.next_msg_seq;
+        if let Some(&bad) = after.iter().find(|&&d| d < first_id || d >= next) {
+            return Err(WriteError::BadDependency(format!(
+                "message {bad} was not sent on this connection before (ids {first_id}..{next})"
+            )));
+        }
         if data.len() > e.st.app.tx_room() && !e.st.app.tx.is_empty() {
             return Err(WriteError::Blocked);
         }
@@ -343,15 +409,18 @@ impl Connection {
             e.st.session.stamp_messages.then_some(now.as_micros()),
         );
         out.urgent = urgent;
-        e.st.app.tx.push_back(out);
+        if causal {
+            out.deps.extend_from_slice(after);
+        }
+        let id = Self::push_tx(e, out, causal, &mut self.last_stream_msg);
         e.dispatch(now, Event::UserData);
-        Ok(())
+        Ok(id)
     }
 
     /// Queues one urgent (out-of-band) message: with the `urgent` microprotocol the receiver
     /// delivers it as soon as it is complete, ahead of the ordering in force.
     pub fn send_urgent(&mut self, now: Instant, data: Bytes) -> Result<(), WriteError> {
-        self.queue_msg(now, data, true)
+        self.queue_msg(now, data, true, &[]).map(|_| ())
     }
 
     fn read_gate(&self) -> ReadError {

@@ -29,6 +29,8 @@ pub struct LinkModel {
     pub reorder_extra: Duration,
     /// Probability one byte of a datagram is flipped.
     pub corrupt: f64,
+    /// Path MTU: datagrams longer than this many bytes are dropped (`None`: no limit).
+    pub max_datagram: Option<usize>,
 }
 
 impl Default for LinkModel {
@@ -40,6 +42,7 @@ impl Default for LinkModel {
             reorder: 0.0,
             reorder_extra: Duration::from_millis(5),
             corrupt: 0.0,
+            max_datagram: None,
         }
     }
 }
@@ -82,6 +85,8 @@ pub struct Pair {
     pub server_events: Vec<EndpointEvent>,
     /// Datagrams carried (including duplicates, excluding drops).
     pub delivered: u64,
+    /// Datagrams dropped for exceeding a link's `max_datagram`.
+    pub dropped_too_big: u64,
 }
 
 fn seed(n: u64, salt: u8) -> [u8; 32] {
@@ -122,6 +127,7 @@ impl Pair {
             client_events: Vec::new(),
             server_events: Vec::new(),
             delivered: 0,
+            dropped_too_big: 0,
         }
     }
 
@@ -157,6 +163,10 @@ impl Pair {
                 } else {
                     self.to_client
                 };
+                if link.max_datagram.is_some_and(|m| bytes.len() > m) {
+                    self.dropped_too_big += 1;
+                    continue;
+                }
                 if self.chance(link.loss) {
                     continue;
                 }

@@ -39,6 +39,22 @@ pub struct ConnectionStats {
     pub late_deliveries: u64,
     /// Incomplete messages abandoned (unreliable profiles).
     pub messages_abandoned: u64,
+    /// Messages delivered before every predecessor they named (causal ordering's bounds).
+    pub causal_released_early: u64,
+    /// Segments sent compressed.
+    pub segments_compressed: u64,
+    /// Payload bytes compression saved (first transmissions).
+    pub compression_saved_bytes: u64,
+    /// Received packets dropped because a compressed segment did not inflate correctly.
+    pub decompress_failed: u64,
+    /// Largest UDP payload in use: the negotiated one, or what path MTU discovery confirmed.
+    pub path_mtu: u64,
+    /// Path-MTU probes sent.
+    pub pmtu_probes_sent: u64,
+    /// Path-MTU probes lost (not counted in `packets_lost`: they are not congestion).
+    pub pmtu_probes_lost: u64,
+    /// Black holes detected (repeated losses of full-size packets): fell back to 1200 bytes.
+    pub pmtu_black_holes: u64,
     /// ACK frames sent.
     pub acks_sent: u64,
     /// NAK frames sent.

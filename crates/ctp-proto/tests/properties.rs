@@ -27,6 +27,7 @@ fn link() -> impl Strategy<Value = LinkModel> {
                 reorder,
                 reorder_extra: Duration::from_millis(extra_ms),
                 corrupt,
+                max_datagram: None,
             },
         )
 }

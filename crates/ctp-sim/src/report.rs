@@ -33,6 +33,8 @@ pub struct ScenarioReport {
     pub description: String,
     /// Every run.
     pub runs: Vec<RunReport>,
+    /// Profile/congestion-control pairs that cannot be composed, with why.
+    pub skipped: Vec<String>,
 }
 
 /// Runs every run of `sc`; `progress(run_index, run_count, virtual_time)`.
@@ -41,7 +43,7 @@ pub fn run_scenario(
     seed: Option<u64>,
     progress: &mut dyn FnMut(usize, usize, Duration),
 ) -> Result<ScenarioReport, crate::scenario::ScenarioError> {
-    let specs: Vec<RunSpec> = sc.runs(seed)?;
+    let (specs, skipped): (Vec<RunSpec>, _) = sc.plan(seed)?;
     let n = specs.len();
     let mut runs = Vec::new();
     for (i, r) in specs.into_iter().enumerate() {
@@ -61,6 +63,7 @@ pub fn run_scenario(
         name: sc.file.name.clone(),
         description: sc.file.description.clone(),
         runs,
+        skipped,
     })
 }
 
@@ -125,6 +128,9 @@ pub fn table(rep: &ScenarioReport) -> String {
             let _ = writeln!(s);
         }
         let _ = writeln!(s, "    trace {}", &m.trace_hash[..16]);
+    }
+    for k in &rep.skipped {
+        let _ = writeln!(s, "not composable, skipped: {k}");
     }
     s
 }

@@ -10,14 +10,42 @@ use crate::topology::{FlowPlacement, Topology, DEFAULT_NIC_BPS};
 use crate::units::{Bandwidth, Dur};
 use crate::world::{FlowKind, FlowSpec, SimConfig};
 use core::time::Duration;
+use ctp_proto::cc::CcKind;
 use ctp_proto::profile::BUILTIN;
 use ctp_proto::{Instant, Profile, ProfileError};
 use serde::Deserialize;
 use std::path::Path;
 use toml::Spanned;
 
-/// Congestion controls the engine has today.
-pub const KNOWN_CC: &[&str] = &["newreno"];
+/// The congestion-control name that keeps a profile's own policy (NewReno, SCP, TFRC).
+pub const PROFILE_CC: &str = "profile";
+
+/// Every congestion-control name a scenario may use: [`PROFILE_CC`], then the library's.
+pub fn known_cc() -> Vec<&'static str> {
+    std::iter::once(PROFILE_CC)
+        .chain(CcKind::ALL.iter().map(|k| k.name()))
+        .collect()
+}
+
+fn check_cc(name: &str) -> Result<(), String> {
+    if known_cc().contains(&name) {
+        Ok(())
+    } else {
+        Err(format!(
+            "unknown congestion control `{name}`; known: {}",
+            known_cc().join(", ")
+        ))
+    }
+}
+
+/// `p` driven by congestion control `cc` (or unchanged for [`PROFILE_CC`]).
+pub fn with_cc(p: Profile, cc: &str) -> Result<Profile, String> {
+    if cc == PROFILE_CC {
+        return Ok(p);
+    }
+    let kind = CcKind::from_name(cc).ok_or_else(|| check_cc(cc).unwrap_err())?;
+    p.with_cc(kind).map_err(|e| e.to_string())
+}
 /// Parameters a sweep can vary.
 pub const SWEEP_KEYS: &[&str] = &["loss", "flow_window", "bandwidth", "delay"];
 
@@ -308,12 +336,7 @@ impl Scenario {
             }
         }
         for c in &f.cc {
-            if !KNOWN_CC.contains(&c.get_ref().as_str()) {
-                let msg = format!(
-                    "unknown congestion control `{}`; known: {}",
-                    c.get_ref(),
-                    KNOWN_CC.join(", ")
-                );
+            if let Err(msg) = check_cc(c.get_ref()) {
                 return self.err(c.span(), "cc", &msg);
             }
         }
@@ -368,12 +391,7 @@ impl Scenario {
                 }
             }
             if let Some(c) = &fl.cc {
-                if !KNOWN_CC.contains(&c.get_ref().as_str()) {
-                    let msg = format!(
-                        "unknown congestion control `{}`; known: {}",
-                        c.get_ref(),
-                        KNOWN_CC.join(", ")
-                    );
+                if let Err(msg) = check_cc(c.get_ref()) {
                     return self.err(c.span(), &format!("flow[{i}].cc"), &msg);
                 }
             }
@@ -551,6 +569,12 @@ impl Scenario {
 
     /// Every run: profiles × congestion controls × sweep values. `seed` overrides the file's.
     pub fn runs(&self, seed: Option<u64>) -> Result<Vec<RunSpec>, ScenarioError> {
+        Ok(self.plan(seed)?.0)
+    }
+
+    /// The runs, and the profile × congestion-control pairs that cannot be composed (a
+    /// profile without acknowledgements has no loss signal for a controller), with why.
+    pub fn plan(&self, seed: Option<u64>) -> Result<(Vec<RunSpec>, Vec<String>), ScenarioError> {
         let f = &self.file;
         let profiles: Vec<String> = if f.profiles.is_empty() {
             BUILTIN.iter().map(|b| b.0.to_string()).collect()
@@ -558,7 +582,7 @@ impl Scenario {
             f.profiles.iter().map(|p| p.get_ref().clone()).collect()
         };
         let ccs: Vec<String> = if f.cc.is_empty() {
-            KNOWN_CC.iter().map(|s| s.to_string()).collect()
+            known_cc().iter().map(|s| s.to_string()).collect()
         } else {
             f.cc.iter().map(|c| c.get_ref().clone()).collect()
         };
@@ -568,10 +592,21 @@ impl Scenario {
         };
         let key = f.sweep.as_ref().map(|s| s.key.get_ref().as_str());
         let mut out = Vec::new();
+        let mut skipped = Vec::new();
         for v in &sweep {
             for pname in &profiles {
                 for cc in &ccs {
                     let base = Profile::builtin(pname).map_err(|e| ScenarioError(e.to_string()))?;
+                    let base = match with_cc(base, cc) {
+                        Ok(b) => b,
+                        Err(why) => {
+                            let pair = format!("{pname}/{cc}: {why}");
+                            if !skipped.contains(&pair) {
+                                skipped.push(pair);
+                            }
+                            continue;
+                        }
+                    };
                     let config = self.build(&base, key.zip(*v), seed)?;
                     out.push(RunSpec {
                         profile: pname.clone(),
@@ -583,7 +618,7 @@ impl Scenario {
                 }
             }
         }
-        Ok(out)
+        Ok((out, skipped))
     }
 
     /// The two link directions of a path.
@@ -706,6 +741,12 @@ impl Scenario {
                     Profile::builtin(p.get_ref()).map_err(|e| ScenarioError(e.to_string()))?
                 }
                 None => run_base.clone(),
+            };
+            let base = match &fl.cc {
+                Some(c) => {
+                    with_cc(base, c.get_ref()).or_else(|m| self.err(c.span(), "flow.cc", &m))?
+                }
+                None => base,
             };
             let profile = self.params(&base, fl.params.as_ref(), sweep)?;
             flows.push(FlowSpec {

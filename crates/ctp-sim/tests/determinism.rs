@@ -8,6 +8,8 @@ name = "small"
 duration = "3s"
 interval = "100ms"
 seed = 5
+profiles = ["reliable", "datagram", "ctp-audio"]
+cc = ["profile", "cubic"]
 
 [bottleneck]
 bandwidth = "10Mbps"
@@ -50,6 +52,10 @@ fn same_seed_same_trace_different_seed_different_trace() {
     for (x, y) in a.iter().zip(&c) {
         assert_ne!(x, y);
     }
-    // The two profiles behave differently too.
-    assert_ne!(a[0], a[1]);
+    // Profiles and controllers behave differently too.
+    for i in 0..a.len() {
+        for j in 0..i {
+            assert_ne!(a[i], a[j], "runs {i} and {j}");
+        }
+    }
 }

@@ -51,6 +51,40 @@ fn every_shipped_scenario_parses_and_runs_every_profile() {
 }
 
 #[test]
+fn runs_cross_profiles_with_every_congestion_control_and_skip_what_cannot_compose() {
+    let src = BASE.replacen(
+        "duration = \"1s\"\n",
+        "duration = \"1s\"\nprofiles = [\"reliable\", \"ctp-minimal\"]\ncc = [\"profile\", \"cubic\", \"bbr\"]\n",
+        1,
+    ) + "[[flow]]\n";
+    let sc = Scenario::parse(&src, "t.toml").expect("valid");
+    let (runs, skipped) = sc.plan(None).unwrap();
+    let names: Vec<_> = runs
+        .iter()
+        .map(|r| format!("{}/{}", r.profile, r.cc))
+        .collect();
+    // ctp-minimal has no acknowledgements, so only its own (absent) policy runs.
+    assert_eq!(
+        names,
+        [
+            "reliable/profile",
+            "reliable/cubic",
+            "reliable/bbr",
+            "ctp-minimal/profile"
+        ]
+    );
+    assert_eq!(skipped.len(), 2, "{skipped:?}");
+    assert!(skipped[0].starts_with("ctp-minimal/cubic"));
+    // The controller is really in the composition.
+    let m = runs[1].config.flows[0].profile.micros;
+    assert!(m.has(ctp_proto::MicroId::Cc) && !m.has(ctp_proto::MicroId::NewReno));
+    assert!(runs[0].config.flows[0]
+        .profile
+        .micros
+        .has(ctp_proto::MicroId::NewReno));
+}
+
+#[test]
 fn a_valid_minimal_scenario_parses() {
     Scenario::parse(&format!("{BASE}\n[[flow]]\n"), "t.toml").expect("valid");
 }
@@ -103,9 +137,9 @@ fn impossible_values_name_the_key_and_line() {
         "{e}"
     );
     // Unknown congestion control, listing the known ones.
-    let e = err_top("cc = [\"cubic\"]");
+    let e = err_top("cc = [\"warp\"]");
     assert!(
-        e.contains("t.toml:3") && e.contains("cubic") && e.contains("newreno"),
+        e.contains("t.toml:3") && e.contains("warp") && e.contains("newreno, cubic"),
         "{e}"
     );
     // A parameter the engine rejects.
@@ -123,9 +157,9 @@ fn impossible_values_name_the_key_and_line() {
         e.contains("t.toml:8") && e.contains("flow[0].profile") && e.contains("datagram"),
         "{e}"
     );
-    let e = err("[[flow]]\ncc = \"bbr\"\n");
+    let e = err("[[flow]]\ncc = \"warp\"\n");
     assert!(
-        e.contains("t.toml:8") && e.contains("flow[0].cc") && e.contains("newreno"),
+        e.contains("t.toml:8") && e.contains("flow[0].cc") && e.contains("bbr"),
         "{e}"
     );
     // A flow whose RTT is below the bottleneck's own round trip.

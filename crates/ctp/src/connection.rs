@@ -77,6 +77,7 @@ fn write_error(e: WriteError, state: &ConnectionState, closing: bool) -> Option<
         WriteError::Blocked => None,
         WriteError::TooLarge { len, max } => Some(ConnectionError::MessageTooLarge { len, max }),
         WriteError::Finished => Some(ConnectionError::Finished),
+        WriteError::BadDependency(why) => Some(ConnectionError::BadDependency(why)),
         WriteError::NotOpen(_) => Some(match state {
             ConnectionState::Closed(r) => ConnectionError::Closed(r.clone()),
             _ if closing => ConnectionError::Closing,
@@ -202,16 +203,28 @@ impl Connection {
     /// Sends one message, waiting for room in the send buffer. Messages keep their
     /// boundaries; whether they arrive reliably and in order depends on the profile.
     pub async fn send_msg(&self, msg: Bytes) -> Result<(), ConnectionError> {
-        self.queue_msg(msg, false).await
+        self.queue_msg(msg, false, &[]).await.map(|_| ())
+    }
+
+    /// Sends one message that the receiver delivers only after the earlier messages `after`
+    /// (ids returned by previous calls) were delivered; returns its id. With the `causal`
+    /// microprotocol a message naming no predecessor is delivered as soon as it is complete.
+    pub async fn send_msg_after(&self, msg: Bytes, after: &[u64]) -> Result<u64, ConnectionError> {
+        self.queue_msg(msg, false, after).await
     }
 
     /// Sends one urgent (out-of-band) message: with the `urgent` microprotocol in the
     /// profile the receiver delivers it as soon as it is complete, ahead of the ordering.
     pub async fn send_urgent(&self, msg: Bytes) -> Result<(), ConnectionError> {
-        self.queue_msg(msg, true).await
+        self.queue_msg(msg, true, &[]).await.map(|_| ())
     }
 
-    async fn queue_msg(&self, msg: Bytes, urgent: bool) -> Result<(), ConnectionError> {
+    async fn queue_msg(
+        &self,
+        msg: Bytes,
+        urgent: bool,
+        after: &[u64],
+    ) -> Result<u64, ConnectionError> {
         poll_fn(|cx| {
             self.with(Some(cx), |ep, h, now, closing| {
                 let Some(c) = ep.connection_mut(h) else {
@@ -221,12 +234,12 @@ impl Connection {
                     return Op::Done(Err(ConnectionError::Closing), false);
                 }
                 let sent = if urgent {
-                    c.send_urgent(now, msg.clone())
+                    c.send_urgent(now, msg.clone()).map(|()| 0)
                 } else {
-                    c.send_msg(now, msg.clone())
+                    c.send_msg_after(now, msg.clone(), after)
                 };
                 match sent {
-                    Ok(()) => Op::Done(Ok(()), true),
+                    Ok(id) => Op::Done(Ok(id), true),
                     Err(e) => match write_error(e, c.state(), closing) {
                         None => Op::Wait,
                         Some(e) => Op::Done(Err(e), false),

@@ -24,6 +24,9 @@ pub enum ConnectionError {
         /// Negotiated maximum.
         max: usize,
     },
+    /// A named predecessor is not an earlier message of this connection, or too many are named.
+    #[error("bad predecessor list: {0}")]
+    BadDependency(String),
 }
 
 impl ConnectionError {
@@ -45,7 +48,9 @@ impl From<ConnectionError> for io::Error {
             ConnectionError::Closed(CloseReason::IdleTimeout(_)) => io::ErrorKind::TimedOut,
             ConnectionError::Closed(CloseReason::Handshake(_)) => io::ErrorKind::ConnectionRefused,
             ConnectionError::Closing | ConnectionError::Finished => io::ErrorKind::BrokenPipe,
-            ConnectionError::MessageTooLarge { .. } => io::ErrorKind::InvalidInput,
+            ConnectionError::MessageTooLarge { .. } | ConnectionError::BadDependency(_) => {
+                io::ErrorKind::InvalidInput
+            }
         };
         io::Error::new(kind, e)
     }

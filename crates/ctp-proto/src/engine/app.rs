@@ -21,6 +21,8 @@ pub struct Outgoing {
     pub sent_us: Option<u64>,
     /// Out of band: may bypass the receiver's ordering.
     pub urgent: bool,
+    /// Earlier messages the receiver must deliver first (causal ordering).
+    pub deps: Vec<u64>,
 }
 
 impl Outgoing {
@@ -34,6 +36,7 @@ impl Outgoing {
             msg: None,
             sent_us,
             urgent: false,
+            deps: Vec::new(),
         }
     }
 }
@@ -51,6 +54,8 @@ pub struct Completed {
     pub sent_us: Option<u64>,
     /// The sender marked it urgent (out of band).
     pub urgent: bool,
+    /// Messages the sender said must be delivered first (causal ordering).
+    pub deps: Vec<u64>,
     /// Delivery bits not yet set.
     pub pending: crate::engine::hold::HoldMask,
 }

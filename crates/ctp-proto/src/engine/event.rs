@@ -131,6 +131,8 @@ pub enum Event<'a> {
         ack_eliciting: bool,
         /// Size on the wire.
         bytes: usize,
+        /// A path-MTU probe (PING and PADDING only): acknowledge it at once.
+        probe: bool,
     },
     /// See [`EventKind::AckFrame`].
     AckFrame(AckFrame<'a>),
@@ -213,6 +215,8 @@ pub struct PacketInfo {
     pub seg: Option<SegId>,
     /// True when it counts toward bytes in flight.
     pub in_flight: bool,
+    /// A path-MTU probe: its loss says nothing about congestion.
+    pub probe: bool,
 }
 
 /// A reassembled message waiting in the connection's message store.
@@ -255,10 +259,12 @@ impl<'a> Event<'a> {
                 pn,
                 ack_eliciting,
                 bytes,
+                probe,
             } => Event::PacketReceived {
                 pn,
                 ack_eliciting,
                 bytes,
+                probe,
             },
             Event::AckFloor(v) => Event::AckFloor(v),
             Event::MaxSeg(v) => Event::MaxSeg(v),

@@ -16,7 +16,7 @@ pub mod timer;
 use crate::micro::AnyMicro;
 use crate::stats::ConnectionStats;
 use crate::time::Instant;
-use crate::wire::frame::Frame;
+use crate::wire::frame::{DataFrame, Frame};
 use crate::wire::header::{ConnectionId, Header};
 use crate::wire::{integrity, Reader, WireError};
 use app::AppIo;
@@ -255,14 +255,22 @@ pub struct FrameWriter<'b> {
     /// The packet so far.
     pub buf: &'b mut Vec<u8>,
     limit: usize,
+    header_len: usize,
     /// Set by a writer whose frame needs acknowledgement.
     pub ack_eliciting: bool,
+    /// Set by a writer that made the packet a path-MTU probe (PING and PADDING only).
+    pub probe: bool,
 }
 
 impl FrameWriter<'_> {
     /// Bytes still free in the packet.
     pub fn room(&self) -> usize {
         self.limit.saturating_sub(self.buf.len())
+    }
+
+    /// Length of the packet header (no frame written yet when `buf` is this long).
+    pub fn header_len(&self) -> usize {
+        self.header_len
     }
 }
 
@@ -410,13 +418,36 @@ impl Engine {
     ) -> Result<Received, WireError> {
         let mut r = Reader::new(frames);
         let mut ack_eliciting = false;
+        let (mut ping, mut padding, mut other) = (false, false, false);
         let mut out = Received::default();
+        // A compressed segment is inflated here, while the packet is validated: a bad one
+        // drops the whole packet before anything (its acknowledgement included) happens.
+        let mut inflated = Vec::new();
+        let mut inflated_seg = None;
         if r.is_empty() {
             return Err(WireError::Invalid("empty packet"));
         }
         while !r.is_empty() {
-            match Frame::parse(&mut r)? {
+            let f = Frame::parse(&mut r)?;
+            match f {
+                Frame::Ping => ping = true,
+                Frame::Padding => padding = true,
+                Frame::Ack(_) | Frame::Nak(_) | Frame::AckFloor(_) => {}
+                _ => other = true,
+            }
+            match f {
                 Frame::Ping | Frame::Data(_) => ack_eliciting = true,
+                Frame::DataZ(z) => {
+                    ack_eliciting = true;
+                    let limit = self.st.session.inflate_limit;
+                    match crate::micro::compression::inflate(&z, limit, &mut inflated) {
+                        Ok(d) => inflated_seg = Some(d.seg),
+                        Err(e) => {
+                            self.st.stats.decompress_failed += 1;
+                            return Err(e);
+                        }
+                    }
+                }
                 Frame::Close { code, reason } => {
                     out.close = Some((code, String::from_utf8_lossy(reason).into_owned()))
                 }
@@ -430,6 +461,7 @@ impl Engine {
             pn,
             ack_eliciting,
             bytes: wire_len,
+            probe: ping && padding && !other,
         });
         let mut ring = BorrowedRing::default();
         self.run(now, &mut ring);
@@ -441,6 +473,14 @@ impl Engine {
                 Frame::Ack(a) => Event::AckFrame(a),
                 Frame::Nak(n) => Event::NakFrame(n),
                 Frame::Data(d) => Event::SegmentArrived(d),
+                Frame::DataZ(_) => {
+                    let Some(d) =
+                        inflated_seg.and_then(|seg| DataFrame::from_body(seg, &inflated).ok())
+                    else {
+                        continue;
+                    };
+                    Event::SegmentArrived(d)
+                }
                 Frame::AckFloor(v) => Event::AckFloor(v),
                 Frame::MaxSeg(v) => Event::MaxSeg(v),
                 Frame::XonXoff(v) => Event::XonXoff(v),
@@ -487,7 +527,9 @@ impl Engine {
         let mut w = FrameWriter {
             buf: out,
             limit,
+            header_len,
             ack_eliciting: false,
+            probe: false,
         };
         let mut ring = BorrowedRing::default();
         for &i in self.writers.ids() {
@@ -499,7 +541,14 @@ impl Engine {
             };
             self.micros[i as usize].write_frames(&mut w, &mut cx);
         }
+        let path_limit = self
+            .st
+            .session
+            .plpmtu
+            .min(max_len)
+            .saturating_sub(integrity::TRAILER_LEN);
         let mut ack_eliciting = w.ack_eliciting;
+        let probe = w.probe;
         let mut carried = None;
         while let Some(seg) = self.st.segs.sendable.pop_front() {
             let Some(s) = self.st.segs.get(seg).filter(|s| !s.acked) else {
@@ -508,11 +557,19 @@ impl Engine {
                 continue;
             };
             let need = 1 + crate::wire::varint::len(s.seq) + s.payload.len();
-            if need > w.room() {
+            // Within the path MTU with the control frames written so far; otherwise the
+            // segment waits for the next packet, unless it is alone (cut for a larger path
+            // MTU before a black hole shrank it).
+            let path_room = path_limit.saturating_sub(w.buf.len());
+            if need > w.room() || (need > path_room && w.buf.len() > header_len) {
                 self.st.segs.sendable.push_front(seg);
                 break;
             }
-            Frame::emit_data_header(w.buf, s.seq);
+            if s.compressed {
+                Frame::emit_compressed_header(w.buf, s.seq);
+            } else {
+                Frame::emit_data_header(w.buf, s.seq);
+            }
             w.buf.extend_from_slice(&s.payload);
             carried = Some(seg);
             ack_eliciting = true;
@@ -558,6 +615,7 @@ impl Engine {
             sent_at: now,
             seg: carried,
             in_flight: ack_eliciting,
+            probe,
         };
         self.owned.push_back(Event::PacketSent(info));
         self.run(now, &mut ring);

@@ -24,6 +24,8 @@ pub struct Segment {
     pub transmissions: u32,
     /// The peer acknowledged a packet carrying it.
     pub acked: bool,
+    /// The payload is an inflated length and an LZ4 block of the pieces (sent as `DATA_Z`).
+    pub compressed: bool,
     gen: u32,
     live: bool,
 }
@@ -81,6 +83,7 @@ impl SegmentStore {
         s.holds = Holds::new(reg);
         s.transmissions = 0;
         s.acked = false;
+        s.compressed = false;
         self.live += 1;
         Some(SegId { idx, gen: s.gen })
     }

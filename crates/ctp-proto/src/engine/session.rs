@@ -91,6 +91,11 @@ pub struct Session {
     pub last_heard: Instant,
     /// Messages carry the sender's timestamp (a playout microprotocol needs it).
     pub stamp_messages: bool,
+    /// Largest segment body a received compressed segment may inflate to; 0 when
+    /// compression was not negotiated (a compressed segment is then malformed).
+    pub inflate_limit: usize,
+    /// Largest UDP payload known to cross the path (path MTU discovery publishes it).
+    pub plpmtu: usize,
 }
 
 impl Default for Session {
@@ -115,6 +120,8 @@ impl Default for Session {
             close: None,
             last_heard: Instant::ZERO,
             stamp_messages: false,
+            inflate_limit: 0,
+            plpmtu: 1200,
         }
     }
 }

@@ -148,7 +148,7 @@ impl AckTracking {
         if to == SentState::Acked {
             cx.raise(Event::PacketAcked(info));
         } else {
-            if info.in_flight {
+            if info.in_flight && !info.probe {
                 cx.st.stats.packets_lost += 1;
             }
             cx.raise(Event::PacketLost(info));
@@ -291,11 +291,20 @@ impl AckTracking {
     }
 
     fn on_rto(&mut self, cx: &mut Cx<'_, '_>) {
-        cx.st.stats.rto_expiries += 1;
-        self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
-        cx.raise(Event::RtoExpired {
-            backoff: self.backoff,
-        });
+        // Only path-MTU probes outstanding: they are lost, which says nothing about the
+        // path's congestion, so no expiry is reported and the timer does not back off.
+        let only_probes = self
+            .sent
+            .iter()
+            .filter(|s| s.state == SentState::Outstanding)
+            .all(|s| s.info.probe);
+        if !only_probes {
+            cx.st.stats.rto_expiries += 1;
+            self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
+            cx.raise(Event::RtoExpired {
+                backoff: self.backoff,
+            });
+        }
         let mut lost = std::mem::take(&mut self.scratch);
         lost.clear();
         lost.extend(
@@ -429,8 +438,16 @@ impl Microprotocol for AckTracking {
             Event::AckFrame(a) => self.on_ack(a, cx),
             Event::NakFrame(n) => self.on_nak(n, cx),
             Event::PacketReceived {
-                pn, ack_eliciting, ..
-            } => self.on_received(pn, ack_eliciting, cx),
+                pn,
+                ack_eliciting,
+                probe,
+                ..
+            } => {
+                self.on_received(pn, ack_eliciting, cx);
+                // A path-MTU probe is acknowledged at once (RFC 8899 §4.1): its sender is
+                // waiting for the answer, and a delayed one would look like a loss.
+                self.ack_now |= probe;
+            }
             Event::AckFloor(f) => self.on_floor(f),
             _ => {}
         }

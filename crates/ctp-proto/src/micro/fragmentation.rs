@@ -8,7 +8,7 @@
 use crate::engine::app::Completed;
 use crate::engine::event::{Event, EventKind, Reassembled};
 use crate::engine::{Cx, Microprotocol};
-use crate::wire::frame::{Piece, PieceFlags};
+use crate::wire::frame::{Deps, Piece, PieceFlags};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 
@@ -26,6 +26,7 @@ struct Partial {
     fin: bool,
     sent_us: Option<u64>,
     urgent: bool,
+    deps: Vec<u64>,
 }
 
 /// The fragmentation / coalescing microprotocol.
@@ -54,6 +55,7 @@ impl Fragmentation {
 
     /// Cuts queued data into at most [`BATCH`] segments.
     fn cut(&mut self, cx: &mut Cx<'_, '_>) {
+        let mut deps_buf = Vec::new();
         for _ in 0..BATCH {
             if cx.st.app.tx.is_empty() {
                 return;
@@ -76,8 +78,15 @@ impl Fragmentation {
                 let room = room_total.saturating_sub(s.payload.len());
                 // The first piece of a message carries its timestamp, if the profile stamps.
                 let stamp = if out.cut == 0 { out.sent_us } else { None };
+                // So does its list of predecessors (causal ordering).
+                let deps = if out.cut == 0 && !out.deps.is_empty() {
+                    Deps::encode(msg, &out.deps, &mut deps_buf)
+                } else {
+                    Deps::NONE
+                };
                 let overhead = Piece::wire_len(msg, out.cut as u64, left) - left
-                    + stamp.map_or(0, crate::wire::varint::len);
+                    + stamp.map_or(0, crate::wire::varint::len)
+                    + deps.wire_len();
                 if room <= overhead {
                     break;
                 }
@@ -105,6 +114,7 @@ impl Fragmentation {
                     offset: out.cut as u64,
                     data: &out.data[out.cut..out.cut + take],
                     ts: stamp,
+                    deps,
                 };
                 piece.emit(&mut s.payload);
                 out.cut += take;
@@ -134,6 +144,7 @@ impl Fragmentation {
         let last = piece.flags.has(PieceFlags::LAST);
         let fin = piece.flags.has(PieceFlags::FIN);
         let urgent = piece.flags.has(PieceFlags::URGENT);
+        let deps = piece.deps.iter(piece.msg);
         if off == 0 && last {
             // The common case: a whole message in one piece.
             let data = Bytes::copy_from_slice(piece.data);
@@ -145,6 +156,7 @@ impl Fragmentation {
                     fin,
                     sent_us: piece.ts,
                     urgent,
+                    deps: deps.collect(),
                     pending: 0,
                 },
                 cx,
@@ -162,6 +174,9 @@ impl Fragmentation {
             p.sent_us = piece.ts;
         }
         p.urgent |= urgent;
+        if !piece.deps.is_empty() {
+            p.deps = deps.collect();
+        }
         if last {
             p.total = Some(end);
             p.fin = fin;
@@ -178,6 +193,7 @@ impl Fragmentation {
                     fin: p.fin,
                     sent_us: p.sent_us,
                     urgent: p.urgent,
+                    deps: p.deps,
                     pending: 0,
                 },
                 cx,

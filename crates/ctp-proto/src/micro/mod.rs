@@ -3,7 +3,9 @@
 
 pub mod ack_tracking;
 pub mod arq;
+pub mod causal;
 pub mod cc;
+pub mod compression;
 pub mod fec;
 pub mod flow_gate;
 pub mod flow_window;
@@ -13,6 +15,7 @@ pub mod keepalive;
 pub mod newreno;
 pub mod ordering;
 pub mod pacing;
+pub mod pmtud;
 pub mod rts_cts;
 pub mod rtt;
 pub mod scp;
@@ -84,4 +87,7 @@ any_micro! {
     Playout(jitter::Playout),
     Urgent(ordering::Urgent),
     Cc(cc::CcPolicy),
+    Causal(causal::Causal),
+    Compression(compression::Compression),
+    Pmtud(pmtud::Pmtud),
 }

@@ -90,6 +90,7 @@ fn data_frame(seg: u64, pieces: &[(u8, u64, u64, &[u8])]) -> Vec<u8> {
             offset,
             data,
             ts: None,
+            deps: crate::wire::frame::Deps::NONE,
         }
         .emit(&mut f);
     }
@@ -103,6 +104,7 @@ fn sent(pn: u64, at: Instant) -> PacketInfo {
         sent_at: at,
         seg: None,
         in_flight: true,
+        probe: false,
     }
 }
 
@@ -400,6 +402,7 @@ fn ack_tracking_reports_acks_losses_and_naks_holes() {
                 pn: PEER.pn + pn,
                 ack_eliciting: true,
                 bytes: 100,
+                probe: false,
             },
         );
     }
@@ -906,4 +909,294 @@ fn cc_feeds_delivery_rate_samples_and_custom_messages() {
         e.st.session.pacing_rate,
         (crate::cc::bbr::HIGH_GAIN * b.btl_bw() as f64) as u64
     );
+}
+fn causal_frame(seg: u64, msg: u64, deps: &[u64]) -> Vec<u8> {
+    let mut f = Vec::new();
+    let mut buf = Vec::new();
+    Frame::emit_data_header(&mut f, seg);
+    Piece {
+        flags: PieceFlags(PieceFlags::LAST),
+        msg,
+        offset: 0,
+        data: &[(msg - LOCAL.msg) as u8],
+        ts: None,
+        deps: crate::wire::frame::Deps::encode(msg, deps, &mut buf),
+    }
+    .emit(&mut f);
+    f
+}
+
+fn causal_rx(reliable: bool) -> Engine {
+    let base = if reliable {
+        reliable_set().without(Fifo)
+    } else {
+        crate::profile::Profile::ctp_lossy_fifo()
+            .micros
+            .without(LossyFifo)
+    };
+    compose(
+        MicroSet(base.0 | MicroSet::of(&[Causal]).0),
+        &Params::default(),
+        PEER,
+        LOCAL,
+    )
+    .unwrap()
+}
+
+fn delivered_ids(e: &mut Engine) -> Vec<u8> {
+    e.st.app.rx_msgs.drain(..).map(|m| m[0]).collect()
+}
+
+#[test]
+fn causal_holds_a_message_only_for_the_predecessors_it_names() {
+    let mut rx = causal_rx(true);
+    let m = |i: u64| LOCAL.msg + i;
+    // 1 after 0; 2 independent; 3 after 1 and 2. They arrive newest first.
+    let frames = [
+        causal_frame(LOCAL.seg + 3, m(3), &[m(1), m(2)]),
+        causal_frame(LOCAL.seg + 2, m(2), &[]),
+        causal_frame(LOCAL.seg + 1, m(1), &[m(0)]),
+        causal_frame(LOCAL.seg, m(0), &[]),
+    ];
+    let mut seen = Vec::new();
+    for (k, f) in frames.iter().enumerate() {
+        rx.receive(t(k as u64), LOCAL.pn + k as u64, f, 40).unwrap();
+        seen.push(delivered_ids(&mut rx));
+    }
+    assert_eq!(
+        seen,
+        [vec![], vec![2], vec![], vec![0, 1, 3]],
+        "2 goes at once; 1 waits for 0, 3 for 1"
+    );
+    assert_eq!(rx.st.stats.causal_released_early, 0);
+    // No deadline in a reliable profile: a dependent waits as long as it takes.
+    rx.receive(
+        t(10),
+        LOCAL.pn + 4,
+        &causal_frame(LOCAL.seg + 5, m(5), &[m(4)]),
+        40,
+    )
+    .unwrap();
+    rx.handle_timeout(t(60_000));
+    assert!(delivered_ids(&mut rx).is_empty());
+    rx.receive(
+        t(60_001),
+        LOCAL.pn + 5,
+        &causal_frame(LOCAL.seg + 4, m(4), &[]),
+        40,
+    )
+    .unwrap();
+    assert_eq!(delivered_ids(&mut rx), [4, 5]);
+}
+
+#[test]
+fn causal_without_arq_declares_a_missing_predecessor_lost_at_the_deadline() {
+    let mut rx = causal_rx(false);
+    let m = |i: u64| LOCAL.msg + i;
+    rx.receive(
+        t(0),
+        LOCAL.pn + 1,
+        &causal_frame(LOCAL.seg + 1, m(1), &[m(0)]),
+        40,
+    )
+    .unwrap();
+    rx.receive(
+        t(5),
+        LOCAL.pn + 2,
+        &causal_frame(LOCAL.seg + 2, m(2), &[m(1)]),
+        40,
+    )
+    .unwrap();
+    assert!(delivered_ids(&mut rx).is_empty(), "0 is missing");
+    let deadline = Duration::from_millis(Params::default().causal_deadline_ms as u64);
+    rx.handle_timeout(t(0) + (deadline - Duration::from_micros(1)));
+    assert!(delivered_ids(&mut rx).is_empty(), "not before the deadline");
+    rx.handle_timeout(t(0) + deadline);
+    assert_eq!(
+        delivered_ids(&mut rx),
+        [1, 2],
+        "0 declared lost: 1 goes, and 2 with it"
+    );
+    assert_eq!(rx.st.stats.messages_abandoned, 1);
+    rx.receive(t(200), LOCAL.pn, &causal_frame(LOCAL.seg, m(0), &[]), 40)
+        .unwrap();
+    assert!(
+        delivered_ids(&mut rx).is_empty(),
+        "a predecessor declared lost is dropped when it turns up"
+    );
+    assert_eq!(rx.st.stats.messages_abandoned, 2);
+    assert_eq!(rx.next_timeout(), None, "nothing waits, no timer");
+}
+
+#[test]
+fn causal_waiting_messages_are_bounded() {
+    use crate::micro::causal::MAX_WAITING;
+    let mut rx = causal_rx(true);
+    let m = |i: u64| LOCAL.msg + i;
+    // Message 0 never arrives; every later one names it.
+    for i in 1..=MAX_WAITING as u64 + 1 {
+        let f = causal_frame(LOCAL.seg + i, m(i), &[m(0)]);
+        rx.receive(t(0), LOCAL.pn + i, &f, 40).unwrap();
+    }
+    assert_eq!(rx.st.stats.causal_released_early, 1);
+    assert_eq!(
+        rx.st.app.rx_msgs.len(),
+        1,
+        "the oldest waiting one went early"
+    );
+    assert_eq!(rx.st.app.rx_msgs[0][0], 1);
+}
+
+#[test]
+fn malformed_predecessor_lists_drop_the_packet() {
+    let mut rx = causal_rx(true);
+    let piece = |deps: &[u64]| {
+        let mut f = Vec::new();
+        Frame::emit_data_header(&mut f, LOCAL.seg);
+        f.push(PieceFlags::LAST | PieceFlags::DEPS);
+        varint::put(&mut f, LOCAL.msg + 3);
+        for &d in deps {
+            varint::put(&mut f, d);
+        }
+        f.extend_from_slice(&[0, 1, 9]);
+        f
+    };
+    // No predecessor, too many, one not below the message, a truncated list.
+    for bad in [
+        piece(&[0]),
+        piece(&[17, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+        piece(&[1, LOCAL.msg + 3]),
+        piece(&[2, 0]),
+    ] {
+        assert!(rx.receive(t(0), LOCAL.pn, &bad, 40).is_err(), "{bad:?}");
+    }
+    assert!(rx.st.app.rx_msgs.is_empty());
+    assert_eq!(rx.st.stats.packets_received, 0, "nothing took effect");
+    rx.receive(t(0), LOCAL.pn, &piece(&[1, 0]), 40).unwrap();
+}
+
+fn compressed_count(frames: &[Vec<u8>]) -> usize {
+    frames
+        .iter()
+        .filter(|f| {
+            let mut r = Reader::new(f);
+            core::iter::from_fn(|| (!r.is_empty()).then(|| Frame::parse(&mut r).ok()).flatten())
+                .any(|fr| matches!(fr, Frame::DataZ(_)))
+        })
+        .count()
+}
+
+#[test]
+fn compression_shrinks_compressible_segments_and_the_peer_inflates_them() {
+    let set = MicroSet(reliable_set().0 | MicroSet::of(&[Compression]).0);
+    let mut tx = compose(set, &Params::default(), LOCAL, PEER).unwrap();
+    let mut rx = compose(set, &Params::default(), PEER, LOCAL).unwrap();
+    let text = b"GET /index.html HTTP/1.1\r\nHost: example.invalid\r\n\r\n".repeat(200);
+    queue(&mut tx, t(0), &text, false);
+    let packets = drain(&mut tx, t(0));
+    let sent: usize = packets.iter().map(Vec::len).sum();
+    assert!(compressed_count(&packets) > 0);
+    assert!(
+        sent * 3 < text.len(),
+        "{sent} bytes on the wire for {}",
+        text.len()
+    );
+    assert!(tx.st.stats.segments_compressed > 0 && tx.st.stats.compression_saved_bytes > 0);
+    for (k, f) in packets.iter().enumerate() {
+        rx.receive(t(1), LOCAL.pn + k as u64, f, f.len() + 21)
+            .unwrap();
+    }
+    assert_eq!(rx.st.app.rx_msgs.len(), 1);
+    assert!(
+        rx.st.app.rx_msgs[0][..] == text[..],
+        "inflated bytes differ"
+    );
+}
+
+#[test]
+fn incompressible_segments_go_as_they_are() {
+    let set = MicroSet(reliable_set().0 | MicroSet::of(&[Compression]).0);
+    let mut tx = compose(set, &Params::default(), LOCAL, PEER).unwrap();
+    let mut x = 88172645463325252u64;
+    let noise: Vec<u8> = (0..20_000)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    queue(&mut tx, t(0), &noise, false);
+    let packets = drain(&mut tx, t(0));
+    assert_eq!(compressed_count(&packets), 0);
+    assert_eq!(data_packets(&packets).len(), packets.len());
+    assert_eq!(tx.st.stats.segments_compressed, 0);
+}
+
+#[test]
+fn a_forged_compressed_segment_is_dropped_whole_and_counted() {
+    let set = MicroSet(reliable_set().0 | MicroSet::of(&[Compression]).0);
+    let mut rx = compose(set, &Params::default(), PEER, LOCAL).unwrap();
+    let forged = |len: u64, block: &[u8]| {
+        let mut f = Vec::new();
+        Frame::emit_compressed_header(&mut f, LOCAL.seg);
+        varint::put(&mut f, len);
+        f.extend_from_slice(block);
+        f
+    };
+    // A bomb (announces 16 KiB from a tiny block, beyond the negotiated payload), garbage,
+    // and a block that inflates to less than it announces.
+    let zeros = lz4_flex::block::compress(&[0u8; 16_384]);
+    for bad in [
+        forged(16_384, &zeros),
+        forged(1000, &[0xff; 30]),
+        forged(1000, &lz4_flex::block::compress(&[1u8; 10])),
+    ] {
+        assert!(rx.receive(t(0), LOCAL.pn, &bad, 60).is_err());
+    }
+    assert_eq!(rx.st.stats.decompress_failed, 3);
+    assert_eq!(rx.st.stats.packets_received, 0, "not even acknowledged");
+    assert!(rx.st.app.rx_msgs.is_empty());
+    // Without the compression microprotocol a compressed segment is malformed.
+    let mut plain = compose(reliable_set(), &Params::default(), PEER, LOCAL).unwrap();
+    let ok_block =
+        lz4_flex::block::compress(&data_frame(0, &[(PieceFlags::LAST, LOCAL.msg, 0, b"hi")])[2..]);
+    let f = forged(
+        data_frame(0, &[(PieceFlags::LAST, LOCAL.msg, 0, b"hi")]).len() as u64 - 2,
+        &ok_block,
+    );
+    rx.receive(t(1), LOCAL.pn, &f, 60).unwrap();
+    assert_eq!(rx.st.app.rx_msgs.len(), 1, "a well-formed one goes through");
+    assert!(plain.receive(t(1), LOCAL.pn, &f, 60).is_err());
+}
+
+#[test]
+fn pmtud_probes_are_padded_pings_and_their_loss_leaves_the_window_alone() {
+    let set = MicroSet(reliable_set().0 | MicroSet::of(&[Pmtud]).0);
+    let mut tx = compose(set, &Params::default(), LOCAL, PEER).unwrap();
+    assert_eq!(tx.st.session.plpmtu, 1200, "starts at the floor");
+    let mut buf = Vec::new();
+    assert!(tx.build_packet(t(0), 9, 1452, &mut buf));
+    assert_eq!(
+        buf.len(),
+        1200 + (1452 - 1200usize).div_ceil(2),
+        "first probe halfway"
+    );
+    let body = integrity::open(&buf).unwrap().to_vec();
+    let mut r = Reader::new(&body);
+    Header::parse(&mut r).unwrap();
+    let frames: Vec<_> =
+        core::iter::from_fn(|| (!r.is_empty()).then(|| Frame::parse(&mut r).unwrap())).collect();
+    assert_eq!(frames, [Frame::Ping, Frame::Padding], "no data in a probe");
+    let cwnd = tx.st.session.cwnd;
+    let probe = PacketInfo {
+        probe: true,
+        bytes: buf.len(),
+        ..sent(LOCAL.pn, t(0))
+    };
+    tx.dispatch(t(50), Event::PacketLost(probe));
+    assert_eq!(tx.st.session.cwnd, cwnd, "a lost probe is not congestion");
+    assert_eq!(tx.st.stats.packets_lost, 0);
+    tx.dispatch(t(60), Event::PacketLost(sent(LOCAL.pn, t(10))));
+    assert!(tx.st.session.cwnd < cwnd, "a lost data packet is");
 }

@@ -67,6 +67,7 @@ struct FileParams {
     jitter_interval_us: Option<u32>,
     playout_delay_ms: Option<u32>,
     cc_rate_kbps: Option<u32>,
+    causal_deadline_ms: Option<u32>,
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -164,7 +165,8 @@ pub fn parse(text: &str, origin: &str) -> Result<Profile, ProfileFileError> {
         fec_flush_ms,
         jitter_interval_us,
         playout_delay_ms,
-        cc_rate_kbps
+        cc_rate_kbps,
+        causal_deadline_ms
     );
     let mut profile = Profile {
         name: f.name,
@@ -210,6 +212,20 @@ mod tests {
             Profile::reliable().micros.without(MicroId::Pacing)
         );
         assert_eq!(p.params.flow_window, 64);
+    }
+
+    #[test]
+    fn the_catalogue_names_parse() {
+        let p = parse(
+            "name = \"c\"\nbase = \"reliable\"\nremove = [\"fifo\"]\nadd = [\"causal\", \"pmtud\", \"compression\"]\n[params]\ncausal_deadline_ms = 50\n",
+            "c.toml",
+        )
+        .unwrap();
+        for m in [MicroId::Causal, MicroId::Pmtud, MicroId::Compression] {
+            assert!(p.micros.has(m), "{m}");
+        }
+        assert!(!p.micros.has(MicroId::Fifo));
+        assert_eq!(p.params.causal_deadline_ms, 50);
     }
 
     #[test]

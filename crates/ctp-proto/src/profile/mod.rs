@@ -69,6 +69,9 @@ micro_ids! {
     Playout = 22, "playout", "jitter control: sender timestamps and a playout delay preserve the sender's timing";
     Urgent = 23, "urgent", "urgent (out-of-band) messages bypass the ordering in force";
     Cc = 24, "cc", "congestion policy from the cc library: the algorithm named by the `cc` parameter (newreno, cubic, bbr, udt, …)";
+    Causal = 25, "causal", "causal ordering: a message waits only for the earlier messages its sender named";
+    Compression = 26, "compression", "per-segment LZ4 compression, only when it shrinks the packet; bounded decompression";
+    Pmtud = 27, "pmtud", "path MTU discovery (DPLPMTUD): padded probes search up from 1200 bytes, black holes fall back";
 }
 
 impl fmt::Display for MicroId {
@@ -156,7 +159,7 @@ pub enum ProfileError {
         why: &'static str,
     },
     /// No delivery (ordering) microprotocol.
-    #[error("a profile needs a delivery microprotocol: add `fifo` (in order), `lossy-fifo` or `unordered`")]
+    #[error("a profile needs a delivery microprotocol: add `fifo` (in order), `lossy-fifo`, `causal` or `unordered`")]
     NoDelivery,
     /// A parameter is out of range.
     #[error("parameter `{name}` = {value} is out of range: {hint}")]
@@ -214,6 +217,16 @@ const DEPENDENCIES: &[(MicroId, MicroId, &str)] = &[
         MicroId::LossyFifo,
         MicroId::Sequencing,
         "ordering needs duplicate-free segments",
+    ),
+    (
+        MicroId::Pmtud,
+        MicroId::AckTracking,
+        "a probe size is confirmed when its probe is acknowledged and given up when reported lost",
+    ),
+    (
+        MicroId::Causal,
+        MicroId::Sequencing,
+        "a duplicated message would be taken for a late one and its turn confused",
     ),
     (
         MicroId::Fec,
@@ -320,6 +333,26 @@ const CONFLICTS: &[(MicroId, MicroId, &str)] = &[
         MicroId::NewReno,
         MicroId::Scp,
         "two congestion policies would fight over one window",
+    ),
+    (
+        MicroId::Compression,
+        MicroId::Fec,
+        "FEC encodes segments as sent and rebuilds them as uncompressed DATA, so a recovered compressed segment would be garbage",
+    ),
+    (
+        MicroId::Causal,
+        MicroId::Fifo,
+        "`fifo` already delivers every earlier message first; `causal` is a delivery order of its own",
+    ),
+    (
+        MicroId::Causal,
+        MicroId::LossyFifo,
+        "`lossy-fifo` already delivers every earlier message first; `causal` is a delivery order of its own",
+    ),
+    (
+        MicroId::Causal,
+        MicroId::Unordered,
+        "`causal` already delivers a message without named predecessors as soon as it is complete",
     ),
     (
         MicroId::FlowWindow,
@@ -433,6 +466,9 @@ pub struct Params {
     pub cc: CcKind,
     /// Rate of rate-configured algorithms (`blast`, `group`'s initial share), kbit/s.
     pub cc_rate_kbps: u32,
+    /// Without `arq`, how long `causal` lets a message wait for missing predecessors before
+    /// declaring them lost, milliseconds.
+    pub causal_deadline_ms: u32,
 }
 
 /// Smallest UDP payload a profile may use (the QUIC floor, also DPLPMTUD's base).
@@ -461,6 +497,7 @@ impl Default for Params {
             playout_delay_ms: 100,
             cc: CcKind::NewReno,
             cc_rate_kbps: 100_000,
+            causal_deadline_ms: 100,
         }
     }
 }
@@ -501,6 +538,13 @@ impl Params {
             return bad(
                 "fifo_deadline_ms",
                 self.fifo_deadline_ms.into(),
+                "1..=60000 ms",
+            );
+        }
+        if self.causal_deadline_ms == 0 || self.causal_deadline_ms > 60_000 {
+            return bad(
+                "causal_deadline_ms",
+                self.causal_deadline_ms.into(),
                 "1..=60000 ms",
             );
         }
@@ -805,9 +849,14 @@ pub fn check_micros(set: MicroSet) -> Result<(), ProfileError> {
             });
         }
     }
-    if ![MicroId::Fifo, MicroId::Unordered, MicroId::LossyFifo]
-        .iter()
-        .any(|&m| set.has(m))
+    if ![
+        MicroId::Fifo,
+        MicroId::Unordered,
+        MicroId::LossyFifo,
+        MicroId::Causal,
+    ]
+    .iter()
+    .any(|&m| set.has(m))
     {
         return Err(ProfileError::NoDelivery);
     }
@@ -942,6 +991,7 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
         peer_msg_isn: peer.msg,
         recv_seg_cum: peer.seg,
         rto_us: 200_000.max(p.min_rto_us as u64),
+        plpmtu: p.max_udp_payload as usize,
         ..Session::default()
     };
     if set.has(MicroId::FlowWindow) {
@@ -1047,6 +1097,18 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
                 },
                 &mut session,
             )),
+            MicroId::Pmtud => AnyMicro::Pmtud(micro::pmtud::Pmtud::new(
+                &mut setup,
+                p.max_udp_payload as usize,
+                &mut session,
+            )?),
+            MicroId::Compression => {
+                AnyMicro::Compression(micro::compression::Compression::new(&mut setup)?)
+            }
+            MicroId::Causal => AnyMicro::Causal(micro::causal::Causal::new(
+                &mut setup,
+                (!reliable).then(|| Duration::from_millis(p.causal_deadline_ms as u64)),
+            )?),
             MicroId::KeepAlive => AnyMicro::KeepAlive(micro::keepalive::KeepAlive::new(
                 &mut setup,
                 Duration::from_millis(p.keepalive_ms as u64),
@@ -1056,6 +1118,9 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
         micros.push(built);
     }
     session.stamp_messages = set.has(MicroId::Playout);
+    if set.has(MicroId::Compression) {
+        session.inflate_limit = p.max_udp_payload as usize;
+    }
     st.session = session;
     Engine::new(micros, st)
 }
@@ -1391,6 +1456,81 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    fn causal_set() -> MicroSet {
+        MicroSet(Profile::reliable().micros.without(Fifo).0 | MicroSet::of(&[Causal]).0)
+    }
+
+    #[test]
+    fn causal_is_a_delivery_order_of_its_own() {
+        check_micros(causal_set()).unwrap();
+        for other in [Fifo, LossyFifo, Unordered] {
+            let e = check_micros(MicroSet(causal_set().0 | MicroSet::of(&[other]).0)).unwrap_err();
+            assert!(
+                matches!(e, ProfileError::Conflict { a: Causal, b, .. } if b == other),
+                "{e}"
+            );
+            let text = e.to_string();
+            assert!(
+                text.contains("`causal`") && text.contains(&format!("`{other}`")),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn causal_needs_sequencing() {
+        let set = MicroSet(
+            Profile::ctp_minimal().micros.without(Unordered).0 | MicroSet::of(&[Causal]).0,
+        );
+        assert!(matches!(
+            check_micros(set),
+            Err(ProfileError::Missing {
+                micro: Causal,
+                needs: Sequencing,
+                ..
+            })
+        ));
+        check_micros(MicroSet(set.0 | MicroSet::of(&[Sequencing]).0)).unwrap();
+    }
+
+    #[test]
+    fn compression_conflicts_with_fec() {
+        let audio = Profile::ctp_audio().micros;
+        let e = check_micros(MicroSet(audio.0 | MicroSet::of(&[Compression]).0)).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ProfileError::Conflict {
+                    a: Compression,
+                    b: Fec,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        check_micros(MicroSet(
+            Profile::ctp_video().micros.0 | MicroSet::of(&[Compression]).0,
+        ))
+        .unwrap();
+    }
+
+    #[test]
+    fn pmtud_needs_ack_tracking() {
+        let set = MicroSet(Profile::ctp_lossy_fifo().micros.0 | MicroSet::of(&[Pmtud]).0);
+        assert!(matches!(
+            check_micros(set),
+            Err(ProfileError::Missing {
+                micro: Pmtud,
+                needs: AckTracking,
+                ..
+            })
+        ));
+        check_micros(MicroSet(
+            Profile::datagram().micros.0 | MicroSet::of(&[Pmtud]).0,
+        ))
+        .unwrap();
     }
 
     #[test]

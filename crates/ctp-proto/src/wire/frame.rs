@@ -36,6 +36,9 @@ pub mod ty {
     pub const RTS: u64 = 0x0b;
     /// Clear to send: segments below this sequence number may be sent.
     pub const CTS: u64 = 0x0c;
+    /// One compressed segment: sequence number, inflated length, then an LZ4 block of the
+    /// pieces to the end of the packet.
+    pub const DATA_Z: u64 = 0x0d;
 }
 
 /// Close codes carried by `CLOSE`.
@@ -65,7 +68,9 @@ impl PieceFlags {
     pub const TIMESTAMP: u8 = 0x08;
     /// The message is urgent (out of band): it may bypass the ordering in force.
     pub const URGENT: u8 = 0x10;
-    const KNOWN: u8 = 0x1f;
+    /// A list of predecessor message ids follows the message id (causal ordering).
+    pub const DEPS: u8 = 0x20;
+    const KNOWN: u8 = 0x3f;
 
     /// True when `bit` is set.
     pub fn has(self, bit: u8) -> bool {
@@ -86,6 +91,83 @@ pub struct Piece<'a> {
     pub data: &'a [u8],
     /// Sender timestamp in microseconds, when the profile stamps messages.
     pub ts: Option<u64>,
+    /// Messages that must be delivered before this one (causal ordering).
+    pub deps: Deps<'a>,
+}
+
+/// Most predecessors one message may name (causal ordering).
+pub const MAX_DEPS: usize = 16;
+
+/// The predecessors a message names, encoded as varint distances below its own id
+/// (`msg - dep - 1`), so recent predecessors take one byte each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Deps<'a> {
+    count: u8,
+    raw: &'a [u8],
+}
+
+impl<'a> Deps<'a> {
+    /// No predecessors.
+    pub const NONE: Deps<'static> = Deps { count: 0, raw: &[] };
+
+    /// Encodes `deps` (each below `msg`, at most [`MAX_DEPS`]) into `buf` and returns a view of
+    /// it; ids not below `msg` and any beyond the limit are left out.
+    pub fn encode(msg: u64, deps: &[u64], buf: &'a mut Vec<u8>) -> Deps<'a> {
+        buf.clear();
+        let mut count = 0u8;
+        for &d in deps.iter().filter(|&&d| d < msg).take(MAX_DEPS) {
+            varint::put(buf, msg - d - 1);
+            count += 1;
+        }
+        Deps { count, raw: buf }
+    }
+
+    /// Number of predecessors.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// True when the message names no predecessor.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Bytes the list takes on the wire (count included), 0 when empty.
+    pub fn wire_len(&self) -> usize {
+        if self.count == 0 {
+            0
+        } else {
+            1 + self.raw.len()
+        }
+    }
+
+    /// The predecessor ids of message `msg` (validated when the piece was parsed).
+    pub fn iter(&self, msg: u64) -> impl Iterator<Item = u64> + 'a {
+        let mut r = Reader::new(self.raw);
+        (0..self.count).map_while(move |_| {
+            let d = r.varint().ok()?;
+            msg.checked_sub(d)?.checked_sub(1)
+        })
+    }
+
+    fn parse(r: &mut Reader<'a>, msg: u64) -> Result<Deps<'a>, WireError> {
+        let count = r.varint()?;
+        if count == 0 || count > MAX_DEPS as u64 {
+            return Err(WireError::Invalid("dependency count"));
+        }
+        let start = r.clone();
+        for _ in 0..count {
+            let d = r.varint()?;
+            if d >= msg {
+                return Err(WireError::Invalid("dependency id"));
+            }
+        }
+        let used = start.remaining() - r.remaining();
+        Ok(Deps {
+            count: count as u8,
+            raw: start_slice(&start, used),
+        })
+    }
 }
 
 impl Piece<'_> {
@@ -94,17 +176,26 @@ impl Piece<'_> {
         1 + varint::len(msg) + varint::len(offset) + varint::len(len as u64) + len
     }
 
-    /// Appends the piece to `out` (the TIMESTAMP flag follows `ts`).
+    /// Appends the piece to `out` (the TIMESTAMP and DEPS flags follow `ts` and `deps`).
     pub fn emit(&self, out: &mut Vec<u8>) {
-        let flags = match self.ts {
+        let mut flags = match self.ts {
             Some(_) => self.flags.0 | PieceFlags::TIMESTAMP,
             None => self.flags.0 & !PieceFlags::TIMESTAMP,
         };
+        if self.deps.is_empty() {
+            flags &= !PieceFlags::DEPS;
+        } else {
+            flags |= PieceFlags::DEPS;
+        }
         out.push(flags);
         if let Some(ts) = self.ts {
             varint::put(out, ts);
         }
         varint::put(out, self.msg);
+        if !self.deps.is_empty() {
+            varint::put(out, self.deps.count as u64);
+            out.extend_from_slice(self.deps.raw);
+        }
         varint::put(out, self.offset);
         varint::put(out, self.data.len() as u64);
         out.extend_from_slice(self.data);
@@ -121,6 +212,11 @@ impl Piece<'_> {
             None
         };
         let msg = r.varint()?;
+        let deps = if flags & PieceFlags::DEPS != 0 {
+            Deps::parse(r, msg)?
+        } else {
+            Deps::NONE
+        };
         let offset = r.varint()?;
         let len = r.varint()?;
         if len > r.remaining() as u64 {
@@ -133,6 +229,7 @@ impl Piece<'_> {
             offset,
             data,
             ts,
+            deps,
         })
     }
 }
@@ -167,6 +264,34 @@ impl<'a> DataFrame<'a> {
     pub fn payload_len(&self) -> usize {
         self.raw.len()
     }
+}
+
+impl<'a> DataFrame<'a> {
+    /// A segment whose pieces are `body` (for instance just decompressed); checks them.
+    pub fn from_body(seg: u64, body: &'a [u8]) -> Result<Self, WireError> {
+        let mut check = Reader::new(body);
+        if check.is_empty() {
+            return Err(WireError::Invalid("empty segment"));
+        }
+        while !check.is_empty() {
+            Piece::parse(&mut check)?;
+        }
+        Ok(DataFrame { seg, raw: body })
+    }
+}
+
+/// Largest segment body a compressed segment may inflate to (the decompression bound).
+pub const MAX_INFLATED: usize = 65_536;
+
+/// A `DATA_Z` frame: one segment whose pieces are compressed (LZ4 block format).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompressedFrame<'a> {
+    /// Segment sequence number.
+    pub seg: u64,
+    /// Length of the pieces once inflated (at most [`MAX_INFLATED`]).
+    pub inflated_len: usize,
+    /// The compressed block.
+    pub block: &'a [u8],
 }
 
 /// An inclusive range of packet numbers.
@@ -342,6 +467,8 @@ pub enum Frame<'a> {
     },
     /// A data segment.
     Data(DataFrame<'a>),
+    /// A compressed data segment.
+    DataZ(CompressedFrame<'a>),
     /// A forward-error-correction repair shard.
     Repair(RepairFrame<'a>),
 }
@@ -426,6 +553,22 @@ impl<'a> Frame<'a> {
                 }
                 Frame::Data(DataFrame { seg, raw })
             }
+            ty::DATA_Z => {
+                let seg = r.varint()?;
+                let len = r.varint()?;
+                if len == 0 || len > MAX_INFLATED as u64 {
+                    return Err(WireError::TooLarge("inflated segment"));
+                }
+                let block = r.rest();
+                if block.is_empty() {
+                    return Err(WireError::Invalid("empty compressed segment"));
+                }
+                Frame::DataZ(CompressedFrame {
+                    seg,
+                    inflated_len: len as usize,
+                    block,
+                })
+            }
             ty::REPAIR => {
                 let first_seg = r.varint()?;
                 let (k, m, index) = (r.u8()?, r.u8()?, r.u8()?);
@@ -468,6 +611,12 @@ impl<'a> Frame<'a> {
     /// Appends the header of a `DATA` frame; pieces follow with [`Piece::emit`].
     pub fn emit_data_header(out: &mut Vec<u8>, seg: u64) {
         varint::put(out, ty::DATA);
+        varint::put(out, seg);
+    }
+
+    /// Appends the header of a `DATA_Z` frame; the inflated length and block follow.
+    pub fn emit_compressed_header(out: &mut Vec<u8>, seg: u64) {
+        varint::put(out, ty::DATA_Z);
         varint::put(out, seg);
     }
 }
@@ -521,6 +670,7 @@ mod tests {
             offset: 0,
             data: b"hi",
             ts: None,
+            deps: Deps::NONE,
         }
         .emit(&mut out);
         let f = parse_all(&out).unwrap();
