@@ -8,6 +8,7 @@ const SMALL: &str = r#"name = "tiny"
 duration = "2s"
 interval = "200ms"
 profiles = ["reliable"]
+cc = ["profile", "cubic"]
 
 [bottleneck]
 bandwidth = "5Mbps"
@@ -44,10 +45,11 @@ fn sim_writes_table_json_svg_and_csv() {
     assert_eq!(v["runs"][0]["seed"], 3);
     let eff = v["runs"][0]["metrics"]["efficiency"].as_f64().unwrap();
     assert!(eff > 0.3 && eff <= 1.0, "efficiency {eff}");
+    assert_eq!(v["runs"][1]["cc"], "cubic");
     let svg = std::fs::read_to_string(out.join("throughput.svg")).unwrap();
-    assert_eq!(svg.matches("<polyline").count(), 2);
+    assert_eq!(svg.matches("<polyline").count(), 2 * 2);
     let csv = std::fs::read_to_string(out.join("throughput.csv")).unwrap();
-    assert_eq!(csv.lines().count(), 1 + 2 * 10);
+    assert_eq!(csv.lines().count(), 1 + 2 * 2 * 10);
 
     let o = Command::new(CTP)
         .args(["sim", sc.to_str().unwrap()])
@@ -56,7 +58,9 @@ fn sim_writes_table_json_svg_and_csv() {
     assert!(o.status.success());
     let table = String::from_utf8_lossy(&o.stdout);
     assert!(
-        table.contains("reliable/newreno") && table.contains("flow 1"),
+        table.contains("reliable/newreno (own)")
+            && table.contains("reliable/cubic")
+            && table.contains("flow 1"),
         "{table}"
     );
 }
@@ -73,7 +77,7 @@ fn a_bad_scenario_is_a_usage_error_naming_the_line() {
     assert_eq!(o.status.code(), Some(2));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(
-        e.contains("bad.toml:9") && e.contains("queue_pakets"),
+        e.contains("bad.toml:10") && e.contains("queue_pakets"),
         "{e}"
     );
 }

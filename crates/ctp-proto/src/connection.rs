@@ -265,9 +265,8 @@ impl Connection {
     pub fn buffered_bytes(&self) -> u64 {
         let Some(e) = &self.engine else { return 0 };
         let app = &e.st.app;
-        let parked: usize = app.completed.iter().flatten().map(|c| c.data.len()).sum();
         let segs = e.st.segs.live() * e.st.session.max_segment_payload;
-        (app.tx_bytes + app.rx_bytes + parked + segs) as u64
+        (app.tx_bytes + app.rx_bytes + app.parked_bytes + segs) as u64
     }
 
     fn open_engine<'e>(

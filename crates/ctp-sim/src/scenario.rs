@@ -38,6 +38,15 @@ fn check_cc(name: &str) -> Result<(), String> {
     }
 }
 
+/// The name of a profile's own congestion policy ("none" without one).
+pub fn own_policy(p: &Profile) -> &'static str {
+    use ctp_proto::MicroId;
+    [MicroId::NewReno, MicroId::Scp, MicroId::Tfrc, MicroId::Cc]
+        .into_iter()
+        .find(|&m| p.micros.has(m))
+        .map_or("none", |m| m.name())
+}
+
 /// `p` driven by congestion control `cc` (or unchanged for [`PROFILE_CC`]).
 pub fn with_cc(p: Profile, cc: &str) -> Result<Profile, String> {
     if cc == PROFILE_CC {
@@ -610,7 +619,11 @@ impl Scenario {
                     let config = self.build(&base, key.zip(*v), seed)?;
                     out.push(RunSpec {
                         profile: pname.clone(),
-                        cc: cc.clone(),
+                        cc: if cc == PROFILE_CC {
+                            format!("{} (own)", own_policy(&base))
+                        } else {
+                            cc.clone()
+                        },
                         sweep: key.zip(*v).map(|(k, v)| (k.to_string(), *v.get_ref())),
                         bottleneck_bps: config.topology.links[0].bandwidth_bps,
                         config,

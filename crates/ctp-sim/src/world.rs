@@ -389,17 +389,23 @@ impl World {
             if let Some(t) = self.queue.peek_time() {
                 next = next.min(t);
             }
-            for n in &self.nodes {
-                if let Some(t) = n.poll_timeout() {
-                    next = next.min(t);
-                }
-            }
-            // A node held back by its full interface queue is polled again when it drains.
             for n in 0..self.nodes.len() {
+                let deadline = self.nodes[n].poll_timeout();
                 if self.nic_blocked(n) {
-                    if let Some(t) = self.links[self.nic(n)].next_departure() {
+                    // Held back by its full interface queue: polled again when it drains. A
+                    // deadline already due (it wants to send) waits for that too, or virtual
+                    // time would stand still while the interface is busy.
+                    let drained = self.links[self.nic(n)].next_departure();
+                    let t = match (deadline, drained) {
+                        (Some(d), Some(q)) if d <= self.now => Some(q),
+                        (Some(d), Some(q)) => Some(d.min(q)),
+                        (d, q) => d.or(q),
+                    };
+                    if let Some(t) = t {
                         next = next.min(t);
                     }
+                } else if let Some(t) = deadline {
+                    next = next.min(t);
                 }
             }
             for fl in &self.flows {

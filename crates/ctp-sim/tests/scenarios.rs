@@ -33,21 +33,19 @@ fn err_top(line: &str) -> String {
 }
 
 #[test]
-fn every_shipped_scenario_parses_and_runs_every_profile() {
+fn every_shipped_scenario_parses_and_has_runs() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
     let mut n = 0;
     for e in std::fs::read_dir(&dir).expect("scenarios/") {
         let p = e.expect("entry").path();
         if p.extension().is_some_and(|x| x == "toml") {
             let sc = Scenario::load(&p).unwrap_or_else(|e| panic!("{e}"));
-            let runs = sc.runs(None).expect("runs");
-            for prof in ["reliable", "datagram"] {
-                assert!(runs.iter().any(|r| r.profile == prof), "{}", p.display());
-            }
+            let (runs, _) = sc.plan(None).expect("runs");
+            assert!(!runs.is_empty(), "{}", p.display());
             n += 1;
         }
     }
-    assert!(n >= 4, "only {n} scenarios");
+    assert!(n >= 6, "only {n} scenarios");
 }
 
 #[test]
@@ -67,10 +65,10 @@ fn runs_cross_profiles_with_every_congestion_control_and_skip_what_cannot_compos
     assert_eq!(
         names,
         [
-            "reliable/profile",
+            "reliable/newreno (own)",
             "reliable/cubic",
             "reliable/bbr",
-            "ctp-minimal/profile"
+            "ctp-minimal/none (own)"
         ]
     );
     assert_eq!(skipped.len(), 2, "{skipped:?}");
@@ -93,7 +91,7 @@ fn a_valid_minimal_scenario_parses() {
 fn a_flow_may_name_its_own_profile() {
     let src = BASE.replacen(
         "duration = \"1s\"\n",
-        "duration = \"1s\"\nprofiles = [\"reliable\"]\n",
+        "duration = \"1s\"\nprofiles = [\"reliable\"]\ncc = [\"profile\"]\n",
         1,
     ) + "[[flow]]\n[[flow]]\nprofile = \"datagram\"\n";
     let sc = Scenario::parse(&src, "t.toml").expect("valid");

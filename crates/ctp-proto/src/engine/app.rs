@@ -83,6 +83,8 @@ pub struct AppIo {
     pub rx_fin: bool,
     /// Reassembled messages waiting for ordering, by slot.
     pub completed: Vec<Option<Completed>>,
+    /// Bytes of the messages in `completed` (as parked; a gauge).
+    pub parked_bytes: usize,
     completed_free: Vec<u32>,
 }
 
@@ -98,6 +100,7 @@ impl AppIo {
 
     /// Stores a reassembled message until ordering releases it; returns its slot.
     pub fn park(&mut self, c: Completed) -> u32 {
+        self.parked_bytes += c.data.len();
         match self.completed_free.pop() {
             Some(i) => {
                 self.completed[i as usize] = Some(c);
@@ -118,6 +121,7 @@ impl AppIo {
     /// Takes a parked message back.
     pub fn unpark(&mut self, slot: u32) -> Option<Completed> {
         let c = self.completed.get_mut(slot as usize)?.take()?;
+        self.parked_bytes = self.parked_bytes.saturating_sub(c.data.len());
         self.completed_free.push(slot);
         Some(c)
     }
