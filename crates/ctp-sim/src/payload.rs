@@ -8,40 +8,100 @@ pub fn splitmix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// Fills `out` with the stream bytes of `key` starting at `offset`: byte `o` is byte `o % 8`
-/// of `splitmix(key ^ (o / 8) * K)`, so the stream depends on position and one hash covers
-/// eight bytes.
-pub fn fill(key: u64, offset: u64, out: &mut [u8]) {
-    let word = |w: u64| splitmix(key ^ w.wrapping_mul(0x2545_F491_4F6C_DD1D)).to_le_bytes();
-    let mut i = 0;
-    let mut o = offset;
-    while i < out.len() {
-        let w = word(o >> 3);
-        let k = (o & 7) as usize;
-        let n = (8 - k).min(out.len() - i);
-        out[i..i + n].copy_from_slice(&w[k..k + n]);
-        i += n;
-        o += n as u64;
+/// Period of the shared pattern: a prime, so that no power-of-two shift or packet-sized
+/// misplacement lines the pattern up with itself.
+const PERIOD: usize = 65_521;
+
+/// A pseudo-random block of [`PERIOD`] bytes, computed once.
+fn pattern() -> &'static [u8] {
+    static P: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        (0..PERIOD.div_ceil(8) as u64)
+            .flat_map(|w| splitmix(w ^ 0xC7B0_5EED).to_le_bytes())
+            .take(PERIOD)
+            .collect()
+    })
+}
+
+/// The 8-byte mask of block `block` of stream `key`.
+fn mask(key: u64, block: u64) -> [u8; 8] {
+    splitmix(key ^ block.wrapping_mul(0x2545_F491_4F6C_DD1D)).to_le_bytes()
+}
+
+/// Calls `f(position in out, pattern slice, mask, phase)` for each run of `len` stream bytes
+/// at `offset` that lies within one pattern block.
+fn runs(key: u64, offset: u64, len: usize, mut f: impl FnMut(usize, &[u8], [u8; 8], usize)) {
+    let pat = pattern();
+    let mut done = 0;
+    while done < len {
+        let o = offset + done as u64;
+        let (block, i) = (o / PERIOD as u64, (o % PERIOD as u64) as usize);
+        let n = (PERIOD - i).min(len - done);
+        f(done, &pat[i..i + n], mask(key, block), i % 8);
+        done += n;
     }
+}
+
+/// `out[k] = pat[k] ^ m[(phase + k) % 8]`, eight bytes at a time where aligned.
+fn masked_copy(out: &mut [u8], pat: &[u8], m: [u8; 8], phase: usize) {
+    let head = ((8 - phase % 8) % 8).min(out.len());
+    for k in 0..head {
+        out[k] = pat[k] ^ m[(phase + k) % 8];
+    }
+    let mw = u64::from_le_bytes(m);
+    let (o8, p8) = (out[head..].chunks_exact_mut(8), pat[head..].chunks_exact(8));
+    let tail = o8.len() * 8 + head;
+    for (o, p) in o8.zip(p8) {
+        let w = u64::from_le_bytes(p.try_into().expect("8 bytes")) ^ mw;
+        o.copy_from_slice(&w.to_le_bytes());
+    }
+    for k in tail..out.len() {
+        out[k] = pat[k] ^ m[(k - head) % 8];
+    }
+}
+
+/// Whether `got[k] == pat[k] ^ m[(phase + k) % 8]` for every k, eight bytes at a time.
+fn masked_equal(got: &[u8], pat: &[u8], m: [u8; 8], phase: usize) -> bool {
+    let head = ((8 - phase % 8) % 8).min(got.len());
+    if (0..head).any(|k| got[k] != pat[k] ^ m[(phase + k) % 8]) {
+        return false;
+    }
+    let mw = u64::from_le_bytes(m);
+    let (g8, p8) = (got[head..].chunks_exact(8), pat[head..].chunks_exact(8));
+    let tail = g8.len() * 8 + head;
+    let mut diff = 0u64;
+    for (g, p) in g8.zip(p8) {
+        diff |= u64::from_le_bytes(g.try_into().expect("8 bytes"))
+            ^ u64::from_le_bytes(p.try_into().expect("8 bytes"))
+            ^ mw;
+    }
+    diff == 0 && (tail..got.len()).all(|k| got[k] == pat[k] ^ m[(k - head) % 8])
+}
+
+/// Fills `out` with the stream bytes of `key` starting at `offset`. Byte `o` is byte
+/// `o % PERIOD` of a fixed pseudo-random pattern XOR byte `o % 8` of a mask drawn from
+/// (`key`, `o / PERIOD`): position-dependent everywhere, and nearly as cheap as a copy.
+pub fn fill(key: u64, offset: u64, out: &mut [u8]) {
+    runs(key, offset, out.len(), |at, pat, m, phase| {
+        masked_copy(&mut out[at..at + pat.len()], pat, m, phase);
+    });
 }
 
 /// Position of the first byte of `data` that differs from the stream of `key` at `offset`.
 pub fn first_mismatch(key: u64, offset: u64, data: &[u8]) -> Option<usize> {
-    let mut buf = [0u8; 4096];
-    let mut done = 0;
-    while done < data.len() {
-        let n = (data.len() - done).min(buf.len());
-        fill(key, offset + done as u64, &mut buf[..n]);
-        if buf[..n] == data[done..done + n] {
-            done += n;
-            continue;
+    let mut first = None;
+    runs(key, offset, data.len(), |at, pat, m, phase| {
+        let got = &data[at..at + pat.len()];
+        if first.is_none() && !masked_equal(got, pat, m, phase) {
+            first = got
+                .iter()
+                .zip(pat)
+                .enumerate()
+                .position(|(k, (g, p))| g ^ p != m[(phase + k) % 8])
+                .map(|k| at + k);
         }
-        if let Some(i) = (0..n).find(|&i| buf[i] != data[done + i]) {
-            return Some(done + i);
-        }
-        done += n;
-    }
-    None
+    });
+    first
 }
 
 /// A self-checking datagram message: 8-byte id, then content derived from (key, id).
@@ -78,6 +138,18 @@ mod tests {
         assert_eq!(first_mismatch(3, 50, &a), None);
         a[7] ^= 1;
         assert_eq!(first_mismatch(3, 50, &a), Some(7));
+    }
+
+    #[test]
+    fn a_shifted_or_repeated_block_is_caught() {
+        let mut a = vec![0u8; 3 * PERIOD];
+        fill(5, 0, &mut a);
+        // The same bytes presented one pattern period later: the block masks differ.
+        assert!(first_mismatch(5, PERIOD as u64, &a[..PERIOD]).is_some());
+        // Shifted by a packet's worth.
+        assert!(first_mismatch(5, 1452, &a[..4000]).is_some());
+        // Another stream.
+        assert_eq!(first_mismatch(6, 0, &a[..16]), Some(0));
     }
 
     #[test]

@@ -97,7 +97,8 @@ pub struct World {
     flows: Vec<FlowState>,
     queue: EventQueue<Ev>,
     trace: blake3::Hasher,
-    buf: Vec<u8>,
+    /// Packet buffers back from delivered or dropped packets, reused for new ones.
+    pool: Vec<Vec<u8>>,
     out: Vec<(Instant, Vec<u8>)>,
     rbuf: Vec<u8>,
     chunk: Vec<u8>,
@@ -144,7 +145,7 @@ impl World {
             flows,
             queue: EventQueue::default(),
             trace: blake3::Hasher::new(),
-            buf: Vec::with_capacity(65_536),
+            pool: Vec::new(),
             out: Vec::new(),
             rbuf: vec![0u8; 1 << 16],
             chunk: vec![0u8; 16_384],
@@ -179,6 +180,7 @@ impl World {
             let node = 2 * flow + if dir == 0 { 1 } else { 0 };
             let from = addr(flow, dir == 1);
             self.nodes[node].handle_datagram(self.now, from, &bytes);
+            self.recycle(bytes);
             return;
         }
         let l = route[hop];
@@ -207,6 +209,7 @@ impl World {
                     DropKind::Aqm => 4,
                 };
                 self.trace_event(l, kind, &bytes);
+                self.recycle(bytes);
             }
         }
         self.out = out;
@@ -224,21 +227,28 @@ impl World {
         limit > 0 && self.links[l].queue_len(self.now) >= limit
     }
 
+    /// Returns a packet buffer to the pool (bounded: the excess is freed).
+    fn recycle(&mut self, bytes: Vec<u8>) {
+        const POOL_LIMIT: usize = 4096;
+        if self.pool.len() < POOL_LIMIT {
+            self.pool.push(bytes);
+        }
+    }
+
     fn collect_transmits(&mut self) {
         for n in 0..self.nodes.len() {
             let flow = n / 2;
             let dir = n % 2;
             let peer = addr(flow, dir == 0);
             while !self.nic_blocked(n) {
-                let mut buf = std::mem::take(&mut self.buf);
-                let t = self.nodes[n].poll_transmit(self.now, &mut buf);
+                let mut bytes = self.pool.pop().unwrap_or_default();
+                let t = self.nodes[n].poll_transmit(self.now, &mut bytes);
                 let Some(t) = t else {
-                    self.buf = buf;
+                    self.recycle(bytes);
                     break;
                 };
                 self.packets += 1;
-                let bytes = buf[..t.size.min(buf.len())].to_vec();
-                self.buf = buf;
+                bytes.truncate(t.size);
                 if t.destination != peer {
                     let v = format!("node {n} sent to {} (expected {peer})", t.destination);
                     self.flows[flow].app.res.violations.push(v);

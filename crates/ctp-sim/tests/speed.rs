@@ -10,6 +10,7 @@ name = "speed"
 duration = "10s"
 interval = "1s"
 profiles = ["reliable"]
+cc = ["profile"]
 
 [bottleneck]
 bandwidth = "1Gbps"
