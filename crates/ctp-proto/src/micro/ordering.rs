@@ -17,11 +17,12 @@ fn delivery_bit(setup: &mut Setup<'_>) -> Result<HoldBit, SetupError> {
 /// Marks a message number that was let through out of band: its turn is skipped.
 const PASSED: u32 = u32::MAX;
 
-/// Messages waiting for their predecessors, keyed by message sequence number.
+/// Messages waiting for their predecessors, keyed by message sequence number: the slot
+/// and when the message became ready.
 #[derive(Debug, Default)]
 struct InOrder {
     next: Option<u64>,
-    waiting: BTreeMap<u64, u32>,
+    waiting: BTreeMap<u64, (u32, Instant)>,
 }
 
 impl InOrder {
@@ -32,14 +33,14 @@ impl InOrder {
             cx.discard_message(slot);
             return false;
         }
-        self.waiting.insert(msg, slot);
+        self.waiting.insert(msg, (slot, cx.now));
         true
     }
 
     /// Releases consecutive messages from `next` on.
     fn release(&mut self, bit: HoldBit, cx: &mut Cx<'_, '_>) {
         let Some(mut n) = self.next else { return };
-        while let Some(slot) = self.waiting.remove(&n) {
+        while let Some((slot, _)) = self.waiting.remove(&n) {
             if slot != PASSED {
                 cx.release_message(slot, bit);
             }
@@ -50,8 +51,8 @@ impl InOrder {
 
     /// An urgent message bypasses the order: released now, its turn kept as passed.
     fn pass(&mut self, msg: u64, slot: u32, bit: HoldBit, cx: &mut Cx<'_, '_>) {
-        if self.waiting.get(&msg) == Some(&slot) {
-            self.waiting.insert(msg, PASSED);
+        if let Some(w) = self.waiting.get_mut(&msg).filter(|w| w.0 == slot) {
+            w.0 = PASSED;
             cx.release_message(slot, bit);
         }
     }
@@ -135,8 +136,6 @@ pub struct LossyFifo {
     order: InOrder,
     deadline: Duration,
     timer: TimerId,
-    /// When the oldest waiting message became ready.
-    blocked_since: Option<Instant>,
 }
 
 impl LossyFifo {
@@ -147,18 +146,27 @@ impl LossyFifo {
             order: InOrder::default(),
             deadline,
             timer: setup.timer()?,
-            blocked_since: None,
         })
     }
 
+    /// Delivers what is in order; while a gap remains, skips it once the oldest message
+    /// waiting behind it has waited `deadline` (each gap's wait runs from the moment the
+    /// message after it became ready, so consecutive gaps do not add up their waits), and
+    /// arms the timer for the next one.
     fn drain(&mut self, cx: &mut Cx<'_, '_>) {
-        self.order.release(self.bit, cx);
-        if self.order.waiting.is_empty() {
-            self.blocked_since = None;
-            cx.cancel_timer(self.timer);
-        } else {
-            let since = *self.blocked_since.get_or_insert(cx.now);
-            cx.set_timer(self.timer, since + self.deadline);
+        loop {
+            self.order.release(self.bit, cx);
+            let Some((&first, &(_, ready))) = self.order.waiting.first_key_value() else {
+                cx.cancel_timer(self.timer);
+                return;
+            };
+            if cx.now < ready + self.deadline {
+                cx.set_timer(self.timer, ready + self.deadline);
+                return;
+            }
+            let skipped = first - self.order.next.unwrap_or(first);
+            cx.st.stats.messages_abandoned += skipped;
+            self.order.next = Some(first);
         }
     }
 }
@@ -182,14 +190,7 @@ impl Microprotocol for LossyFifo {
     }
 
     fn on_timer(&mut self, _t: TimerId, cx: &mut Cx<'_, '_>) {
-        // Skip the gap up to the oldest complete message and deliver what follows it.
-        if let Some((&first, _)) = self.order.waiting.first_key_value() {
-            let skipped = first - self.order.next.unwrap_or(first);
-            cx.st.stats.messages_abandoned += skipped;
-            self.order.next = Some(first);
-            self.blocked_since = None;
-            self.drain(cx);
-        }
+        self.drain(cx);
     }
 }
 

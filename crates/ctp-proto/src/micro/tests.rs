@@ -582,6 +582,15 @@ fn lossy_fifo_waits_its_deadline_then_skips_and_drops_latecomers() {
     assert_eq!(rx.st.stats.messages_abandoned, 2);
     rx.receive(t(201), LOCAL.pn + 4, &msg(4), 40).unwrap();
     assert_eq!(delivered(&mut rx), [4]);
+
+    // Two gaps (5 and 7 missing) behind messages that arrived together: both are skipped
+    // one deadline after that arrival, not one deadline per gap.
+    rx.receive(t(300), LOCAL.pn + 6, &msg(6), 40).unwrap();
+    rx.receive(t(300), LOCAL.pn + 8, &msg(8), 40).unwrap();
+    assert!(delivered(&mut rx).is_empty());
+    rx.handle_timeout(t(300) + deadline);
+    assert_eq!(delivered(&mut rx), [6, 8]);
+    assert_eq!(rx.st.stats.messages_abandoned, 4);
 }
 
 fn fec_set() -> MicroSet {
