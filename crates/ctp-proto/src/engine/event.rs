@@ -27,8 +27,11 @@ pub enum EventKind {
     PacketSent,
     /// A packet was acknowledged.
     PacketAcked,
-    /// A packet was declared lost.
+    /// A packet was declared lost. Path-MTU probes never are: their loss is `ProbeLost`,
+    /// so congestion policies and retransmission never see it.
     PacketLost,
+    /// A path-MTU probe was declared lost (no information about congestion).
+    ProbeLost,
     /// A packet declared lost was acknowledged after all.
     LateAck,
     /// The retransmission timer expired.
@@ -103,6 +106,8 @@ pub enum Event<'a> {
     PacketAcked(PacketInfo),
     /// See [`EventKind::PacketLost`].
     PacketLost(PacketInfo),
+    /// See [`EventKind::ProbeLost`].
+    ProbeLost(PacketInfo),
     /// See [`EventKind::LateAck`].
     LateAck(PacketInfo),
     /// See [`EventKind::RtoExpired`].
@@ -176,6 +181,7 @@ impl Event<'_> {
             Event::PacketSent(_) => EventKind::PacketSent,
             Event::PacketAcked(_) => EventKind::PacketAcked,
             Event::PacketLost(_) => EventKind::PacketLost,
+            Event::ProbeLost(_) => EventKind::ProbeLost,
             Event::LateAck(_) => EventKind::LateAck,
             Event::RtoExpired { .. } => EventKind::RtoExpired,
             Event::RttSample { .. } => EventKind::RttSample,
@@ -243,6 +249,7 @@ impl<'a> Event<'a> {
             Event::PacketSent(p) => Event::PacketSent(p),
             Event::PacketAcked(p) => Event::PacketAcked(p),
             Event::PacketLost(p) => Event::PacketLost(p),
+            Event::ProbeLost(p) => Event::ProbeLost(p),
             Event::LateAck(p) => Event::LateAck(p),
             Event::RtoExpired { backoff } => Event::RtoExpired { backoff },
             Event::RttSample {

@@ -147,8 +147,10 @@ impl AckTracking {
         self.outstanding_in_flight -= 1;
         if to == SentState::Acked {
             cx.raise(Event::PacketAcked(info));
+        } else if info.probe {
+            cx.raise(Event::ProbeLost(info));
         } else {
-            if info.in_flight && !info.probe {
+            if info.in_flight {
                 cx.st.stats.packets_lost += 1;
             }
             cx.raise(Event::PacketLost(info));

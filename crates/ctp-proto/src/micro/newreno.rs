@@ -74,7 +74,7 @@ impl Microprotocol for NewReno {
                 }
                 self.update_rate(cx);
             }
-            Event::PacketLost(p) if p.in_flight && !p.probe => {
+            Event::PacketLost(p) if p.in_flight => {
                 if self.recovery_start.is_some_and(|r| p.sent_at <= r) {
                     return;
                 }

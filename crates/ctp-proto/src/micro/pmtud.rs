@@ -114,20 +114,21 @@ impl Pmtud {
         }
     }
 
-    fn on_lost(&mut self, p: PacketInfo, cx: &mut Cx<'_, '_>) {
-        if p.probe {
-            cx.st.stats.pmtu_probes_lost += 1;
-            if self.probe.is_some_and(|(pn, _)| pn == p.pn) {
-                self.probe = None;
-                self.failures += 1;
-                if self.failures >= MAX_PROBES {
-                    self.failures = 0;
-                    self.hi = (p.bytes - 1).max(self.lo);
-                }
-                self.check_done(cx);
+    fn on_probe_lost(&mut self, p: PacketInfo, cx: &mut Cx<'_, '_>) {
+        cx.st.stats.pmtu_probes_lost += 1;
+        if self.probe.is_some_and(|(pn, _)| pn == p.pn) {
+            self.probe = None;
+            self.failures += 1;
+            if self.failures >= MAX_PROBES {
+                self.failures = 0;
+                self.hi = (p.bytes - 1).max(self.lo);
             }
-            return;
+            self.check_done(cx);
         }
+    }
+
+    /// A data packet was lost: repeated losses of packets above the floor mean a black hole.
+    fn on_lost(&mut self, p: PacketInfo, cx: &mut Cx<'_, '_>) {
         if p.bytes <= BASE_PLPMTU || self.lo <= BASE_PLPMTU {
             return;
         }
@@ -152,6 +153,7 @@ impl Microprotocol for Pmtud {
         &[
             EventKind::PacketAcked,
             EventKind::PacketLost,
+            EventKind::ProbeLost,
             EventKind::LateAck,
         ]
     }
@@ -160,6 +162,7 @@ impl Microprotocol for Pmtud {
         match *ev {
             Event::PacketAcked(p) | Event::LateAck(p) => self.on_acked(p, cx),
             Event::PacketLost(p) => self.on_lost(p, cx),
+            Event::ProbeLost(p) => self.on_probe_lost(p, cx),
             _ => {}
         }
     }

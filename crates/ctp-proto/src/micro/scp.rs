@@ -109,7 +109,7 @@ impl Microprotocol for Scp {
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
         match *ev {
             Event::PacketAcked(p) if p.in_flight => self.on_ack(cx),
-            Event::PacketLost(p) if p.in_flight && !p.probe => self.on_loss(p.sent_at, cx),
+            Event::PacketLost(p) if p.in_flight => self.on_loss(p.sent_at, cx),
             Event::RtoExpired { .. } => {
                 self.startup = true;
                 self.last_decrease = Some(cx.now);

@@ -1203,7 +1203,7 @@ fn pmtud_probes_are_padded_pings_and_their_loss_leaves_the_window_alone() {
         bytes: buf.len(),
         ..sent(LOCAL.pn, t(0))
     };
-    tx.dispatch(t(50), Event::PacketLost(probe));
+    tx.dispatch(t(50), Event::ProbeLost(probe));
     assert_eq!(tx.st.session.cwnd, cwnd, "a lost probe is not congestion");
     assert_eq!(tx.st.stats.packets_lost, 0);
     tx.dispatch(t(60), Event::PacketLost(sent(LOCAL.pn, t(10))));

@@ -176,7 +176,7 @@ impl Microprotocol for Tfrc {
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
         match *ev {
             Event::PacketAcked(p) if p.in_flight => self.on_ack(p.bytes as u64, cx),
-            Event::PacketLost(p) if p.in_flight && !p.probe => self.on_loss(p.sent_at, cx),
+            Event::PacketLost(p) if p.in_flight => self.on_loss(p.sent_at, cx),
             Event::RtoExpired { .. } => {
                 // No feedback for a timeout: halve (RFC 5348 §4.4, no-feedback timer).
                 let s = &mut cx.st.session;

@@ -73,6 +73,7 @@ impl Microprotocol for CongestionWindow {
             EventKind::SegmentDiscarded,
             EventKind::PacketAcked,
             EventKind::PacketLost,
+            EventKind::ProbeLost,
             EventKind::CongestionChanged,
         ]
     }
@@ -95,7 +96,7 @@ impl Microprotocol for CongestionWindow {
                 }
             }
             Event::SegmentDiscarded(_) => self.reserved = self.reserved.saturating_sub(1),
-            Event::PacketAcked(p) | Event::PacketLost(p) => {
+            Event::PacketAcked(p) | Event::PacketLost(p) | Event::ProbeLost(p) => {
                 if p.in_flight {
                     let f = &mut cx.st.session.bytes_in_flight;
                     *f = f.saturating_sub(p.bytes as u64);
