@@ -125,6 +125,10 @@ impl Bbr {
 }
 
 impl CongestionControl for Bbr {
+    fn wants_packet_events(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         "bbr"
     }

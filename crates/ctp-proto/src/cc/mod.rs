@@ -137,6 +137,12 @@ pub trait CongestionControl: fmt::Debug + Send {
     fn ack_interval(&self) -> Option<u32> {
         None
     }
+    /// True when the algorithm reads per-packet events: `on_packet_sent`,
+    /// `on_packet_received`, `Ack::delivery_rate` or `Loss::largest_sent_pn`. The adapter
+    /// only tracks sent and received packets for those that do.
+    fn wants_packet_events(&self) -> bool {
+        false
+    }
 }
 
 /// The custom control message that sets a rate (`blast`, `group`): `b'R'` then the rate in
@@ -289,6 +295,12 @@ macro_rules! algorithms {
             }
             fn ack_interval(&self) -> Option<u32> {
                 match self { AnyCc::NewReno(a) => a.ack_interval(), $(AnyCc::$variant(a) => a.ack_interval(),)* }
+            }
+            fn wants_packet_events(&self) -> bool {
+                match self {
+                    AnyCc::NewReno(a) => a.wants_packet_events(),
+                    $(AnyCc::$variant(a) => a.wants_packet_events(),)*
+                }
             }
         }
     };

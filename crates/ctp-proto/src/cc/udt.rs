@@ -140,6 +140,10 @@ impl Udt {
 }
 
 impl CongestionControl for Udt {
+    fn wants_packet_events(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         if self.noisy {
             "udt-noisy"
@@ -261,6 +265,10 @@ impl UdtNoisy {
 }
 
 impl CongestionControl for UdtNoisy {
+    fn wants_packet_events(&self) -> bool {
+        true
+    }
+
     fn name(&self) -> &'static str {
         self.0.name()
     }

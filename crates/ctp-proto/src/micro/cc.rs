@@ -1,4 +1,5 @@
-//! The congestion-policy microprotocol that runs any algorithm of the [`crate::cc`] library.
+//! The congestion-policy microprotocol that runs any algorithm of the [`crate::cc`] library
+//! (also the `newreno` microprotocol of the built-in profiles, with the library's NewReno).
 //!
 //! It adapts engine events to the algorithm's hooks — `PacketSent` → `on_packet_sent`,
 //! `PacketAcked` → `on_ack` (with the RTT sample, the smoothed and minimum RTT and a
@@ -88,13 +89,23 @@ impl CcPolicy {
 
 impl Microprotocol for CcPolicy {
     fn bindings(&self) -> &'static [EventKind] {
-        &[
-            EventKind::PacketSent,
-            EventKind::PacketAcked,
-            EventKind::PacketLost,
-            EventKind::RtoExpired,
-            EventKind::PacketReceived,
-        ]
+        // Per-packet events only for the algorithms that read them: the others (NewReno,
+        // the default of most profiles) cost nothing per packet sent or received.
+        if self.algo.wants_packet_events() {
+            &[
+                EventKind::PacketSent,
+                EventKind::PacketAcked,
+                EventKind::PacketLost,
+                EventKind::RtoExpired,
+                EventKind::PacketReceived,
+            ]
+        } else {
+            &[
+                EventKind::PacketAcked,
+                EventKind::PacketLost,
+                EventKind::RtoExpired,
+            ]
+        }
     }
 
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {

@@ -2,44 +2,45 @@
 //! one multiplicative decrease per recovery period, collapse to the minimum window on a
 //! retransmission timeout. It changes only the shared `cwnd` (and, for pacing, the rate of
 //! 1.25 × cwnd / srtt — 2 × in slow start); the window and pacing mechanisms enforce them.
+//!
+//! The arithmetic is the congestion-control library's [`crate::cc::newreno::NewReno`]; this
+//! microprotocol is its lean binding for the built-in profiles: it listens to
+//! acknowledgements, losses and timeouts only (no per-packet sent/received events, no
+//! delivery-rate samples), and publishes a pacing rate only once the RTT is known.
 
+use crate::cc::{self, Ack, CongestionControl, Loss};
 use crate::engine::event::{Event, EventKind};
+use crate::engine::session::Session;
 use crate::engine::{Cx, Microprotocol};
-use crate::time::Instant;
 
 /// The NewReno policy.
 #[derive(Debug)]
 pub struct NewReno {
-    mss: u64,
-    ssthresh: u64,
-    recovery_start: Option<Instant>,
-    acked_in_ca: u64,
-    min_window: u64,
+    algo: cc::newreno::NewReno,
 }
 
 impl NewReno {
     /// A policy with an initial window of `initial_packets` segments of `mss` bytes.
-    pub fn new(mss: u64, initial_packets: u64, s: &mut crate::engine::session::Session) -> Self {
-        s.cwnd = mss * initial_packets.max(2);
-        NewReno {
+    pub fn new(mss: u64, initial_packets: u64, s: &mut Session) -> Self {
+        let algo = cc::newreno::NewReno::new(&cc::Config {
             mss,
-            ssthresh: u64::MAX,
-            recovery_start: None,
-            acked_in_ca: 0,
-            min_window: 2 * mss,
-        }
+            initial_window: initial_packets,
+            ..cc::Config::default()
+        });
+        s.cwnd = algo.cwnd();
+        NewReno { algo }
     }
 
     /// Current slow-start threshold.
     pub fn ssthresh(&self) -> u64 {
-        self.ssthresh
+        self.algo.ssthresh()
     }
 
-    fn update_rate(&self, cx: &mut Cx<'_, '_>) {
+    fn publish(&self, cx: &mut Cx<'_, '_>) {
         let s = &mut cx.st.session;
+        s.cwnd = self.algo.cwnd();
         if s.srtt_us > 0 {
-            let gain = if s.cwnd < self.ssthresh { 2.0 } else { 1.25 };
-            s.pacing_rate = (gain * s.cwnd as f64 * 1e6 / s.srtt_us as f64) as u64;
+            s.pacing_rate = self.algo.pacing_rate();
         }
         cx.raise(Event::CongestionChanged);
     }
@@ -55,44 +56,32 @@ impl Microprotocol for NewReno {
     }
 
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
+        let now = cx.now;
+        let s = &cx.st.session;
         match *ev {
-            Event::PacketAcked(p) if p.in_flight => {
-                if self.recovery_start.is_some_and(|r| p.sent_at <= r) {
-                    // Still recovering from a loss in this window: no growth.
-                    self.update_rate(cx);
-                    return;
-                }
-                let s = &mut cx.st.session;
-                if s.cwnd < self.ssthresh {
-                    s.cwnd += p.bytes as u64;
-                } else {
-                    self.acked_in_ca += p.bytes as u64;
-                    if self.acked_in_ca >= s.cwnd {
-                        self.acked_in_ca -= s.cwnd;
-                        s.cwnd += self.mss;
-                    }
-                }
-                self.update_rate(cx);
-            }
-            Event::PacketLost(p) if p.in_flight => {
-                if self.recovery_start.is_some_and(|r| p.sent_at <= r) {
-                    return;
-                }
-                self.recovery_start = Some(cx.now);
-                let s = &mut cx.st.session;
-                self.ssthresh = (s.cwnd / 2).max(self.min_window);
-                s.cwnd = self.ssthresh;
-                self.acked_in_ca = 0;
-                self.update_rate(cx);
-            }
-            Event::RtoExpired { .. } => {
-                let s = &mut cx.st.session;
-                self.ssthresh = (s.cwnd / 2).max(self.min_window);
-                s.cwnd = self.min_window;
-                self.recovery_start = Some(cx.now);
-                self.update_rate(cx);
-            }
-            _ => {}
+            Event::PacketAcked(p) if p.in_flight => self.algo.on_ack(&Ack {
+                now,
+                pn: p.pn,
+                bytes: p.bytes as u64,
+                sent_at: p.sent_at,
+                rtt_us: now.saturating_since(p.sent_at).as_micros() as u64,
+                srtt_us: s.srtt_us,
+                min_rtt_us: s.min_rtt_us,
+                bytes_in_flight: s.bytes_in_flight,
+                delivery_rate: 0,
+            }),
+            Event::PacketLost(p) if p.in_flight => self.algo.on_loss(&Loss {
+                now,
+                first_pn: p.pn,
+                last_pn: p.pn,
+                bytes: p.bytes as u64,
+                sent_at: p.sent_at,
+                largest_sent_pn: 0,
+                srtt_us: s.srtt_us,
+            }),
+            Event::RtoExpired { backoff } => self.algo.on_timeout(now, backoff),
+            _ => return,
         }
+        self.publish(cx);
     }
 }

@@ -981,6 +981,16 @@ pub fn negotiate(
 /// reserved for control frames riding along.
 pub const SEGMENT_OVERHEAD: usize = 1 + 8 + 8 + 4 + 1 + 8 + 48;
 
+/// The congestion-control library's configuration from a profile's parameters.
+fn cc_config(p: &Params) -> crate::cc::Config {
+    crate::cc::Config {
+        mss: p.max_udp_payload as u64,
+        initial_window: p.initial_window as u64,
+        rate: p.cc_rate_kbps as u64 * 125,
+        max_window: p.flow_window as u64,
+    }
+}
+
 /// Composes the microprotocols of `set` into an engine.
 pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engine, SetupError> {
     let mut session = Session {
@@ -1060,7 +1070,7 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
             }
             MicroId::Pacing => AnyMicro::Pacing(micro::pacing::Pacing::new(&mut setup)?),
             MicroId::NewReno => AnyMicro::NewReno(micro::newreno::NewReno::new(
-                (p.max_udp_payload as usize) as u64,
+                p.max_udp_payload as u64,
                 p.initial_window as u64,
                 &mut session,
             )),
@@ -1087,16 +1097,9 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
                 Duration::from_millis(p.playout_delay_ms as u64),
             )?),
             MicroId::Urgent => AnyMicro::Urgent(micro::ordering::Urgent),
-            MicroId::Cc => AnyMicro::Cc(micro::cc::CcPolicy::new(
-                p.cc,
-                &crate::cc::Config {
-                    mss: p.max_udp_payload as u64,
-                    initial_window: p.initial_window as u64,
-                    rate: p.cc_rate_kbps as u64 * 125,
-                    max_window: p.flow_window as u64,
-                },
-                &mut session,
-            )),
+            MicroId::Cc => {
+                AnyMicro::Cc(micro::cc::CcPolicy::new(p.cc, &cc_config(p), &mut session))
+            }
             MicroId::Pmtud => AnyMicro::Pmtud(micro::pmtud::Pmtud::new(
                 &mut setup,
                 p.max_udp_payload as usize,
