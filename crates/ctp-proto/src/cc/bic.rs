@@ -79,8 +79,7 @@ impl CongestionControl for Bic {
     }
 
     fn on_ack(&mut self, a: &Ack) {
-        self.w.srtt_us = a.srtt_us;
-        if self.w.in_recovery(a.sent_at) {
+        if !self.w.ack_opens(a) {
             return;
         }
         let acked = a.bytes as f64 / self.w.mss as f64;
@@ -92,8 +91,7 @@ impl CongestionControl for Bic {
     }
 
     fn on_loss(&mut self, l: &Loss) {
-        self.w.srtt_us = l.srtt_us;
-        if self.w.in_recovery(l.sent_at) {
+        if !self.w.loss_opens(l) {
             return;
         }
         let c = self.seg;

@@ -81,8 +81,7 @@ impl CongestionControl for Cubic {
     }
 
     fn on_ack(&mut self, a: &Ack) {
-        self.w.srtt_us = a.srtt_us;
-        if self.w.in_recovery(a.sent_at) {
+        if !self.w.ack_opens(a) {
             return;
         }
         let acked = a.bytes as f64 / self.w.mss as f64;
@@ -110,8 +109,7 @@ impl CongestionControl for Cubic {
     }
 
     fn on_loss(&mut self, l: &Loss) {
-        self.w.srtt_us = l.srtt_us;
-        if !self.w.in_recovery(l.sent_at) {
+        if self.w.loss_opens(l) {
             self.reduce(l.now);
         }
     }

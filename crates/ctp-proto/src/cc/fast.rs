@@ -53,9 +53,9 @@ impl CongestionControl for Fast {
     }
 
     fn on_ack(&mut self, a: &Ack) {
-        self.w.srtt_us = a.srtt_us;
+        let opens = self.w.ack_opens(a);
         self.base_rtt_us = self.base_rtt_us.min(a.rtt_us.max(1));
-        if self.w.in_recovery(a.sent_at) {
+        if !opens {
             return;
         }
         let rtt = a.srtt_us.max(a.rtt_us).max(1);
@@ -72,8 +72,7 @@ impl CongestionControl for Fast {
     }
 
     fn on_loss(&mut self, l: &Loss) {
-        self.w.srtt_us = l.srtt_us;
-        if !self.w.in_recovery(l.sent_at) {
+        if self.w.loss_opens(l) {
             self.w.decrease(l.now, self.w.cwnd / 2);
             self.seg = self.w.cwnd as f64 / self.w.mss as f64;
         }

@@ -53,7 +53,6 @@ pub fn a(w: f64) -> f64 {
 #[derive(Debug)]
 pub struct HighSpeed {
     w: Window,
-    carry: f64,
 }
 
 impl HighSpeed {
@@ -61,7 +60,6 @@ impl HighSpeed {
     pub fn new(cfg: &Config) -> Self {
         HighSpeed {
             w: Window::new(cfg),
-            carry: 0.0,
         }
     }
 
@@ -76,8 +74,7 @@ impl CongestionControl for HighSpeed {
     }
 
     fn on_ack(&mut self, ack: &Ack) {
-        self.w.srtt_us = ack.srtt_us;
-        if self.w.in_recovery(ack.sent_at) {
+        if !self.w.ack_opens(ack) {
             return;
         }
         if self.w.slow_start() {
@@ -86,15 +83,11 @@ impl CongestionControl for HighSpeed {
         }
         let w = self.segs();
         // a(w) packets per window of acknowledged packets.
-        self.carry += a(w) * ack.bytes as f64 / w;
-        let whole = self.carry.floor();
-        self.carry -= whole;
-        self.w.cwnd += whole as u64;
+        self.w.grow(a(w) * ack.bytes as f64 / w);
     }
 
     fn on_loss(&mut self, l: &Loss) {
-        self.w.srtt_us = l.srtt_us;
-        if self.w.in_recovery(l.sent_at) {
+        if !self.w.loss_opens(l) {
             return;
         }
         let cut = (self.w.cwnd as f64 * (1.0 - b(self.segs()))) as u64;

@@ -341,6 +341,10 @@ pub(crate) struct Window {
     pub min_cwnd: u64,
     pub recovery_start: Option<Instant>,
     pub srtt_us: u64,
+    /// Bytes acknowledged in congestion avoidance since the window last grew.
+    pub acked_in_ca: u64,
+    /// Fraction of a byte of growth not yet added to the window.
+    pub carry: f64,
 }
 
 impl Window {
@@ -353,7 +357,45 @@ impl Window {
             min_cwnd: 2 * mss,
             recovery_start: None,
             srtt_us: 0,
+            acked_in_ca: 0,
+            carry: 0.0,
         }
+    }
+
+    /// Records the smoothed RTT an ACK carries; true when the ACK may grow the window
+    /// (its packet was sent after the last decrease).
+    pub fn ack_opens(&mut self, a: &Ack) -> bool {
+        self.srtt_us = a.srtt_us;
+        !self.in_recovery(a.sent_at)
+    }
+
+    /// Records the smoothed RTT a loss carries; true when the loss starts a new congestion
+    /// event (its packet was sent after the last decrease).
+    pub fn loss_opens(&mut self, l: &Loss) -> bool {
+        self.srtt_us = l.srtt_us;
+        !self.in_recovery(l.sent_at)
+    }
+
+    /// Reno growth: the acknowledged bytes in slow start, one packet per window of
+    /// acknowledged bytes in congestion avoidance.
+    pub fn reno_increase(&mut self, bytes: u64) {
+        if self.slow_start() {
+            self.cwnd += bytes;
+            return;
+        }
+        self.acked_in_ca += bytes;
+        if self.acked_in_ca >= self.cwnd {
+            self.acked_in_ca -= self.cwnd;
+            self.cwnd += self.mss;
+        }
+    }
+
+    /// Grows the window by a fractional number of bytes, carrying the fraction over.
+    pub fn grow(&mut self, bytes: f64) {
+        self.carry += bytes;
+        let whole = self.carry.floor();
+        self.carry -= whole;
+        self.cwnd += whole as u64;
     }
 
     /// True while `sent_at` belongs to the window already penalised.
@@ -368,6 +410,7 @@ impl Window {
     /// Starts a recovery period with the window cut to `new_cwnd`.
     pub fn decrease(&mut self, now: Instant, new_cwnd: u64) {
         self.recovery_start = Some(now);
+        self.acked_in_ca = 0;
         self.ssthresh = new_cwnd.max(self.min_cwnd);
         self.cwnd = self.ssthresh;
     }

@@ -10,7 +10,6 @@ use crate::time::Instant;
 #[derive(Debug)]
 pub struct NewReno {
     w: Window,
-    acked_in_ca: u64,
 }
 
 impl NewReno {
@@ -18,7 +17,6 @@ impl NewReno {
     pub fn new(cfg: &Config) -> Self {
         NewReno {
             w: Window::new(cfg),
-            acked_in_ca: 0,
         }
     }
 
@@ -34,28 +32,17 @@ impl CongestionControl for NewReno {
     }
 
     fn on_ack(&mut self, a: &Ack) {
-        self.w.srtt_us = a.srtt_us;
-        if self.w.in_recovery(a.sent_at) {
+        if !self.w.ack_opens(a) {
             return;
         }
-        if self.w.slow_start() {
-            self.w.cwnd += a.bytes;
-        } else {
-            self.acked_in_ca += a.bytes;
-            if self.acked_in_ca >= self.w.cwnd {
-                self.acked_in_ca -= self.w.cwnd;
-                self.w.cwnd += self.w.mss;
-            }
-        }
+        self.w.reno_increase(a.bytes);
     }
 
     fn on_loss(&mut self, l: &Loss) {
-        self.w.srtt_us = l.srtt_us;
-        if self.w.in_recovery(l.sent_at) {
+        if !self.w.loss_opens(l) {
             return;
         }
         self.w.decrease(l.now, self.w.cwnd / 2);
-        self.acked_in_ca = 0;
     }
 
     fn on_timeout(&mut self, now: Instant, _backoff: u32) {

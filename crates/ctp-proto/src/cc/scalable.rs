@@ -17,8 +17,6 @@ pub const LEGACY_WINDOW: u64 = 16;
 #[derive(Debug)]
 pub struct Scalable {
     w: Window,
-    /// Fractional bytes not yet added to the window.
-    carry: f64,
 }
 
 impl Scalable {
@@ -26,7 +24,6 @@ impl Scalable {
     pub fn new(cfg: &Config) -> Self {
         Scalable {
             w: Window::new(cfg),
-            carry: 0.0,
         }
     }
 }
@@ -37,8 +34,7 @@ impl CongestionControl for Scalable {
     }
 
     fn on_ack(&mut self, a: &Ack) {
-        self.w.srtt_us = a.srtt_us;
-        if self.w.in_recovery(a.sent_at) {
+        if !self.w.ack_opens(a) {
             return;
         }
         if self.w.slow_start() {
@@ -46,19 +42,15 @@ impl CongestionControl for Scalable {
             return;
         }
         let mss = self.w.mss as f64;
-        self.carry += if self.w.cwnd < LEGACY_WINDOW * self.w.mss {
+        self.w.grow(if self.w.cwnd < LEGACY_WINDOW * self.w.mss {
             a.bytes as f64 * mss / self.w.cwnd as f64
         } else {
             A * a.bytes as f64
-        };
-        let whole = self.carry.floor();
-        self.carry -= whole;
-        self.w.cwnd += whole as u64;
+        });
     }
 
     fn on_loss(&mut self, l: &Loss) {
-        self.w.srtt_us = l.srtt_us;
-        if self.w.in_recovery(l.sent_at) {
+        if !self.w.loss_opens(l) {
             return;
         }
         let cut = if self.w.cwnd < LEGACY_WINDOW * self.w.mss {

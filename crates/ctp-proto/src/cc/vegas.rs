@@ -48,11 +48,11 @@ impl CongestionControl for Vegas {
     }
 
     fn on_ack(&mut self, a: &Ack) {
-        self.w.srtt_us = a.srtt_us;
+        let opens = self.w.ack_opens(a);
         let rtt = a.rtt_us.max(1);
         self.base_rtt_us = self.base_rtt_us.min(rtt);
         self.round_min_us = self.round_min_us.min(rtt);
-        if self.w.in_recovery(a.sent_at) {
+        if !opens {
             return;
         }
         if self.w.slow_start() {
@@ -82,8 +82,7 @@ impl CongestionControl for Vegas {
     }
 
     fn on_loss(&mut self, l: &Loss) {
-        self.w.srtt_us = l.srtt_us;
-        if !self.w.in_recovery(l.sent_at) {
+        if self.w.loss_opens(l) {
             self.w.decrease(l.now, self.w.cwnd / 2);
         }
     }

@@ -15,7 +15,6 @@ const MIN_INTERVAL_US: u64 = 50_000;
 #[derive(Debug)]
 pub struct Westwood {
     w: Window,
-    acked_in_ca: u64,
     bwe: u64,
     round_start: Option<Instant>,
     round_bytes: u64,
@@ -27,7 +26,6 @@ impl Westwood {
     pub fn new(cfg: &Config) -> Self {
         Westwood {
             w: Window::new(cfg),
-            acked_in_ca: 0,
             bwe: 0,
             round_start: None,
             round_bytes: 0,
@@ -54,7 +52,7 @@ impl CongestionControl for Westwood {
     }
 
     fn on_ack(&mut self, a: &Ack) {
-        self.w.srtt_us = a.srtt_us;
+        let opens = self.w.ack_opens(a);
         self.min_rtt_us = self.min_rtt_us.min(a.min_rtt_us).min(a.rtt_us.max(1));
         match self.round_start {
             None => self.round_start = Some(a.now),
@@ -73,30 +71,19 @@ impl CongestionControl for Westwood {
                 }
             }
         }
-        if self.w.in_recovery(a.sent_at) {
-            return;
-        }
-        if self.w.slow_start() {
-            self.w.cwnd += a.bytes;
-        } else {
-            self.acked_in_ca += a.bytes;
-            if self.acked_in_ca >= self.w.cwnd {
-                self.acked_in_ca -= self.w.cwnd;
-                self.w.cwnd += self.w.mss;
-            }
+        if opens {
+            self.w.reno_increase(a.bytes);
         }
     }
 
     fn on_loss(&mut self, l: &Loss) {
-        self.w.srtt_us = l.srtt_us;
-        if self.w.in_recovery(l.sent_at) {
+        if !self.w.loss_opens(l) {
             return;
         }
         let ss = self.threshold().max(self.w.min_cwnd);
         let cwnd = self.w.cwnd.min(ss);
         self.w.decrease(l.now, cwnd);
         self.w.ssthresh = ss;
-        self.acked_in_ca = 0;
     }
 
     fn on_timeout(&mut self, now: Instant, _backoff: u32) {
