@@ -52,6 +52,28 @@ fn wait_output(mut g: Guard, limit: Duration) -> Output {
     }
 }
 
+/// Runs `ctp recv --once` into `out` on a fresh loopback port and `ctp send src` to it, with
+/// extra arguments for each side; returns (sender, receiver) output.
+fn transfer(
+    src: &Path,
+    out: &Path,
+    recv_extra: &[&str],
+    send_extra: &[&str],
+    send_limit: Duration,
+) -> (Output, Output) {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut recv_args = vec!["recv", "--listen", &listen, "--out", out.to_str().unwrap()];
+    recv_args.push("--once");
+    recv_args.extend_from_slice(recv_extra);
+    let recv = spawn(&recv_args);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut send_args = vec!["send", src.to_str().unwrap(), &listen];
+    send_args.extend_from_slice(send_extra);
+    let s = wait_output(spawn(&send_args), send_limit);
+    let r = wait_output(recv, Duration::from_secs(30));
+    (s, r)
+}
+
 fn spawn(args: &[&str]) -> Guard {
     Guard(
         Command::new(CTP)
@@ -94,21 +116,13 @@ fn sixty_four_mib_through_send_and_recv_arrive_verified() {
     write_random(&src, 64 << 20);
     let out = dir.path().join("out");
     std::fs::create_dir(&out).unwrap();
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let recv = spawn(&[
-        "recv",
-        "--listen",
-        &listen,
-        "--out",
-        out.to_str().unwrap(),
-        "--once",
-        "--json",
-    ]);
-    std::thread::sleep(Duration::from_millis(300));
-    let send = spawn(&["send", src.to_str().unwrap(), &listen, "--json"]);
-    let s = wait_output(send, Duration::from_secs(120));
-    let r = wait_output(recv, Duration::from_secs(30));
+    let (s, r) = transfer(
+        &src,
+        &out,
+        &["--json"],
+        &["--json"],
+        Duration::from_secs(120),
+    );
     assert!(
         s.status.success(),
         "send failed: {}",
@@ -144,20 +158,13 @@ fn send_with_a_chosen_congestion_control_arrives_verified() {
     write_random(&src, 2 << 20);
     let out = dir.path().join("cc-out.bin");
     for cc in ["cubic", "udt"] {
-        let port = free_port();
-        let listen = format!("127.0.0.1:{port}");
-        let recv = spawn(&[
-            "recv",
-            "--listen",
-            &listen,
-            "--out",
-            out.to_str().unwrap(),
-            "--once",
-        ]);
-        std::thread::sleep(Duration::from_millis(300));
-        let send = spawn(&["send", src.to_str().unwrap(), &listen, "--cc", cc, "--json"]);
-        let s = wait_output(send, Duration::from_secs(60));
-        let r = wait_output(recv, Duration::from_secs(30));
+        let (s, r) = transfer(
+            &src,
+            &out,
+            &[],
+            &["--cc", cc, "--json"],
+            Duration::from_secs(60),
+        );
         assert!(
             s.status.success(),
             "{cc}: {}",
@@ -389,30 +396,16 @@ fn profile_files_and_explain_work_and_errors_name_the_line() {
     let src = dir.path().join("data.bin");
     write_random(&src, 3 << 20);
     let out = dir.path().join("copy.bin");
-    let listen = format!("127.0.0.1:{}", free_port());
-    let recv = spawn(&[
-        "recv",
-        "--listen",
-        &listen,
-        "--out",
-        out.to_str().unwrap(),
-        "--once",
-        "--profile",
-        good.to_str().unwrap(),
-    ]);
-    std::thread::sleep(Duration::from_millis(300));
-    let s = wait_output(
-        spawn(&[
-            "send",
-            src.to_str().unwrap(),
-            &listen,
-            "--profile",
-            good.to_str().unwrap(),
-        ]),
+    let good_profile = ["--profile", good.to_str().unwrap()];
+    let (s, r) = transfer(
+        &src,
+        &out,
+        &good_profile,
+        &good_profile,
         Duration::from_secs(60),
     );
     assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
-    assert!(wait_output(recv, Duration::from_secs(20)).status.success());
+    assert!(r.status.success());
     assert_eq!(blake3_file(&out), blake3_file(&src));
     // A bad file: exit 2, the error names the file, the line and the key.
     let bad = dir.path().join("bad.toml");
@@ -421,11 +414,12 @@ fn profile_files_and_explain_work_and_errors_name_the_line() {
         "name = \"bad\"\nbase = \"reliable\"\n[params]\nflow_windw = 64\n",
     )
     .unwrap();
+    let nobody = format!("127.0.0.1:{}", free_port());
     let o = wait_output(
         spawn(&[
             "send",
             src.to_str().unwrap(),
-            &listen,
+            &nobody,
             "--profile",
             bad.to_str().unwrap(),
         ]),

@@ -150,10 +150,8 @@ const MAX_VIOLATIONS: usize = 8;
 pub(crate) struct FlowApp {
     pub spec: FlowSpec,
     key: u64,
-    pub written: u64,
     finished: bool,
     pub closing: bool,
-    pub received: u64,
     pub interval_bytes: u64,
     /// Generation time (µs) of each message, by id.
     generated_us: Vec<u64>,
@@ -177,10 +175,8 @@ impl FlowApp {
             next_msg_at: Instant::ZERO + spec.start,
             spec,
             key,
-            written: 0,
             finished: false,
             closing: false,
-            received: 0,
             interval_bytes: 0,
             generated_us: Vec::new(),
             seen: Vec::new(),
@@ -214,7 +210,7 @@ impl FlowApp {
             return None;
         }
         match self.spec.kind {
-            FlowKind::Cbr { .. } if self.written < self.limit() => Some(self.next_msg_at),
+            FlowKind::Cbr { .. } if self.res.bytes_sent < self.limit() => Some(self.next_msg_at),
             FlowKind::PingPong { .. } => self
                 .ping_sent_at
                 .zip(self.spec.deadline)
@@ -262,7 +258,7 @@ impl FlowApp {
         match self.spec.kind {
             FlowKind::Bulk if !self.spec.uses_messages() => self.write_stream(now, c, chunk),
             FlowKind::Bulk => {
-                while self.written < self.limit() && c.send_room() >= self.size() {
+                while self.res.bytes_sent < self.limit() && c.send_room() >= self.size() {
                     if !self.send_message(now, now, c) {
                         break;
                     }
@@ -277,7 +273,7 @@ impl FlowApp {
                     // The source starts once the connection is up.
                     self.next_msg_at = self.next_msg_at.max(now);
                 }
-                while self.written < self.limit()
+                while self.res.bytes_sent < self.limit()
                     && now >= self.next_msg_at
                     && c.send_room() >= self.size()
                 {
@@ -312,16 +308,16 @@ impl FlowApp {
 
     fn write_stream(&mut self, now: Instant, c: &mut Connection, chunk: &mut [u8]) {
         let limit = self.limit();
-        while self.written < limit && c.send_room() > 0 {
-            let n = (limit - self.written).min(chunk.len() as u64) as usize;
+        while self.res.bytes_sent < limit && c.send_room() > 0 {
+            let n = (limit - self.res.bytes_sent).min(chunk.len() as u64) as usize;
             let n = n.min(c.send_room());
-            payload::fill(self.key, self.written, &mut chunk[..n]);
+            payload::fill(self.key, self.res.bytes_sent, &mut chunk[..n]);
             match c.stream_write(now, &chunk[..n]) {
                 Ok(0) | Err(_) => break,
-                Ok(k) => self.written += k as u64,
+                Ok(k) => self.res.bytes_sent += k as u64,
             }
         }
-        if self.written >= limit && !self.finished {
+        if self.res.bytes_sent >= limit && !self.finished {
             self.finished = c.stream_finish(now).is_ok();
             if self.finished {
                 c.close(now);
@@ -339,12 +335,12 @@ impl FlowApp {
         }
         self.generated_us.push(generated.as_micros());
         self.res.msgs_sent += 1;
-        self.written += self.size() as u64;
+        self.res.bytes_sent += self.size() as u64;
         true
     }
 
     fn close_when_written(&mut self, now: Instant, c: &mut Connection) {
-        if self.written >= self.limit() {
+        if self.res.bytes_sent >= self.limit() {
             c.close(now);
             self.closing = true;
         }
@@ -362,10 +358,10 @@ impl FlowApp {
                         if self.done_at.is_none() {
                             self.done_at = Some(now);
                             self.res.completed = true;
-                            if Some(self.received) != self.spec.bytes {
+                            if Some(self.res.bytes_delivered) != self.spec.bytes {
                                 self.violation(format!(
                                     "end of stream after {} bytes, {:?} sent",
-                                    self.received, self.spec.bytes
+                                    self.res.bytes_delivered, self.spec.bytes
                                 ));
                             }
                             c.close(now);
@@ -374,14 +370,14 @@ impl FlowApp {
                     }
                     Ok(n) => {
                         if let Some(i) =
-                            payload::first_mismatch(self.key, self.received, &rbuf[..n])
+                            payload::first_mismatch(self.key, self.res.bytes_delivered, &rbuf[..n])
                         {
                             self.violation(format!(
                                 "stream byte {} differs from what was sent",
-                                self.received + i as u64
+                                self.res.bytes_delivered + i as u64
                             ));
                         }
-                        self.received += n as u64;
+                        self.res.bytes_delivered += n as u64;
                         got_now += n as u64;
                     }
                     Err(_) => break,
@@ -413,7 +409,7 @@ impl FlowApp {
                 self.seen[w] |= 1 << b;
                 self.res.msgs_delivered += 1;
                 self.record_latency(now, id);
-                self.received += m.len() as u64;
+                self.res.bytes_delivered += m.len() as u64;
                 got_now += m.len() as u64;
             }
         }
@@ -457,7 +453,7 @@ impl FlowApp {
                     self.res.round_trips_us.push(rtt);
                     self.res.msgs_delivered += 1;
                     self.record_latency(now, id);
-                    self.received += m.len() as u64;
+                    self.res.bytes_delivered += m.len() as u64;
                     self.interval_bytes += m.len() as u64;
                     self.ping_sent_at = None;
                 }

@@ -128,11 +128,6 @@ impl AqmState {
         }
     }
 
-    /// RED's average queue length, packets (0 for other disciplines).
-    pub fn red_average(&self) -> f64 {
-        self.avg
-    }
-
     /// Called on arrival with the queue length (packets, before this one) and the time a
     /// typical packet takes to serialise; true = drop the arrival (RED).
     pub fn on_arrival(

@@ -739,7 +739,7 @@ impl Scenario {
         }
         let mut place = Vec::new();
         let mut flows = Vec::new();
-        for fl in &f.flows {
+        for (i, fl) in f.flows.iter().enumerate() {
             let path = fl.path.as_ref().map_or(0, |p| *p.get_ref());
             let d2 = paths[path].0.delay * 2;
             place.push(FlowPlacement {
@@ -756,9 +756,8 @@ impl Scenario {
                 None => run_base.clone(),
             };
             let base = match &fl.cc {
-                Some(c) => {
-                    with_cc(base, c.get_ref()).or_else(|m| self.err(c.span(), "flow.cc", &m))?
-                }
+                Some(c) => with_cc(base, c.get_ref())
+                    .or_else(|m| self.err(c.span(), &format!("flow[{i}].cc"), &m))?,
                 None => base,
             };
             let profile = self.params(&base, fl.params.as_ref(), sweep)?;

@@ -497,8 +497,6 @@ impl World {
                     }
                 }
             }
-            app.res.bytes_sent = app.written;
-            app.res.bytes_delivered = app.received;
             app.res.completion_us = app.done_at.map(|d| {
                 d.as_micros()
                     .saturating_sub(app.spec.start.as_micros() as u64)

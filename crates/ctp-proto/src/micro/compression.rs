@@ -171,15 +171,7 @@ mod tests {
     #[test]
     fn incompressible_or_tiny_pieces_stay_as_they_are() {
         let mut m = micro();
-        let mut x = 0x1234_5678_9abc_def0u64;
-        let noise: Vec<u8> = (0..1200)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+        let noise = super::super::tests::incompressible(0x1234_5678_9abc_def0, 1200);
         for data in [&noise[..], &b"short"[..]] {
             let original = pieces(data);
             let mut p = original.clone();

@@ -1126,15 +1126,7 @@ fn compression_shrinks_compressible_segments_and_the_peer_inflates_them() {
 fn incompressible_segments_go_as_they_are() {
     let set = MicroSet(reliable_set().0 | MicroSet::of(&[Compression]).0);
     let mut tx = compose(set, &Params::default(), LOCAL, PEER).unwrap();
-    let mut x = 88172645463325252u64;
-    let noise: Vec<u8> = (0..20_000)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
+    let noise = incompressible(88172645463325252, 20_000);
     queue(&mut tx, t(0), &noise, false);
     let packets = drain(&mut tx, t(0));
     assert_eq!(compressed_count(&packets), 0);
@@ -1208,4 +1200,16 @@ fn pmtud_probes_are_padded_pings_and_their_loss_leaves_the_window_alone() {
     assert_eq!(tx.st.stats.packets_lost, 0);
     tx.dispatch(t(60), Event::PacketLost(sent(LOCAL.pn, t(10))));
     assert!(tx.st.session.cwnd < cwnd, "a lost data packet is");
+}
+
+/// `len` bytes of xorshift64 output from `seed`: data no compressor can shrink.
+pub(super) fn incompressible(mut x: u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
 }
