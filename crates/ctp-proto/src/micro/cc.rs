@@ -15,10 +15,38 @@
 //! A packet whose slot was reused by a later one gives no sample.
 
 use crate::cc::{Ack, AnyCc, CcKind, Config, CongestionControl, Loss, Sent};
-use crate::engine::event::{Event, EventKind};
+use crate::engine::event::{Event, EventKind, PacketInfo};
 use crate::engine::session::Session;
 use crate::engine::{Cx, Microprotocol};
 use crate::time::Instant;
+
+/// The library's view of an acknowledged packet.
+pub(crate) fn ack(now: Instant, p: PacketInfo, s: &Session, delivery_rate: u64) -> Ack {
+    Ack {
+        now,
+        pn: p.pn,
+        bytes: p.bytes as u64,
+        sent_at: p.sent_at,
+        rtt_us: now.saturating_since(p.sent_at).as_micros() as u64,
+        srtt_us: s.srtt_us,
+        min_rtt_us: s.min_rtt_us,
+        bytes_in_flight: s.bytes_in_flight,
+        delivery_rate,
+    }
+}
+
+/// The library's view of a lost packet.
+pub(crate) fn loss(now: Instant, p: PacketInfo, s: &Session, largest_sent_pn: u64) -> Loss {
+    Loss {
+        now,
+        first_pn: p.pn,
+        last_pn: p.pn,
+        bytes: p.bytes as u64,
+        sent_at: p.sent_at,
+        largest_sent_pn,
+        srtt_us: s.srtt_us,
+    }
+}
 
 /// Packets in flight whose delivery state is remembered for rate samples.
 pub const RATE_SLOTS: usize = 1024;
@@ -142,33 +170,16 @@ impl Microprotocol for CcPolicy {
                             ((delivered - slot.delivered) as u128 * 1_000_000 / us as u128) as u64;
                     }
                 }
-                let s = &cx.st.session;
-                self.algo.on_ack(&Ack {
-                    now,
-                    pn: p.pn,
-                    bytes: p.bytes as u64,
-                    sent_at: p.sent_at,
-                    rtt_us: now.saturating_since(p.sent_at).as_micros() as u64,
-                    srtt_us: s.srtt_us,
-                    min_rtt_us: s.min_rtt_us,
-                    bytes_in_flight: s.bytes_in_flight,
-                    delivery_rate,
-                });
+                self.algo
+                    .on_ack(&ack(now, p, &cx.st.session, delivery_rate));
             }
             Event::PacketLost(p) if p.in_flight => {
                 let slot = self.slot(p.pn);
                 if slot.pn == p.pn {
                     slot.valid = false;
                 }
-                self.algo.on_loss(&Loss {
-                    now,
-                    first_pn: p.pn,
-                    last_pn: p.pn,
-                    bytes: p.bytes as u64,
-                    sent_at: p.sent_at,
-                    largest_sent_pn: self.largest_sent,
-                    srtt_us: cx.st.session.srtt_us,
-                });
+                self.algo
+                    .on_loss(&loss(now, p, &cx.st.session, self.largest_sent));
             }
             Event::RtoExpired { backoff } => self.algo.on_timeout(now, backoff),
             Event::PacketReceived { bytes, .. } => self.algo.on_packet_received(now, bytes as u64),

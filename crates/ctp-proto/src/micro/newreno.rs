@@ -8,7 +8,8 @@
 //! acknowledgements, losses and timeouts only (no per-packet sent/received events, no
 //! delivery-rate samples), and publishes a pacing rate only once the RTT is known.
 
-use crate::cc::{self, Ack, CongestionControl, Loss};
+use super::cc::{ack, loss};
+use crate::cc::{self, CongestionControl};
 use crate::engine::event::{Event, EventKind};
 use crate::engine::session::Session;
 use crate::engine::{Cx, Microprotocol};
@@ -59,26 +60,8 @@ impl Microprotocol for NewReno {
         let now = cx.now;
         let s = &cx.st.session;
         match *ev {
-            Event::PacketAcked(p) if p.in_flight => self.algo.on_ack(&Ack {
-                now,
-                pn: p.pn,
-                bytes: p.bytes as u64,
-                sent_at: p.sent_at,
-                rtt_us: now.saturating_since(p.sent_at).as_micros() as u64,
-                srtt_us: s.srtt_us,
-                min_rtt_us: s.min_rtt_us,
-                bytes_in_flight: s.bytes_in_flight,
-                delivery_rate: 0,
-            }),
-            Event::PacketLost(p) if p.in_flight => self.algo.on_loss(&Loss {
-                now,
-                first_pn: p.pn,
-                last_pn: p.pn,
-                bytes: p.bytes as u64,
-                sent_at: p.sent_at,
-                largest_sent_pn: 0,
-                srtt_us: s.srtt_us,
-            }),
+            Event::PacketAcked(p) if p.in_flight => self.algo.on_ack(&ack(now, p, s, 0)),
+            Event::PacketLost(p) if p.in_flight => self.algo.on_loss(&loss(now, p, s, 0)),
             Event::RtoExpired { backoff } => self.algo.on_timeout(now, backoff),
             _ => return,
         }
