@@ -204,3 +204,45 @@ send_buffer = 33554432
         assert!(r.runs[0].metrics.efficiency.unwrap() > 0.8);
     }
 }
+
+#[test]
+fn scp_start_up_fills_a_long_path_without_overrunning_a_one_bdp_queue() {
+    // 20 Mb/s, 100 ms RTT, a queue of about one bandwidth-delay product, no random loss:
+    // the SCP policy of `ctp-video` must find the link rate without dropping a packet in
+    // start-up (an unreliable profile never gets those back) and then keep the link busy.
+    let rep = run(r#"
+name = "scp-start-up"
+duration = "60s"
+interval = "100ms"
+profiles = ["ctp-video"]
+cc = ["profile"]
+stop_when_done = true
+[bottleneck]
+bandwidth = "20Mbps"
+delay = "50ms"
+queue_packets = 200
+[[flow]]
+bytes = 8000000
+"#);
+    let r = &rep.runs[0];
+    let f = &r.result.flows[0];
+    assert!(f.completed, "{f:?}");
+    let drops: u64 = r.result.links.iter().map(|l| l.queue_drops).sum();
+    assert_eq!(drops, 0, "the queue overflowed");
+    assert_eq!(
+        f.bytes_delivered, f.bytes_sent,
+        "{:?} {:?}",
+        f.sender_close, f.receiver_close
+    );
+    // A second of cruising before the end runs at the link rate (100 ms samples).
+    let mbps: Vec<f64> = f
+        .samples
+        .iter()
+        .map(|s| s.bytes as f64 * 8.0 / 1e5)
+        .collect();
+    let cruise = &mbps[mbps.len() - 13..mbps.len() - 3];
+    assert!(
+        cruise.iter().all(|&g| g > 18.0),
+        "cruise goodput {cruise:?} Mb/s of 20"
+    );
+}

@@ -2,10 +2,19 @@
 //! Walpole, as CTP uses it): it drives *both* the rate mechanism and the window mechanism
 //! from the round-trip time.
 //!
-//! - Start-up doubles the rate every round trip until a loss, or until the RTT grows 25 %
-//!   over its minimum (a queue is forming).
+//! - Start-up doubles the rate every round trip (each acknowledged byte adds a byte per round
+//!   trip, as slow start does for a window, but never beyond 1.5 × the rate they come back
+//!   at) until a loss, or until three acknowledgements in a row see the RTT grown by
+//!   HyStart++'s threshold (min RTT / 8, within 4–16 ms: a queue is forming). It
+//!   then leaves at the rate the acknowledgements arrive at (the bottleneck's rate, measured
+//!   while it was saturated), not at half of an overshoot a round trip old: doubling blind for
+//!   a whole round trip would overrun a queue of one bandwidth-delay product. For one round
+//!   trip after it leaves, it sends at half that rate to drain the queue its last doubling
+//!   built, and losses of packets sent before it left do not count again.
 //! - Steady state raises the rate by one packet per round trip while the RTT stays within
-//!   50 % of its minimum, holds it otherwise, and halves it on a loss (once per round trip).
+//!   50 % of its minimum; while it does not, a rate not below the one acknowledgements come
+//!   back at steps to a sixteenth under it (so the queue drains instead of growing until it
+//!   overflows) and a lower one holds. A loss halves the rate (once per round trip).
 //! - A retransmission timeout falls back to the initial rate.
 //! - The window follows the rate: 1.5 × rate × smoothed RTT (never under two packets), so a
 //!   stream neither bursts beyond what the rate allows nor stalls on the window.
@@ -23,6 +32,49 @@ pub struct Scp {
     startup: bool,
     last_decrease: Option<Instant>,
     last_increase: Option<Instant>,
+    /// Consecutive acknowledgements that saw a queue during start-up.
+    queued_acks: u32,
+    ack_rate: AckRate,
+    /// After start-up: the rate to resume once the drain round trip ends at the instant.
+    drain: Option<(Instant, u64)>,
+}
+
+/// The rate at which acknowledged bytes come back: bytes over intervals of a quarter of the
+/// minimum RTT, the largest sample of the current and the previous round trip.
+#[derive(Debug, Default)]
+struct AckRate {
+    start: Option<Instant>,
+    bytes: u64,
+    current_max: u64,
+    previous_max: u64,
+}
+
+impl AckRate {
+    fn on_ack(&mut self, now: Instant, bytes: u64, min_rtt_us: u64) {
+        let Some(start) = self.start else {
+            self.start = Some(now);
+            return;
+        };
+        self.bytes += bytes;
+        let elapsed = now.saturating_since(start).as_micros() as u64;
+        if elapsed >= (min_rtt_us / 4).max(1_000) {
+            let rate = self.bytes * 1_000_000 / elapsed;
+            self.current_max = self.current_max.max(rate);
+            self.start = Some(now);
+            self.bytes = 0;
+        }
+    }
+
+    /// Starts a new round trip of samples.
+    fn next_round(&mut self) {
+        self.previous_max = self.current_max;
+        self.current_max = 0;
+    }
+
+    /// Bytes per second, 0 until measured.
+    fn estimate(&self) -> u64 {
+        self.current_max.max(self.previous_max)
+    }
 }
 
 impl Scp {
@@ -38,6 +90,9 @@ impl Scp {
             startup: true,
             last_decrease: None,
             last_increase: None,
+            queued_acks: 0,
+            ack_rate: AckRate::default(),
+            drain: None,
         }
     }
 
@@ -54,26 +109,100 @@ impl Scp {
         s.cwnd = w.max(2 * self.mss);
     }
 
-    fn on_ack(&mut self, cx: &mut Cx<'_, '_>) {
+    /// Leaves start-up for the measured bottleneck rate (or half the current rate before
+    /// anything was measured), draining at half that for one round trip first.
+    fn leave_startup(&mut self, now: Instant, s: &mut Session) {
+        self.startup = false;
+        self.last_decrease = Some(now);
+        let floor = self.mss * 1_000_000 / Self::srtt_us(s);
+        let measured = self.ack_rate.estimate();
+        let cruise = if measured > 0 {
+            measured.min(s.pacing_rate)
+        } else {
+            s.pacing_rate / 2
+        }
+        .max(floor);
+        s.pacing_rate = (cruise / 2).max(floor);
+        let drain_end = now + core::time::Duration::from_micros(Self::srtt_us(s));
+        self.drain = Some((drain_end, cruise));
+        self.set_window(s);
+    }
+
+    fn on_ack(&mut self, bytes: usize, cx: &mut Cx<'_, '_>) {
         let now = cx.now;
         let s = &mut cx.st.session;
+        if s.min_rtt_us != u64::MAX {
+            self.ack_rate.on_ack(now, bytes as u64, s.min_rtt_us);
+        }
+        if self.startup && s.min_rtt_us != u64::MAX {
+            // HyStart++'s delay threshold: min RTT / 8, clamped to 4..16 ms.
+            let threshold = (s.min_rtt_us / 8).clamp(4_000, 16_000);
+            if s.latest_rtt_us > s.min_rtt_us + threshold {
+                self.queued_acks += 1;
+            } else {
+                self.queued_acks = 0;
+            }
+            if self.queued_acks >= 3 {
+                self.leave_startup(now, s);
+                self.last_increase = Some(now);
+                cx.raise(Event::CongestionChanged);
+                return;
+            }
+        }
+        if let Some((end, cruise)) = self.drain {
+            if now < end {
+                return;
+            }
+            self.drain = None;
+            s.pacing_rate = s.pacing_rate.max(cruise);
+            self.last_increase = Some(now);
+            self.set_window(s);
+            cx.raise(Event::CongestionChanged);
+            return;
+        }
         let srtt = Self::srtt_us(s);
+        if self.startup && s.min_rtt_us != u64::MAX {
+            // Slow start in rate terms: each acknowledged byte adds a byte per round trip,
+            // so a round trip of acknowledgements doubles the rate, smoothly rather than in
+            // one step (a step would overshoot by up to a whole rate for a round trip).
+            // Never beyond 1.5 × the rate acknowledgements come back at: past the
+            // bottleneck, the queue then grows by at most half a bandwidth-delay product
+            // in the round trip it takes to see it.
+            let grown = s
+                .pacing_rate
+                .saturating_add(bytes as u64 * 1_000_000 / srtt);
+            let measured = self.ack_rate.estimate();
+            let cap = if measured > 0 {
+                (measured * 3 / 2).max(s.pacing_rate)
+            } else {
+                u64::MAX
+            };
+            s.pacing_rate = grown.min(cap);
+            self.set_window(s);
+        }
         let once_per_rtt = self
             .last_increase
             .is_none_or(|t| now.saturating_since(t).as_micros() as u64 >= srtt);
         if !once_per_rtt || s.min_rtt_us == u64::MAX {
+            if self.startup {
+                cx.raise(Event::CongestionChanged);
+            }
             return;
         }
         self.last_increase = Some(now);
-        let queueing = s.srtt_us * 4 > s.min_rtt_us * 5;
+        self.ack_rate.next_round();
         if self.startup {
-            if queueing {
-                self.startup = false;
-            } else {
-                s.pacing_rate = s.pacing_rate.saturating_mul(2);
-            }
+            // grown above, per acknowledgement
         } else if s.srtt_us * 2 <= s.min_rtt_us * 3 {
             s.pacing_rate += self.mss * 1_000_000 / srtt;
+        } else {
+            // The queue holds more than half the minimum RTT. While the rate is not below
+            // what comes back, the queue is not draining (holding would let it grow until
+            // it overflows): step to a sixteenth under the measured rate, then hold.
+            let measured = self.ack_rate.estimate();
+            if measured > 0 && s.pacing_rate >= measured {
+                s.pacing_rate = (measured - measured / 16).max(self.mss * 1_000_000 / srtt);
+            }
         }
         self.set_window(s);
         cx.raise(Event::CongestionChanged);
@@ -83,11 +212,18 @@ impl Scp {
         if self.last_decrease.is_some_and(|t| sent_at <= t) {
             return;
         }
-        self.last_decrease = Some(cx.now);
-        self.startup = false;
+        let now = cx.now;
+        self.last_decrease = Some(now);
         let s = &mut cx.st.session;
-        s.pacing_rate = (s.pacing_rate / 2).max(self.mss * 1_000_000 / Self::srtt_us(s));
-        self.set_window(s);
+        if self.startup {
+            self.leave_startup(now, s);
+        } else if let Some((end, cruise)) = self.drain {
+            // A loss while draining: resume at half the cruise rate.
+            self.drain = Some((end, cruise / 2));
+        } else {
+            s.pacing_rate = (s.pacing_rate / 2).max(self.mss * 1_000_000 / Self::srtt_us(s));
+            self.set_window(s);
+        }
         cx.raise(Event::CongestionChanged);
     }
 
@@ -108,10 +244,12 @@ impl Microprotocol for Scp {
 
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
         match *ev {
-            Event::PacketAcked(p) if p.in_flight => self.on_ack(cx),
+            Event::PacketAcked(p) if p.in_flight => self.on_ack(p.bytes, cx),
             Event::PacketLost(p) if p.in_flight => self.on_loss(p.sent_at, cx),
             Event::RtoExpired { .. } => {
                 self.startup = true;
+                self.queued_acks = 0;
+                self.drain = None;
                 self.last_decrease = Some(cx.now);
                 cx.st.session.pacing_rate = self.initial_rate;
                 self.set_window(&mut cx.st.session);

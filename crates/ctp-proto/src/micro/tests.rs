@@ -666,50 +666,126 @@ fn a_partial_fec_block_is_flushed_after_its_delay() {
     );
 }
 
-#[test]
-fn scp_drives_rate_and_window_from_rtt() {
-    let mut tx = compose(
+fn scp_sender() -> crate::engine::Engine {
+    compose(
         crate::profile::Profile::ctp_video().micros,
         &Params::default(),
         LOCAL,
         PEER,
     )
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn scp_drives_rate_and_window_from_rtt() {
+    let mut tx = scp_sender();
     let r0 = tx.st.session.pacing_rate;
     assert!(r0 > 0);
-    // RTT samples of 10 ms: start-up doubles the rate once per round trip.
+    // RTT samples of 10 ms: in start-up each acknowledged byte adds a byte per round trip.
     tx.st.session.srtt_us = 10_000;
     tx.st.session.min_rtt_us = 10_000;
+    tx.st.session.latest_rtt_us = 10_000;
     tx.dispatch(t(0), Event::PacketAcked(sent(1, t(0))));
-    assert_eq!(tx.st.session.pacing_rate, 2 * r0);
+    assert_eq!(tx.st.session.pacing_rate, r0 + 100_000);
     tx.dispatch(t(1), Event::PacketAcked(sent(2, t(0))));
-    assert_eq!(tx.st.session.pacing_rate, 2 * r0, "once per round trip");
+    assert_eq!(tx.st.session.pacing_rate, r0 + 200_000);
+    // Acknowledgements came back at 2 kB in 11 ms (182 kB/s): the rate may not grow past
+    // 1.5 × that, so this one adds nothing.
     tx.dispatch(t(11), Event::PacketAcked(sent(3, t(1))));
-    assert_eq!(tx.st.session.pacing_rate, 4 * r0);
-    let w = tx.st.session.cwnd;
+    let r = tx.st.session.pacing_rate;
+    assert_eq!(r, r0 + 200_000);
     assert_eq!(
-        w,
-        (4 * r0 as u128 * 10_000 * 3 / 2 / 1_000_000) as u64,
+        tx.st.session.cwnd,
+        (r as u128 * 10_000 * 3 / 2 / 1_000_000) as u64,
         "window = 1.5 × rate × srtt"
     );
-    // A loss halves the rate and ends start-up; a second loss in the same round trip does not.
-    tx.dispatch(t(12), Event::PacketLost(sent(4, t(11))));
-    assert_eq!(tx.st.session.pacing_rate, 2 * r0);
-    tx.dispatch(t(13), Event::PacketLost(sent(5, t(11))));
-    assert_eq!(tx.st.session.pacing_rate, 2 * r0);
+    // Acknowledgements of 1000 bytes every 2.5 ms (400 kB/s, below the rate sent) that see
+    // a queue (RTT +5 ms, over the 4 ms threshold): the third in a row ends start-up at the
+    // rate they arrive at.
+    tx.st.session.latest_rtt_us = 15_000;
+    let mut now_us = t(11).as_micros();
+    for i in 0..3 {
+        now_us += 2_500;
+        tx.dispatch(
+            Instant::from_micros(now_us),
+            Event::PacketAcked(sent(10 + i, t(5))),
+        );
+    }
+    let draining = tx.st.session.pacing_rate;
+    assert!(
+        (175_000..=225_000).contains(&draining),
+        "drains at {draining} B/s, half the 400 kB/s the acks came at"
+    );
+    // A loss of a packet sent before start-up ended is part of the overshoot: ignored.
+    tx.dispatch(t(19), Event::PacketLost(sent(4, t(13))));
+    assert_eq!(tx.st.session.pacing_rate, draining);
+    // One round trip later it cruises at the measured rate.
+    tx.st.session.latest_rtt_us = 10_000;
+    tx.dispatch(t(30), Event::PacketAcked(sent(20, t(20))));
+    let measured = tx.st.session.pacing_rate;
+    assert!(
+        (350_000..=450_000).contains(&measured),
+        "cruises at {measured} B/s, the acks came at 400 kB/s"
+    );
+    // A loss in steady state halves the rate; a second loss in the same round trip does not.
+    tx.dispatch(t(32), Event::PacketLost(sent(21, t(31))));
+    assert_eq!(tx.st.session.pacing_rate, measured / 2);
+    tx.dispatch(t(33), Event::PacketLost(sent(22, t(31))));
+    assert_eq!(tx.st.session.pacing_rate, measured / 2);
     // Steady state: additive increase of one packet per RTT while the RTT stays low.
-    tx.dispatch(t(30), Event::PacketAcked(sent(6, t(20))));
+    tx.dispatch(t(45), Event::PacketAcked(sent(6, t(35))));
     assert_eq!(
         tx.st.session.pacing_rate,
-        2 * r0 + 1452 * 1_000_000 / 10_000
+        measured / 2 + 1452 * 1_000_000 / 10_000
     );
-    // A queue (RTT +60%) stops the increase.
+    // A queue (RTT +60%) with a rate above what comes back (these sparse acks): the rate
+    // steps down to drain it instead of holding.
     tx.st.session.srtt_us = 16_000;
-    tx.dispatch(t(60), Event::PacketAcked(sent(7, t(50))));
-    assert_eq!(tx.st.session.pacing_rate, 2 * r0 + 1452 * 100);
+    tx.dispatch(t(62), Event::PacketAcked(sent(7, t(50))));
+    let before = measured / 2 + 1452 * 100;
+    let after = tx.st.session.pacing_rate;
+    assert!(
+        after < before && after >= 1452 * 1_000_000 / 16_000,
+        "{after} vs {before}"
+    );
+    // Below the rate acknowledgements come back at, it holds.
+    tx.dispatch(t(80), Event::PacketAcked(sent(8, t(70))));
+    assert_eq!(tx.st.session.pacing_rate, after);
     // Timeout: back to the initial rate.
     tx.dispatch(t(70), Event::RtoExpired { backoff: 1 });
     assert_eq!(tx.st.session.pacing_rate, r0);
+}
+
+#[test]
+fn scp_start_up_stays_within_half_again_the_ack_rate_and_a_loss_drains_below_it() {
+    let mut tx = scp_sender();
+    tx.st.session.srtt_us = 10_000;
+    tx.st.session.min_rtt_us = 10_000;
+    tx.st.session.latest_rtt_us = 10_000;
+    // Acks at 4 MB/s (1000 bytes every 250 µs) for ten round trips: the rate would double
+    // each round trip, but stops at 1.5 × what comes back.
+    let mut now_us = 0;
+    for i in 0..400 {
+        tx.dispatch(
+            Instant::from_micros(now_us),
+            Event::PacketAcked(sent(i, Instant::from_micros(now_us))),
+        );
+        now_us += 250;
+    }
+    let overshoot = tx.st.session.pacing_rate;
+    tx.dispatch(
+        Instant::from_micros(now_us),
+        Event::PacketLost(sent(500, Instant::from_micros(now_us))),
+    );
+    let after = tx.st.session.pacing_rate;
+    assert!(
+        (5_500_000..=6_500_000).contains(&overshoot),
+        "start-up reached {overshoot} B/s; acks came at 4 MB/s"
+    );
+    assert!(
+        (1_750_000..=2_250_000).contains(&after),
+        "after the loss {after} B/s; it drains at half the 4 MB/s the acks came at"
+    );
 }
 
 #[test]
