@@ -60,12 +60,13 @@ pub struct RunResult {
 }
 
 enum Ev {
-    /// A packet of `flow` arriving at hop `hop` of its route in direction `dir`.
+    /// A packet of `flow` arriving at hop `hop` of its route in direction `dir`; its bytes
+    /// wait in slot `slot` of the world's packet slab (a small event keeps the queue fast).
     Hop {
-        flow: usize,
-        dir: usize,
-        hop: usize,
-        bytes: Vec<u8>,
+        flow: u32,
+        dir: u8,
+        hop: u8,
+        slot: u32,
     },
 }
 
@@ -99,6 +100,10 @@ pub struct World {
     trace: blake3::Hasher,
     /// Packet buffers back from delivered or dropped packets, reused for new ones.
     pool: Vec<Vec<u8>>,
+    /// Packets on the wire, addressed by the events that carry them.
+    slab: Vec<Vec<u8>>,
+    /// Free slots of `slab`.
+    free_slots: Vec<u32>,
     out: Vec<(Instant, Vec<u8>)>,
     rbuf: Vec<u8>,
     chunk: Vec<u8>,
@@ -146,6 +151,8 @@ impl World {
             queue: EventQueue::default(),
             trace: blake3::Hasher::new(),
             pool: Vec::new(),
+            slab: Vec::new(),
+            free_slots: Vec::new(),
             out: Vec::new(),
             rbuf: vec![0u8; 1 << 16],
             chunk: vec![0u8; 16_384],
@@ -158,18 +165,21 @@ impl World {
         Instant::ZERO + d
     }
 
-    /// Adds one packet event to the trace hash: time, link, kind, length, the first 48 bytes
-    /// (headers) and the last 4 (the integrity trailer, which commits to the whole packet).
+    /// Adds one packet event to the trace hash: time, link, kind, length, the first 15 bytes
+    /// (the short header) and the last 4 (the integrity trailer, which commits to the whole
+    /// packet): 32 bytes, two events per BLAKE3 block.
     fn trace_event(&mut self, link: usize, kind: u8, bytes: &[u8]) {
-        let mut rec = [0u8; 8 + 4 + 1 + 4 + 48 + 4];
-        rec[..8].copy_from_slice(&self.now.as_micros().to_le_bytes());
-        rec[8..12].copy_from_slice(&(link as u32).to_le_bytes());
-        rec[12] = kind;
-        rec[13..17].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
-        let head = bytes.len().min(48);
-        rec[17..17 + head].copy_from_slice(&bytes[..head]);
+        const HEAD: usize = 15;
+        let mut rec = [0u8; 4 + 2 + 1 + 2 + HEAD + 4 + 4];
+        rec[..4].copy_from_slice(&(self.now.as_micros() as u32).to_le_bytes());
+        rec[4..6].copy_from_slice(&(link as u16).to_le_bytes());
+        rec[6] = kind;
+        rec[7..9].copy_from_slice(&(bytes.len() as u16).to_le_bytes());
+        let head = bytes.len().min(HEAD);
+        rec[9..9 + head].copy_from_slice(&bytes[..head]);
         let tail = bytes.len().min(4);
-        rec[65..65 + tail].copy_from_slice(&bytes[bytes.len() - tail..]);
+        rec[24..24 + tail].copy_from_slice(&bytes[bytes.len() - tail..]);
+        rec[28..32].copy_from_slice(&((self.now.as_micros() >> 32) as u32).to_le_bytes());
         self.trace.update(&rec);
     }
 
@@ -190,13 +200,14 @@ impl World {
             Ok(()) => {
                 for (at, b) in out.drain(..) {
                     self.trace_event(l, 0, &b);
+                    let slot = self.stash(b);
                     self.queue.push(
                         at,
                         Ev::Hop {
-                            flow,
-                            dir,
-                            hop: hop + 1,
-                            bytes: b,
+                            flow: flow as u32,
+                            dir: dir as u8,
+                            hop: (hop + 1) as u8,
+                            slot,
                         },
                     );
                 }
@@ -225,6 +236,26 @@ impl World {
         let l = self.nic(node);
         let limit = self.links[l].config().queue_packets;
         limit > 0 && self.links[l].queue_len(self.now) >= limit
+    }
+
+    /// Keeps a packet on the wire until its event comes due.
+    fn stash(&mut self, bytes: Vec<u8>) -> u32 {
+        match self.free_slots.pop() {
+            Some(i) => {
+                self.slab[i as usize] = bytes;
+                i
+            }
+            None => {
+                self.slab.push(bytes);
+                (self.slab.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Takes a packet off the wire.
+    fn unstash(&mut self, slot: u32) -> Vec<u8> {
+        self.free_slots.push(slot);
+        std::mem::take(&mut self.slab[slot as usize])
     }
 
     /// Returns a packet buffer to the pool (bounded: the excess is freed).
@@ -458,11 +489,12 @@ impl World {
                     flow,
                     dir,
                     hop,
-                    bytes,
+                    slot,
                 },
             )) = self.queue.pop_due(self.now)
             {
-                self.forward(flow, dir, hop, bytes);
+                let bytes = self.unstash(slot);
+                self.forward(flow as usize, dir as usize, hop as usize, bytes);
             }
             for n in &mut self.nodes {
                 if n.poll_timeout().is_some_and(|t| t <= self.now) {
