@@ -246,3 +246,39 @@ bytes = 8000000
         "cruise goodput {cruise:?} Mb/s of 20"
     );
 }
+
+#[test]
+fn udt_and_bbr_fill_a_path_whose_window_exceeds_a_thousand_packets() {
+    // 200 Mb/s × 104 ms is ~1800 packets in flight: both algorithms read delivery-rate
+    // samples, which must exist for every packet of such a window (they once came from a
+    // ring of 1024 slots and stopped there), and UDT needs the receiver's packet-pair
+    // capacity report to know how much room is left.
+    let rep = run(r#"
+name = "long-window"
+duration = "12s"
+interval = "1s"
+profiles = ["reliable"]
+cc = ["udt", "bbr"]
+[bottleneck]
+bandwidth = "200Mbps"
+delay = "52ms"
+queue_packets = 2000
+[params]
+send_buffer = 33554432
+[[flow]]
+"#);
+    for r in &rep.runs {
+        let f = &r.result.flows[0];
+        let mbps: Vec<f64> = f
+            .samples
+            .iter()
+            .map(|s| s.bytes as f64 * 8.0 / 1e6)
+            .collect();
+        let late = &mbps[8..12];
+        assert!(
+            late.iter().all(|&g| g > 180.0),
+            "{}: goodput {mbps:?} Mb/s of 200",
+            r.cc
+        );
+    }
+}

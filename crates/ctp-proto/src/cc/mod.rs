@@ -26,6 +26,7 @@ pub mod vegas;
 pub mod westwood;
 
 use crate::time::Instant;
+pub use crate::wire::frame::MAX_CC_MSG;
 use core::fmt;
 
 /// One acknowledged packet, as the algorithm sees it.
@@ -136,6 +137,22 @@ pub trait CongestionControl: fmt::Debug + Send {
     /// The acknowledgement interval the algorithm asks for, in packets (`None`: the default).
     fn ack_interval(&self) -> Option<u32> {
         None
+    }
+    /// True when the algorithm wants UDT's packet pairs: every 16th packet leaves right
+    /// behind the one before it, without the pacing gap, so the receiver can measure the
+    /// bottleneck's capacity from their spacing.
+    fn packet_pairs(&self) -> bool {
+        false
+    }
+    /// True when the algorithm sends custom messages to its peer ([`Self::poll_message`]).
+    fn sends_messages(&self) -> bool {
+        false
+    }
+    /// A custom control message for the peer's algorithm, written into `out`; returns its
+    /// length (0: nothing to send). The peer receives it in `on_custom`; it rides in the
+    /// next packet that has room, and like any control information it may be lost.
+    fn poll_message(&mut self, _out: &mut [u8; MAX_CC_MSG]) -> usize {
+        0
     }
     /// True when the algorithm reads per-packet events: `on_packet_sent`,
     /// `on_packet_received`, `Ack::delivery_rate` or `Loss::largest_sent_pn`. The adapter
@@ -295,6 +312,15 @@ macro_rules! algorithms {
             }
             fn ack_interval(&self) -> Option<u32> {
                 match self { AnyCc::NewReno(a) => a.ack_interval(), $(AnyCc::$variant(a) => a.ack_interval(),)* }
+            }
+            fn packet_pairs(&self) -> bool {
+                match self { AnyCc::NewReno(a) => a.packet_pairs(), $(AnyCc::$variant(a) => a.packet_pairs(),)* }
+            }
+            fn sends_messages(&self) -> bool {
+                match self { AnyCc::NewReno(a) => a.sends_messages(), $(AnyCc::$variant(a) => a.sends_messages(),)* }
+            }
+            fn poll_message(&mut self, out: &mut [u8; MAX_CC_MSG]) -> usize {
+                match self { AnyCc::NewReno(a) => a.poll_message(out), $(AnyCc::$variant(a) => a.poll_message(out),)* }
             }
             fn wants_packet_events(&self) -> bool {
                 match self {

@@ -28,11 +28,18 @@
 //! … This algorithm is equivalent to removing Step 1.a": isolated random losses never cut
 //! the rate; a second loss in one epoch does.
 //!
-//! Deviations, written down: the link capacity is estimated on the sender as the largest
-//! delivery-rate sample (decaying by 1/1024 per SYN) instead of receiver-side packet pairs,
-//! since ctp's ACKs carry no packet-pair report; a runtime that knows better calls
-//! [`Udt::set_link_capacity`]. Each packet ack tracking declares lost counts as one loss
-//! event (UDT counts NAK packets). The receive rate is the delivery rate smoothed by 7/8.
+//! Link capacity (§3.4, packet pairs): the sender's pacing sends every 16th packet right
+//! behind the 15th; the receiver's instance turns the spacing of consecutive full-size
+//! arrivals into rate samples and, over each window of [`PAIR_WINDOW`] arrivals, takes the
+//! third largest (the median of the window's ~4 pair samples: a pair is spaced by the
+//! bottleneck alone, other arrivals also by the pacing) as the capacity. It reports it to the
+//! sender's instance in a custom message ([`CapacityMessage`], a `CC_MSG` frame) when it
+//! moved by more than 1/16. Until a report arrives the sender uses the largest delivery-rate
+//! sample (decaying by 1/1024 per SYN); [`Udt::set_link_capacity`] sets it from outside.
+//!
+//! Deviations, written down: each packet ack tracking declares lost counts as one loss event
+//! (UDT counts NAK packets). The receive rate is the delivery rate smoothed by 7/8. Arrival
+//! times have microsecond resolution, so capacities far above 10 Gb/s cannot be measured.
 
 use super::{mix64, Ack, Config, CongestionControl, Loss, Sent};
 use crate::time::Instant;
@@ -49,6 +56,82 @@ pub fn increase(b_pkts: f64, mss: f64) -> f64 {
         return min;
     }
     (10f64.powf((b_pkts * mss * 8.0).log10().ceil()) * BETA / mss).max(min)
+}
+
+/// Arrivals per capacity estimate (about four packet pairs).
+pub const PAIR_WINDOW: usize = 64;
+
+/// The receiver's link-capacity report: `b'C'` then bytes per second, 8 bytes little-endian.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CapacityMessage(pub u64);
+
+impl CapacityMessage {
+    /// Tag byte.
+    pub const TAG: u8 = b'C';
+
+    /// Writes the message into `out`; returns its length.
+    pub fn encode(self, out: &mut [u8]) -> usize {
+        out[0] = Self::TAG;
+        out[1..9].copy_from_slice(&self.0.to_le_bytes());
+        9
+    }
+
+    /// Parses a message; `None` for anything else.
+    pub fn decode(msg: &[u8]) -> Option<Self> {
+        match msg {
+            [Self::TAG, rest @ ..] if rest.len() == 8 => {
+                Some(CapacityMessage(u64::from_le_bytes(rest.try_into().ok()?)))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The receiver side of packet-pair estimation: rate samples from consecutive arrivals.
+#[derive(Debug)]
+struct PairEstimator {
+    last_arrival: Option<Instant>,
+    /// Rate samples of the current window (boxed: the algorithm lives inline in the
+    /// microprotocol enum).
+    samples: Box<[u64; PAIR_WINDOW]>,
+    filled: usize,
+    reported: u64,
+    pending: Option<u64>,
+}
+
+impl PairEstimator {
+    fn new() -> Self {
+        PairEstimator {
+            last_arrival: None,
+            samples: Box::new([0; PAIR_WINDOW]),
+            filled: 0,
+            reported: 0,
+            pending: None,
+        }
+    }
+
+    /// A full-size packet arrived.
+    fn on_arrival(&mut self, now: Instant, bytes: u64) {
+        let Some(prev) = self.last_arrival.replace(now) else {
+            return;
+        };
+        let gap = now.saturating_since(prev).as_micros() as u64;
+        if gap == 0 {
+            return; // below the clock's resolution
+        }
+        self.samples[self.filled] = bytes * 1_000_000 / gap;
+        self.filled += 1;
+        if self.filled == PAIR_WINDOW {
+            self.filled = 0;
+            let mut sorted = *self.samples;
+            sorted.sort_unstable();
+            let estimate = sorted[PAIR_WINDOW - 3];
+            if estimate.abs_diff(self.reported) > self.reported / 16 {
+                self.reported = estimate;
+                self.pending = Some(estimate);
+            }
+        }
+    }
 }
 
 /// `DR`: the random loss-decrease interval in `1..=avg_nak`, seeded with `lsd`.
@@ -74,6 +157,8 @@ pub struct Udt {
     recv_rate: f64,
     /// Link capacity, packets/s (0 until known).
     capacity: f64,
+    /// The capacity came from the receiver's packet pairs (it then does not decay).
+    capacity_measured: bool,
     rtt_us: f64,
     largest_sent: u64,
     lsd: u64,
@@ -81,6 +166,7 @@ pub struct Udt {
     dec_count: u64,
     avg_nak: u64,
     dec_random: u64,
+    pairs: PairEstimator,
 }
 
 impl Udt {
@@ -98,6 +184,7 @@ impl Udt {
             loss_since_rc: false,
             recv_rate: 0.0,
             capacity: 0.0,
+            capacity_measured: false,
             rtt_us: 100_000.0,
             largest_sent: 0,
             lsd: 0,
@@ -105,6 +192,7 @@ impl Udt {
             dec_count: 1,
             avg_nak: 0,
             dec_random: 1,
+            pairs: PairEstimator::new(),
         }
     }
 
@@ -142,6 +230,37 @@ impl Udt {
 impl CongestionControl for Udt {
     fn wants_packet_events(&self) -> bool {
         true
+    }
+
+    fn packet_pairs(&self) -> bool {
+        true
+    }
+
+    fn sends_messages(&self) -> bool {
+        true
+    }
+
+    fn on_packet_received(&mut self, now: Instant, bytes: u64) {
+        // Only data-sized packets: acknowledgements on the reverse path say nothing.
+        if bytes as f64 * 2.0 >= self.mss {
+            self.pairs.on_arrival(now, bytes);
+        }
+    }
+
+    fn poll_message(&mut self, out: &mut [u8; super::MAX_CC_MSG]) -> usize {
+        self.pairs
+            .pending
+            .take()
+            .map_or(0, |c| CapacityMessage(c).encode(out))
+    }
+
+    fn on_custom(&mut self, _now: Instant, msg: &[u8]) {
+        if let Some(CapacityMessage(c)) = CapacityMessage::decode(msg) {
+            if c > 0 {
+                self.capacity = c as f64 / self.mss;
+                self.capacity_measured = true;
+            }
+        }
     }
 
     fn name(&self) -> &'static str {
@@ -186,7 +305,9 @@ impl CongestionControl for Udt {
             return;
         }
         self.last_rc = Some(a.now);
-        self.capacity -= self.capacity / 1024.0;
+        if !self.capacity_measured {
+            self.capacity -= self.capacity / 1024.0;
+        }
         if core::mem::take(&mut self.loss_since_rc) {
             return;
         }
@@ -268,6 +389,21 @@ impl CongestionControl for UdtNoisy {
     fn wants_packet_events(&self) -> bool {
         true
     }
+    fn packet_pairs(&self) -> bool {
+        true
+    }
+    fn sends_messages(&self) -> bool {
+        true
+    }
+    fn on_packet_received(&mut self, now: Instant, bytes: u64) {
+        self.0.on_packet_received(now, bytes)
+    }
+    fn poll_message(&mut self, out: &mut [u8; super::MAX_CC_MSG]) -> usize {
+        self.0.poll_message(out)
+    }
+    fn on_custom(&mut self, now: Instant, msg: &[u8]) {
+        self.0.on_custom(now, msg)
+    }
 
     fn name(&self) -> &'static str {
         self.0.name()
@@ -328,6 +464,47 @@ mod tests {
         assert_eq!(u.pacing_rate(), 1_000_000);
         u.set_link_capacity(10_000_000);
         u
+    }
+
+    #[test]
+    fn the_receiver_measures_capacity_from_packet_pairs_and_reports_it() {
+        let mut rx = Udt::new(&cfg());
+        let mut out = [0u8; super::super::MAX_CC_MSG];
+        // Paced at one packet per 1000 µs, every 16th right behind the one before (10 µs):
+        // the bottleneck carries MSS bytes per 10 µs.
+        let mut now = 0u64;
+        for i in 0..2 * PAIR_WINDOW as u64 {
+            now += if i % 16 == 15 { 10 } else { 1000 };
+            rx.on_packet_received(Instant::from_micros(now), MSS);
+            // Acknowledgement-sized packets from the reverse path are not samples.
+            rx.on_packet_received(Instant::from_micros(now), 60);
+        }
+        let n = rx.poll_message(&mut out);
+        assert_eq!(
+            CapacityMessage::decode(&out[..n]),
+            Some(CapacityMessage(MSS * 100_000)),
+            "capacity = MSS / 10 µs"
+        );
+        assert_eq!(rx.poll_message(&mut out), 0, "reported once until it moves");
+        assert_eq!(CapacityMessage::decode(b"C1"), None);
+    }
+
+    #[test]
+    fn a_reported_capacity_sets_the_available_bandwidth_of_the_increase() {
+        // Same sender, two capacities: with ten times the room the period falls faster.
+        let step = |capacity: u64| {
+            let mut u = steady(false);
+            let mut msg = [0u8; 9];
+            CapacityMessage(capacity).encode(&mut msg);
+            u.on_custom(ms(0), &msg);
+            for i in 0..20 {
+                u.on_ack(&ack(200 + i, 300 + i * 11, 100));
+            }
+            u.period_us()
+        };
+        let (small, large) = (step(2_000_000), step(200_000_000));
+        assert!(large < small, "period {large} µs vs {small} µs");
+        assert!(small < 1000.0, "both still increase");
     }
 
     #[test]

@@ -74,6 +74,8 @@ pub enum EventKind {
     UrgentMessage,
     /// The application consumed received data.
     UserRead,
+    /// A custom congestion-control message arrived from the peer's algorithm.
+    CcMessage,
     /// The application asked for an orderly close.
     CloseRequested,
 }
@@ -167,6 +169,8 @@ pub enum Event<'a> {
     UrgentMessage(Reassembled),
     /// See [`EventKind::UserRead`].
     UserRead,
+    /// See [`EventKind::CcMessage`].
+    CcMessage(&'a [u8]),
     /// See [`EventKind::CloseRequested`].
     CloseRequested,
 }
@@ -203,6 +207,7 @@ impl Event<'_> {
             Event::MessageComplete(_) => EventKind::MessageComplete,
             Event::UrgentMessage(_) => EventKind::UrgentMessage,
             Event::UserRead => EventKind::UserRead,
+            Event::CcMessage(_) => EventKind::CcMessage,
             Event::CloseRequested => EventKind::CloseRequested,
         }
     }
@@ -242,7 +247,8 @@ impl<'a> Event<'a> {
             | Event::NakFrame(_)
             | Event::SegmentArrived(_)
             | Event::SegmentAccepted(_)
-            | Event::RepairArrived(_) => return None,
+            | Event::RepairArrived(_)
+            | Event::CcMessage(_) => return None,
             Event::UserData => Event::UserData,
             Event::SegmentReady { seg, retransmit } => Event::SegmentReady { seg, retransmit },
             Event::HoldLast { seg, bit } => Event::HoldLast { seg, bit },

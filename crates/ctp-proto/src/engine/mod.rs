@@ -485,6 +485,7 @@ impl Engine {
                 Frame::MaxSeg(v) => Event::MaxSeg(v),
                 Frame::XonXoff(v) => Event::XonXoff(v),
                 Frame::Rts(v) => Event::Rts(v),
+                Frame::CcMsg(m) => Event::CcMessage(m),
                 Frame::Cts(v) => Event::Cts(v),
                 Frame::Repair(f) => Event::RepairArrived(f),
                 Frame::Padding | Frame::Close { .. } => continue,

@@ -96,6 +96,8 @@ pub struct Session {
     pub inflate_limit: usize,
     /// Largest UDP payload known to cross the path (path MTU discovery publishes it).
     pub plpmtu: usize,
+    /// Pacing sends every 16th packet right behind the one before (UDT's packet pairs).
+    pub pacing_pairs: bool,
 }
 
 impl Default for Session {
@@ -122,6 +124,7 @@ impl Default for Session {
             stamp_messages: false,
             inflate_limit: 0,
             plpmtu: 1200,
+            pacing_pairs: false,
         }
     }
 }

@@ -4,21 +4,27 @@
 //! It adapts engine events to the algorithm's hooks — `PacketSent` → `on_packet_sent`,
 //! `PacketAcked` → `on_ack` (with the RTT sample, the smoothed and minimum RTT and a
 //! delivery-rate sample), `PacketLost` → `on_loss`, `RtoExpired` → `on_timeout`,
-//! `PacketReceived` → `on_packet_received` — and after each one writes the algorithm's
+//! `PacketReceived` → `on_packet_received`, a `CC_MSG` frame from the peer → `on_custom` —
+//! and after each one writes the algorithm's
 //! outputs into the shared `cwnd` and `pacing_rate`, raising `CongestionChanged` when they
-//! changed. The window and pacing mechanisms enforce them, exactly as for `newreno`.
+//! changed. The window and pacing mechanisms enforce them, exactly as for `newreno`. An
+//! algorithm that talks to its peer (UDT's receiver-side link-capacity estimate) has its
+//! messages written as `CC_MSG` frames into outgoing packets.
 //!
 //! Delivery-rate samples (BBR's rate sampler, simplified): when a packet leaves, the bytes
 //! delivered so far and the time of the latest delivery are remembered in a fixed ring of
-//! [`RATE_SLOTS`] slots indexed by packet number (allocated once, at set-up); when it is
-//! acknowledged, `rate = (delivered now − delivered then) / (now − delivery time then)`.
-//! A packet whose slot was reused by a later one gives no sample.
+//! slots indexed by packet number (allocated once, at set-up, only for algorithms that read
+//! per-packet events, and large enough for twice the flow window in flight, at least
+//! [`RATE_SLOTS`]); when it is acknowledged,
+//! `rate = (delivered now − delivered then) / (now − delivery time then)`. A packet whose
+//! slot was reused by a later one gives no sample.
 
-use crate::cc::{Ack, AnyCc, CcKind, Config, CongestionControl, Loss, Sent};
+use crate::cc::{Ack, AnyCc, CcKind, Config, CongestionControl, Loss, Sent, MAX_CC_MSG};
 use crate::engine::event::{Event, EventKind, PacketInfo};
 use crate::engine::session::Session;
-use crate::engine::{Cx, Microprotocol};
+use crate::engine::{Cx, FrameWriter, Microprotocol};
 use crate::time::Instant;
+use crate::wire::frame::Frame;
 
 /// The library's view of an acknowledged packet.
 pub(crate) fn ack(now: Instant, p: PacketInfo, s: &Session, delivery_rate: u64) -> Ack {
@@ -48,8 +54,16 @@ pub(crate) fn loss(now: Instant, p: PacketInfo, s: &Session, largest_sent_pn: u6
     }
 }
 
-/// Packets in flight whose delivery state is remembered for rate samples.
+/// Fewest packets in flight whose delivery state is remembered for rate samples.
 pub const RATE_SLOTS: usize = 1024;
+
+/// Slots for a flow window of `max_window` packets: twice that (retransmissions and
+/// control packets take packet numbers too), a power of two within `RATE_SLOTS..=2^20`.
+fn rate_slots(max_window: u64) -> usize {
+    (max_window.saturating_mul(2) as usize)
+        .clamp(RATE_SLOTS, 1 << 20)
+        .next_power_of_two()
+}
 
 #[derive(Clone, Copy, Debug, Default)]
 struct RateSlot {
@@ -73,14 +87,20 @@ impl CcPolicy {
     /// Builds `kind` from `cfg` and publishes its initial window and rate.
     pub fn new(kind: CcKind, cfg: &Config, s: &mut Session) -> Self {
         let algo = kind.build(cfg);
+        let wants = algo.wants_packet_events();
         s.cwnd = algo.cwnd();
         s.pacing_rate = algo.pacing_rate();
+        s.pacing_pairs = algo.packet_pairs();
         CcPolicy {
             algo,
             largest_sent: 0,
             delivered: 0,
             delivered_at: None,
-            slots: vec![RateSlot::default(); RATE_SLOTS].into_boxed_slice(),
+            slots: if wants {
+                vec![RateSlot::default(); rate_slots(cfg.max_window)].into_boxed_slice()
+            } else {
+                Box::default()
+            },
         }
     }
 
@@ -109,9 +129,10 @@ impl CcPolicy {
         changed
     }
 
-    fn slot(&mut self, pn: u64) -> &mut RateSlot {
-        let n = self.slots.len();
-        &mut self.slots[(pn % n as u64) as usize]
+    /// The rate slot of packet `pn` (`None` when the algorithm reads no rate samples).
+    fn slot(&mut self, pn: u64) -> Option<&mut RateSlot> {
+        let n = self.slots.len() as u64;
+        (n > 0).then(|| &mut self.slots[(pn % n) as usize])
     }
 }
 
@@ -126,12 +147,14 @@ impl Microprotocol for CcPolicy {
                 EventKind::PacketLost,
                 EventKind::RtoExpired,
                 EventKind::PacketReceived,
+                EventKind::CcMessage,
             ]
         } else {
             &[
                 EventKind::PacketAcked,
                 EventKind::PacketLost,
                 EventKind::RtoExpired,
+                EventKind::CcMessage,
             ]
         }
     }
@@ -143,12 +166,14 @@ impl Microprotocol for CcPolicy {
                 self.largest_sent = self.largest_sent.max(p.pn);
                 let delivered = self.delivered;
                 let delivered_at = *self.delivered_at.get_or_insert(now);
-                *self.slot(p.pn) = RateSlot {
-                    pn: p.pn,
-                    delivered,
-                    delivered_at,
-                    valid: true,
-                };
+                if let Some(slot) = self.slot(p.pn) {
+                    *slot = RateSlot {
+                        pn: p.pn,
+                        delivered,
+                        delivered_at,
+                        valid: true,
+                    };
+                }
                 self.algo.on_packet_sent(&Sent {
                     now,
                     pn: p.pn,
@@ -160,9 +185,8 @@ impl Microprotocol for CcPolicy {
                 self.delivered += p.bytes as u64;
                 self.delivered_at = Some(now);
                 let delivered = self.delivered;
-                let slot = self.slot(p.pn);
                 let mut delivery_rate = 0;
-                if slot.valid && slot.pn == p.pn {
+                if let Some(slot) = self.slot(p.pn).filter(|s| s.valid && s.pn == p.pn) {
                     slot.valid = false;
                     let us = now.saturating_since(slot.delivered_at).as_micros() as u64;
                     if us > 0 {
@@ -174,8 +198,7 @@ impl Microprotocol for CcPolicy {
                     .on_ack(&ack(now, p, &cx.st.session, delivery_rate));
             }
             Event::PacketLost(p) if p.in_flight => {
-                let slot = self.slot(p.pn);
-                if slot.pn == p.pn {
+                if let Some(slot) = self.slot(p.pn).filter(|s| s.pn == p.pn) {
                     slot.valid = false;
                 }
                 self.algo
@@ -183,10 +206,27 @@ impl Microprotocol for CcPolicy {
             }
             Event::RtoExpired { backoff } => self.algo.on_timeout(now, backoff),
             Event::PacketReceived { bytes, .. } => self.algo.on_packet_received(now, bytes as u64),
+            Event::CcMessage(msg) => self.algo.on_custom(now, msg),
             _ => return,
         }
         if self.publish(&mut cx.st.session) {
             cx.raise(Event::CongestionChanged);
+        }
+    }
+
+    fn writes_frames(&self) -> bool {
+        self.algo.sends_messages()
+    }
+
+    fn write_frames(&mut self, w: &mut FrameWriter<'_>, _cx: &mut Cx<'_, '_>) {
+        // Type and length take two bytes (a message is at most 32 bytes).
+        if w.room() < MAX_CC_MSG + 2 {
+            return;
+        }
+        let mut msg = [0u8; MAX_CC_MSG];
+        let n = self.algo.poll_message(&mut msg);
+        if n > 0 {
+            Frame::emit_cc_msg(w.buf, &msg[..n]);
         }
     }
 }

@@ -5,6 +5,11 @@
 //! instead of banking credit for segments that are still blocked elsewhere. A small burst
 //! (a quantum of two packets or half a millisecond of rate, whichever is larger) is allowed
 //! so that timers coarser than the gap do not waste the rate.
+//!
+//! When the congestion policy asks for packet pairs (`Session::pacing_pairs`, UDT), every
+//! 16th packet leaves right behind the 15th and the gap it skipped is added after it: the
+//! rate is unchanged, and the receiver sees one back-to-back pair in 16 packets, spaced by
+//! the bottleneck alone.
 
 use crate::engine::event::{Event, EventKind, HoldBit};
 use crate::engine::hold::{Barrier, Rearm};
@@ -26,6 +31,10 @@ pub struct Pacing {
     timer: TimerId,
     /// Earliest time the next packet may leave.
     next_at: Instant,
+    /// Packets released, for packet pairs.
+    released: u64,
+    /// The gap skipped to make a pair, owed after its second packet (microseconds).
+    pair_debt: u64,
 }
 
 impl Pacing {
@@ -36,6 +45,8 @@ impl Pacing {
             queue: VecDeque::new(),
             timer: setup.timer()?,
             next_at: Instant::ZERO,
+            released: 0,
+            pair_debt: 0,
         })
     }
 
@@ -62,8 +73,14 @@ impl Pacing {
             }
             let size = s.payload.len() as u64 + PACKET_OVERHEAD;
             self.queue.pop_front();
+            self.released += 1;
             if let Some(gap) = (size * 1_000_000).checked_div(rate) {
-                self.next_at += Duration::from_micros(gap);
+                if cx.st.session.pacing_pairs && self.released % 16 == 15 {
+                    self.pair_debt = gap;
+                } else {
+                    self.next_at +=
+                        Duration::from_micros(gap + core::mem::take(&mut self.pair_debt));
+                }
             }
             cx.release(seg, Barrier::Send, self.bit);
         }

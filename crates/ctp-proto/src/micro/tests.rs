@@ -273,6 +273,47 @@ fn pacing_spaces_packets_at_the_session_rate() {
 }
 
 #[test]
+fn pacing_sends_every_sixteenth_packet_as_a_pair_without_changing_the_rate() {
+    let mut tx = engine(&[
+        Sequencing,
+        AckTracking,
+        Rtt,
+        Arq,
+        Fifo,
+        CongestionWindow,
+        Pacing,
+        NewReno,
+    ]);
+    tx.st.session.cwnd = u64::MAX / 4;
+    tx.st.session.pacing_rate = 1_414_000; // one 1414-byte packet per millisecond
+    tx.st.session.pacing_pairs = true;
+    queue(&mut tx, t(0), &vec![2u8; 100 * 1374], true);
+    let mut now = t(0);
+    let mut times = Vec::new();
+    let end = t(64);
+    while now <= end {
+        for _ in data_packets(&drain(&mut tx, now)) {
+            times.push(now.as_micros());
+        }
+        match tx.next_timeout() {
+            Some(d) if d <= end => {
+                now = d;
+                tx.handle_timeout(now);
+            }
+            _ => break,
+        }
+    }
+    let pairs = times.windows(2).filter(|w| w[1] == w[0]).count();
+    // The initial quantum (two packets at once) is one; then one pair per 16 packets.
+    assert!((4..=6).contains(&pairs), "{pairs} pairs in {times:?}");
+    assert!(
+        (64..=68).contains(&times.len()),
+        "{} packets in 64 ms at one per ms",
+        times.len()
+    );
+}
+
+#[test]
 fn newreno_grows_halves_once_per_window_and_collapses_on_timeout() {
     let mut tx = engine(&[
         Sequencing,

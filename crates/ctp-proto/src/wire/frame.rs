@@ -39,7 +39,13 @@ pub mod ty {
     /// One compressed segment: sequence number, inflated length, then an LZ4 block of the
     /// pieces to the end of the packet.
     pub const DATA_Z: u64 = 0x0d;
+    /// A custom control message from one congestion-control algorithm to its peer
+    /// (Composable UDT's `sendCustomMsg`): a length, then at most `MAX_CC_MSG` bytes.
+    pub const CC_MSG: u64 = 0x0e;
 }
+
+/// Largest custom congestion-control message.
+pub const MAX_CC_MSG: usize = 32;
 
 /// Close codes carried by `CLOSE`.
 pub mod close_code {
@@ -458,6 +464,8 @@ pub enum Frame<'a> {
     Rts(u64),
     /// Clear to send below this segment sequence number.
     Cts(u64),
+    /// A custom message for the congestion-control algorithm.
+    CcMsg(&'a [u8]),
     /// Connection close.
     Close {
         /// Close code (see [`close_code`]).
@@ -536,6 +544,7 @@ impl<'a> Frame<'a> {
             },
             ty::RTS => Frame::Rts(r.varint()?),
             ty::CTS => Frame::Cts(r.varint()?),
+            ty::CC_MSG => Frame::CcMsg(r.length_prefixed(MAX_CC_MSG, "cc message")?),
             ty::CLOSE => {
                 let code = r.varint()?;
                 let reason = r.length_prefixed(MAX_REASON, "close reason")?;
@@ -606,6 +615,14 @@ impl<'a> Frame<'a> {
         varint::put(out, code);
         varint::put(out, end as u64);
         out.extend_from_slice(&reason.as_bytes()[..end]);
+    }
+
+    /// Appends a `CC_MSG` frame (`msg` at most [`MAX_CC_MSG`] bytes; longer is cut).
+    pub fn emit_cc_msg(out: &mut Vec<u8>, msg: &[u8]) {
+        let msg = &msg[..msg.len().min(MAX_CC_MSG)];
+        varint::put(out, ty::CC_MSG);
+        varint::put(out, msg.len() as u64);
+        out.extend_from_slice(msg);
     }
 
     /// Appends the header of a `DATA` frame; pieces follow with [`Piece::emit`].
@@ -689,6 +706,25 @@ mod tests {
         let p: Vec<_> = d.pieces().collect();
         assert_eq!(p.len(), 1);
         assert_eq!(p[0].data, b"hi");
+    }
+
+    #[test]
+    fn cc_messages_round_trip_and_oversized_ones_are_errors() {
+        let mut out = Vec::new();
+        Frame::emit_cc_msg(&mut out, b"C12345678");
+        assert_eq!(parse_all(&out).unwrap(), vec![Frame::CcMsg(b"C12345678")]);
+        // Emitting cuts to the limit; a frame announcing more is malformed.
+        let mut out = Vec::new();
+        Frame::emit_cc_msg(&mut out, &[7u8; MAX_CC_MSG + 5]);
+        assert_eq!(
+            parse_all(&out).unwrap(),
+            vec![Frame::CcMsg(&[7u8; MAX_CC_MSG])]
+        );
+        let mut bad = Vec::new();
+        varint::put(&mut bad, ty::CC_MSG);
+        varint::put(&mut bad, MAX_CC_MSG as u64 + 1);
+        bad.extend_from_slice(&[0u8; MAX_CC_MSG + 1]);
+        assert!(parse_all(&bad).is_err());
     }
 
     #[test]
