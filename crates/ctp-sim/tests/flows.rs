@@ -282,3 +282,31 @@ send_buffer = 33554432
         );
     }
 }
+
+#[test]
+fn udt_noisy_link_mode_keeps_the_link_at_one_percent_random_loss_where_newreno_collapses() {
+    // UDT §3.3.2 on a 100 Mb/s, 100 ms path with 1 % random (non-congestion) loss.
+    let rep = run(r#"
+name = "noisy"
+duration = "20s"
+interval = "1s"
+profiles = ["reliable"]
+cc = ["udt-noisy", "profile"]
+[bottleneck]
+bandwidth = "100Mbps"
+delay = "50ms"
+queue_packets = 1000
+loss = { model = "bernoulli", p = 0.01 }
+[params]
+send_buffer = 33554432
+[[flow]]
+"#);
+    // Mean goodput of the second half (past the ramp-up), Mb/s of 100.
+    let kept = |cc: &str| {
+        let r = rep.runs.iter().find(|r| r.cc.starts_with(cc)).expect(cc);
+        let s = &r.result.flows[0].samples[10..20];
+        s.iter().map(|s| s.bytes as f64 * 8.0 / 1e6).sum::<f64>() / s.len() as f64
+    };
+    assert!(kept("udt-noisy") >= 80.0, "udt-noisy {}", kept("udt-noisy"));
+    assert!(kept("newreno") < 20.0, "newreno {}", kept("newreno"));
+}

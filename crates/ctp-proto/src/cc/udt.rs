@@ -26,12 +26,17 @@
 //!
 //! Noisy link (§3.3.2): "UDT does not react to the first packet loss in a congestion event
 //! … This algorithm is equivalent to removing Step 1.a": isolated random losses never cut
-//! the rate; a second loss in one epoch does.
+//! the rate; a second loss in one epoch does. That suits the "small non-congestion losses"
+//! the paper has in mind; at 1 % random loss a long path sees several losses in every epoch
+//! and the rate withers. So noisy mode also ignores a loss while the smoothed RTT shows no
+//! queue (within 1/8 of the minimum RTT, plus 2 ms): congestion losses at a drop-tail
+//! bottleneck come with its queue full, link errors do not (the idea of TCP Veno). A
+//! deviation from the paper, written down.
 //!
 //! Link capacity (§3.4, packet pairs): the sender's pacing sends every 16th packet right
 //! behind the 15th; the receiver's instance turns the spacing of consecutive full-size
-//! arrivals into rate samples and, over each window of [`PAIR_WINDOW`] arrivals, takes the
-//! third largest (the median of the window's ~4 pair samples: a pair is spaced by the
+//! arrivals into rate samples and, every 16 arrivals, takes the third largest of the last
+//! [`PAIR_WINDOW`] (the median of the window's ~4 pair samples: a pair is spaced by the
 //! bottleneck alone, other arrivals also by the pacing) as the capacity. It reports it to the
 //! sender's instance in a custom message ([`CapacityMessage`], a `CC_MSG` frame) when it
 //! moved by more than 1/16. Until a report arrives the sender uses the largest delivery-rate
@@ -91,6 +96,8 @@ impl CapacityMessage {
 #[derive(Debug)]
 struct PairEstimator {
     last_arrival: Option<Instant>,
+    /// Samples taken so far (the window holds the last [`PAIR_WINDOW`]).
+    taken: u64,
     /// Rate samples of the current window (boxed: the algorithm lives inline in the
     /// microprotocol enum).
     samples: Box<[u64; PAIR_WINDOW]>,
@@ -103,6 +110,7 @@ impl PairEstimator {
     fn new() -> Self {
         PairEstimator {
             last_arrival: None,
+            taken: 0,
             samples: Box::new([0; PAIR_WINDOW]),
             filled: 0,
             reported: 0,
@@ -120,12 +128,16 @@ impl PairEstimator {
             return; // below the clock's resolution
         }
         self.samples[self.filled] = bytes * 1_000_000 / gap;
-        self.filled += 1;
-        if self.filled == PAIR_WINDOW {
-            self.filled = 0;
+        self.filled = (self.filled + 1) % PAIR_WINDOW;
+        self.taken += 1;
+        // Every 16 arrivals (one pair), over the window so far: the first estimate comes
+        // after 16 packets (in slow start they all leave back to back).
+        if self.taken.is_multiple_of(16) {
+            let n = (self.taken as usize).min(PAIR_WINDOW);
             let mut sorted = *self.samples;
-            sorted.sort_unstable();
-            let estimate = sorted[PAIR_WINDOW - 3];
+            let window = &mut sorted[..n];
+            window.sort_unstable();
+            let estimate = window[n - 3];
             if estimate.abs_diff(self.reported) > self.reported / 16 {
                 self.reported = estimate;
                 self.pending = Some(estimate);
@@ -160,6 +172,8 @@ pub struct Udt {
     /// The capacity came from the receiver's packet pairs (it then does not decay).
     capacity_measured: bool,
     rtt_us: f64,
+    /// Smallest RTT seen, microseconds (`u64::MAX` until measured).
+    min_rtt_us: u64,
     largest_sent: u64,
     lsd: u64,
     nak_count: u64,
@@ -186,6 +200,7 @@ impl Udt {
             capacity: 0.0,
             capacity_measured: false,
             rtt_us: 100_000.0,
+            min_rtt_us: u64::MAX,
             largest_sent: 0,
             lsd: 0,
             nak_count: 1,
@@ -214,12 +229,21 @@ impl Udt {
 
     fn end_slow_start(&mut self) {
         self.slow_start = false;
-        self.period_us = if self.recv_rate > 0.0 {
-            1e6 / self.recv_rate
-        } else {
-            (self.rtt_us + SYN_US as f64) / self.cwnd_pkts
-        };
+        // UDT4 starts from the receive rate; a loss early in slow start (before many
+        // samples) can leave that far below what the window was carrying, and a flow that
+        // starts at a few packets a second on a busy link barely climbs, so it is at least
+        // half the window's rate.
+        let window_rate = self.cwnd_pkts * 1e6 / (self.rtt_us + SYN_US as f64);
+        self.period_us = 1e6 / self.recv_rate.max(window_rate / 2.0);
         self.lsd = self.largest_sent;
+    }
+
+    /// True when `srtt_us` shows no queue on the path: within 1/8 of the minimum RTT
+    /// (plus 2 ms for jitter). Congestion losses at a drop-tail queue come with it full.
+    fn no_queue(&self, srtt_us: u64) -> bool {
+        self.min_rtt_us != u64::MAX
+            && srtt_us > 0
+            && srtt_us <= self.min_rtt_us + self.min_rtt_us / 8 + 2_000
     }
 
     fn decrease(&mut self) {
@@ -279,6 +303,7 @@ impl CongestionControl for Udt {
         if a.srtt_us > 0 {
             self.rtt_us = a.srtt_us as f64;
         }
+        self.min_rtt_us = self.min_rtt_us.min(a.min_rtt_us);
         let sample = a.delivery_rate as f64 / self.mss;
         if sample > 0.0 {
             self.recv_rate = if self.recv_rate == 0.0 {
@@ -325,6 +350,9 @@ impl CongestionControl for Udt {
         if self.slow_start {
             self.end_slow_start();
             return;
+        }
+        if self.noisy && self.no_queue(l.srtt_us) {
+            return; // a link error, not congestion: the path holds no queue
         }
         self.loss_since_rc = true;
         if l.last_pn > self.lsd {
@@ -561,6 +589,14 @@ mod tests {
         assert_eq!(u.pacing_rate(), 1_000_000_000 / 1803);
     }
 
+    /// A loss report whose smoothed RTT shows a queue (150 ms over a 100 ms minimum).
+    fn queued_loss(pn: u64, now_ms: u64, sent_ms: u64, largest: u64) -> Loss {
+        Loss {
+            srtt_us: 150_000,
+            ..loss(pn, now_ms, sent_ms, largest)
+        }
+    }
+
     #[test]
     fn noisy_links_ignore_isolated_losses_but_not_repeated_ones() {
         let mut u = steady(true);
@@ -568,7 +604,7 @@ mod tests {
         for k in 0..5u64 {
             // Each loss is above everything sent at the previous event: isolated.
             sent(&mut u, 1000 * (k + 2));
-            u.on_loss(&loss(
+            u.on_loss(&queued_loss(
                 1000 * (k + 1) + 500,
                 300 + k * 50,
                 280,
@@ -580,12 +616,31 @@ mod tests {
             rate,
             "isolated random losses do not cut the rate"
         );
-        u.on_loss(&loss(6000, 600, 580, 6000));
+        u.on_loss(&queued_loss(6000, 600, 580, 6000));
         assert!(u.pacing_rate() < rate, "a second loss in one event does");
         // The normal mode cuts on the first one.
         let mut n = steady(false);
         sent(&mut n, 2000);
-        n.on_loss(&loss(1500, 300, 280, 2000));
+        n.on_loss(&queued_loss(1500, 300, 280, 2000));
+        assert!(n.pacing_rate() < rate);
+    }
+
+    #[test]
+    fn noisy_links_ignore_every_loss_while_the_path_holds_no_queue() {
+        let mut u = steady(true);
+        let rate = u.pacing_rate();
+        // Many losses in one epoch, but the smoothed RTT is the minimum: link errors.
+        sent(&mut u, 5000);
+        for k in 0..20u64 {
+            u.on_loss(&loss(1000 + k * 100, 300 + k, 280, 5000));
+        }
+        assert_eq!(u.pacing_rate(), rate);
+        // The normal mode reads them as congestion.
+        let mut n = steady(false);
+        sent(&mut n, 5000);
+        for k in 0..20u64 {
+            n.on_loss(&loss(1000 + k * 100, 300 + k, 280, 5000));
+        }
         assert!(n.pacing_rate() < rate);
     }
 
