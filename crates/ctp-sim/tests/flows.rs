@@ -4,6 +4,14 @@
 use ctp_sim::report::{run_scenario, ScenarioReport};
 use ctp_sim::scenario::Scenario;
 
+/// A flow's goodput per sample interval of `interval_s` seconds, Mb/s.
+fn goodput_mbps(f: &ctp_sim::FlowResult, interval_s: f64) -> Vec<f64> {
+    f.samples
+        .iter()
+        .map(|s| s.bytes as f64 * 8.0 / 1e6 / interval_s)
+        .collect()
+}
+
 fn run(src: &str) -> ScenarioReport {
     let sc = Scenario::parse(src, "t.toml").unwrap_or_else(|e| panic!("{e}"));
     run_scenario(&sc, None, &mut |_, _, _| {}).expect("runs")
@@ -235,11 +243,7 @@ bytes = 8000000
         f.sender_close, f.receiver_close
     );
     // A second of cruising before the end runs at the link rate (100 ms samples).
-    let mbps: Vec<f64> = f
-        .samples
-        .iter()
-        .map(|s| s.bytes as f64 * 8.0 / 1e5)
-        .collect();
+    let mbps = goodput_mbps(f, 0.1);
     let cruise = &mbps[mbps.len() - 13..mbps.len() - 3];
     assert!(
         cruise.iter().all(|&g| g > 18.0),
@@ -269,11 +273,7 @@ send_buffer = 33554432
 "#);
     for r in &rep.runs {
         let f = &r.result.flows[0];
-        let mbps: Vec<f64> = f
-            .samples
-            .iter()
-            .map(|s| s.bytes as f64 * 8.0 / 1e6)
-            .collect();
+        let mbps = goodput_mbps(f, 1.0);
         let late = &mbps[8..12];
         assert!(
             late.iter().all(|&g| g > 180.0),
@@ -304,8 +304,10 @@ send_buffer = 33554432
     // Mean goodput of the second half (past the ramp-up), Mb/s of 100.
     let kept = |cc: &str| {
         let r = rep.runs.iter().find(|r| r.cc.starts_with(cc)).expect(cc);
-        let s = &r.result.flows[0].samples[10..20];
-        s.iter().map(|s| s.bytes as f64 * 8.0 / 1e6).sum::<f64>() / s.len() as f64
+        goodput_mbps(&r.result.flows[0], 1.0)[10..20]
+            .iter()
+            .sum::<f64>()
+            / 10.0
     };
     assert!(kept("udt-noisy") >= 80.0, "udt-noisy {}", kept("udt-noisy"));
     assert!(kept("newreno") < 20.0, "newreno {}", kept("newreno"));

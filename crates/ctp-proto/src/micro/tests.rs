@@ -240,8 +240,9 @@ fn congestion_window_bounds_bytes_in_flight() {
     assert!(data_packets(&drain(&mut tx, t(1))).is_empty());
 }
 
-#[test]
-fn pacing_spaces_packets_at_the_session_rate() {
+/// Departure times (µs) of the data packets a paced sender (one 1414-byte packet per
+/// millisecond, window open) sends in its first `ms` milliseconds.
+fn paced_departures(pairs: bool, ms: u64) -> Vec<u64> {
     let mut tx = engine(&[
         Sequencing,
         AckTracking,
@@ -253,44 +254,12 @@ fn pacing_spaces_packets_at_the_session_rate() {
         NewReno,
     ]);
     tx.st.session.cwnd = u64::MAX / 4;
-    tx.st.session.pacing_rate = 1_414_000; // one 1414-byte packet per millisecond
-    queue(&mut tx, t(0), &vec![2u8; 100 * 1374], true);
-    let mut now = t(0);
-    let mut count = 0;
-    let end = t(50);
-    while now <= end {
-        count += data_packets(&drain(&mut tx, now)).len();
-        match tx.next_timeout() {
-            Some(d) if d <= end => {
-                now = d;
-                tx.handle_timeout(now);
-            }
-            _ => break,
-        }
-    }
-    // 50 ms at one packet per ms, plus the initial quantum of two packets.
-    assert!((50..=53).contains(&count), "{count} packets in 50 ms");
-}
-
-#[test]
-fn pacing_sends_every_sixteenth_packet_as_a_pair_without_changing_the_rate() {
-    let mut tx = engine(&[
-        Sequencing,
-        AckTracking,
-        Rtt,
-        Arq,
-        Fifo,
-        CongestionWindow,
-        Pacing,
-        NewReno,
-    ]);
-    tx.st.session.cwnd = u64::MAX / 4;
-    tx.st.session.pacing_rate = 1_414_000; // one 1414-byte packet per millisecond
-    tx.st.session.pacing_pairs = true;
+    tx.st.session.pacing_rate = 1_414_000;
+    tx.st.session.pacing_pairs = pairs;
     queue(&mut tx, t(0), &vec![2u8; 100 * 1374], true);
     let mut now = t(0);
     let mut times = Vec::new();
-    let end = t(64);
+    let end = t(ms);
     while now <= end {
         for _ in data_packets(&drain(&mut tx, now)) {
             times.push(now.as_micros());
@@ -303,13 +272,31 @@ fn pacing_sends_every_sixteenth_packet_as_a_pair_without_changing_the_rate() {
             _ => break,
         }
     }
-    let pairs = times.windows(2).filter(|w| w[1] == w[0]).count();
+    times
+}
+
+#[test]
+fn pacing_spaces_packets_at_the_session_rate() {
+    let count = paced_departures(false, 50).len();
+    // 50 ms at one packet per ms, plus the initial quantum of two packets.
+    assert!((50..=53).contains(&count), "{count} packets in 50 ms");
+}
+
+#[test]
+fn pacing_sends_every_sixteenth_packet_as_a_pair_without_changing_the_rate() {
+    let pairs_in = |times: &[u64]| times.windows(2).filter(|w| w[1] == w[0]).count();
+    let times = paced_departures(true, 64);
     // The initial quantum (two packets at once) is one; then one pair per 16 packets.
+    let pairs = pairs_in(&times);
     assert!((4..=6).contains(&pairs), "{pairs} pairs in {times:?}");
     assert!(
         (64..=68).contains(&times.len()),
         "{} packets in 64 ms at one per ms",
         times.len()
+    );
+    assert!(
+        pairs_in(&paced_departures(false, 64)) <= 2,
+        "no pairs unless asked"
     );
 }
 
