@@ -160,9 +160,10 @@ impl ServerCertVerifier for AcceptAnyCert {
 }
 
 /// Reports what was received before a stop request.
-fn stopped() {
+fn stopped() -> Result<(), Error> {
     let t0 = STARTED.get().copied().unwrap_or_else(Instant::now);
     report(RECEIVED.load(Ordering::Relaxed), t0);
+    Ok(())
 }
 
 #[tokio::main]
@@ -188,8 +189,8 @@ async fn main() {
             };
             tokio::select! {
                 r = recv(addr(a)) => r,
-                _ = term.recv() => Ok(stopped()),
-                _ = int.recv() => Ok(stopped()),
+                _ = term.recv() => stopped(),
+                _ = int.recv() => stopped(),
             }
         }
         ["send", a, n] => match n.parse() {

@@ -141,7 +141,7 @@ impl PathSpec {
 }
 
 fn human_rate(bps: u64) -> String {
-    if bps % 1_000_000_000 == 0 {
+    if bps.is_multiple_of(1_000_000_000) {
         format!("{} Gbit/s", bps / 1_000_000_000)
     } else {
         format!("{} Mbit/s", bps as f64 / 1e6)
