@@ -675,10 +675,25 @@ fn bench_namespaces(pid: u32) -> Vec<String> {
 /// and SIGTERM tears the namespaces down and exits with 130.
 #[test]
 fn a_veth_bench_drops_packets_caps_runs_and_removes_its_namespaces() {
-    if !is_root() {
+    let tools = ["ip", "tc", "ethtool", "iptables"];
+    let missing: Vec<_> = tools
+        .iter()
+        .filter(|t| {
+            Command::new("which")
+                .arg(t)
+                .output()
+                .map_or(true, |o| !o.status.success())
+        })
+        .collect();
+    if !is_root() || !missing.is_empty() {
         eprintln!(
             "\n*** SKIPPED a_veth_bench_drops_packets_caps_runs_and_removes_its_namespaces: \
-             not root (veth paths need network namespaces) ***\n"
+             {} ***\n",
+            if is_root() {
+                format!("{missing:?} not installed (apt-get install iproute2 ethtool iptables)")
+            } else {
+                "not root (veth paths need network namespaces)".to_string()
+            }
         );
         return;
     }
