@@ -190,9 +190,22 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
     let env = peers::Env::prepare(bytes, a.timeout, &peers)
         .await
         .map_err(Failure::Transfer)?;
+    // The table is printed a path at a time, so a long run shows results as they come.
+    if !a.json {
+        outln!(
+            "bytes per run: {}   repetitions: {} (median)   time cap per run: {} s",
+            human_bytes(bytes),
+            a.repeat,
+            a.timeout
+        );
+    }
     let mut sections = Vec::new();
     for (name, spec) in &specs {
-        sections.push(run_path(&env, name, spec, &contenders, a.repeat, a.json).await);
+        let section = run_path(&env, name, spec, &contenders, a.repeat, a.json).await;
+        if !a.json {
+            print_section(&section);
+        }
+        sections.push(section);
     }
 
     let subtitle = format!("{} per run", human_bytes(bytes));
@@ -212,7 +225,6 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
         );
         return Ok(());
     }
-    print_table(&sections, bytes, a.repeat, a.timeout);
     Ok(())
 }
 
@@ -332,35 +344,30 @@ async fn measure(
     r
 }
 
-fn print_table(sections: &[Section], bytes: u64, repeat: usize, timeout: u64) {
-    outln!(
-        "bytes per run: {}   repetitions: {repeat} (median)   time cap per run: {timeout} s",
-        human_bytes(bytes),
-    );
+/// Prints one path's table.
+fn print_section(s: &Section) {
     let f = |v: Option<f64>, unit: &str| v.map_or("—".to_string(), |x| format!("{x:.1}{unit}"));
-    for s in sections {
-        outln!("");
-        outln!("== {} — {}", s.path, s.description);
+    outln!("");
+    outln!("== {} — {}", s.path, s.description);
+    outln!(
+        "{:<24} {:>14} {:>12} {:>12} {:>9} {:>8}  status",
+        "contender",
+        "goodput",
+        "snd CPU",
+        "rcv CPU",
+        "ctp ÷ it",
+        "dropped"
+    );
+    for r in &s.rows {
         outln!(
-            "{:<24} {:>14} {:>12} {:>12} {:>9} {:>8}  status",
-            "contender",
-            "goodput",
-            "snd CPU",
-            "rcv CPU",
-            "ctp ÷ it",
-            "dropped"
+            "{:<24} {:>14} {:>12} {:>12} {:>9} {:>8}  {}",
+            r.name,
+            f(r.goodput_mbps, " Mb/s"),
+            f(r.sender_cpu_s_per_gb, " s/GB"),
+            f(r.receiver_cpu_s_per_gb, " s/GB"),
+            r.ctp_ratio.map_or("—".to_string(), |x| format!("{x:.2}")),
+            r.dropped_packets.map_or("—".to_string(), |d| d.to_string()),
+            r.status
         );
-        for r in &s.rows {
-            outln!(
-                "{:<24} {:>14} {:>12} {:>12} {:>9} {:>8}  {}",
-                r.name,
-                f(r.goodput_mbps, " Mb/s"),
-                f(r.sender_cpu_s_per_gb, " s/GB"),
-                f(r.receiver_cpu_s_per_gb, " s/GB"),
-                r.ctp_ratio.map_or("—".to_string(), |x| format!("{x:.2}")),
-                r.dropped_packets.map_or("—".to_string(), |d| d.to_string()),
-                r.status
-            );
-        }
     }
 }

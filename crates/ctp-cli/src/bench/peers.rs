@@ -504,6 +504,13 @@ impl Env {
         // child's CPU time enters RUSAGE_CHILDREN when it is reaped).
         let s_status = wait_until(&mut s, deadline).await;
         let c1 = cpu_children();
+        if let Some(st) = s_status.filter(|st| !st.success()) {
+            // A failed sender leaves its receiver waiting: no point in waiting for the cap.
+            let _ = r.start_kill();
+            let _ = r.wait().await;
+            let (_, s_err) = s_io.collect().await;
+            return Err(anyhow!("the sender failed ({st}): {}", last_line(&s_err)));
+        }
         let r_status = match s_status {
             Some(_) => wait_until(&mut r, deadline).await,
             None => None,
@@ -546,13 +553,8 @@ impl Env {
             });
         };
         let (r_out, r_err) = r_io.collect().await;
-        let (s_out, s_err) = s_io.collect().await;
-        if !s_status.success() {
-            return Err(anyhow!(
-                "the sender failed ({s_status}): {}",
-                last_line(&s_err)
-            ));
-        }
+        let (s_out, _) = s_io.collect().await;
+        debug_assert!(s_status.success());
         if !r_status.success() {
             return Err(anyhow!(
                 "the receiver failed ({r_status}): {}",
