@@ -13,7 +13,7 @@ fn escape(s: &str) -> String {
 /// An SVG bar chart of each row's goodput, a group per path scaled to its largest row;
 /// rows without goodput are labelled with their status, not drawn.
 pub fn bars(sections: &[Section], subtitle: &str) -> String {
-    let (width, bar_h, left, gap) = (760.0, 22.0, 170.0, 6.0);
+    let (width, bar_h, left, gap) = (900.0, 22.0, 170.0, 6.0);
     let rows: usize = sections.iter().map(|s| s.rows.len()).sum();
     let height = 60.0 + sections.len() as f64 * 34.0 + rows as f64 * (bar_h + gap);
     let mut out = format!(
@@ -52,7 +52,7 @@ pub fn bars(sections: &[Section], subtitle: &str) -> String {
                     };
                     let mark = if r.capped { " (capped)" } else { "" };
                     out += &format!(
-                        "<rect x=\"{left}\" y=\"{y}\" width=\"{w:.1}\" height=\"{bar_h}\" fill=\"{color}\"/>\n<text x=\"{}\" y=\"{}\">{g:.0}{mark}</text>\n",
+                        "<rect x=\"{left}\" y=\"{y}\" width=\"{w:.1}\" height=\"{bar_h}\" fill=\"{color}\"/>\n<text x=\"{:.1}\" y=\"{}\">{g:.0}{mark}</text>\n",
                         left + w + 6.0,
                         y + 16.0
                     );
@@ -115,8 +115,8 @@ mod tests {
         );
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         // Each path is scaled to its own largest row.
-        assert_eq!(svg.matches("width=\"480.0\"").count(), 2, "{svg}");
-        assert_eq!(svg.matches("width=\"240.0\"").count(), 2, "{svg}");
+        assert_eq!(svg.matches("width=\"620.0\"").count(), 2, "{svg}");
+        assert_eq!(svg.matches("width=\"310.0\"").count(), 2, "{svg}");
         assert!(svg.contains("missing: x") && svg.contains("veth-100m"));
     }
 }
