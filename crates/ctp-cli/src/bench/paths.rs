@@ -7,7 +7,7 @@
 //!  netns ctpb-PID-N-s                       netns ctpb-PID-N-r
 //!  10.77.0.1/30  ctpbPIDsN ── veth ── ctpbPIDrN  10.77.0.2/30
 //!  root qdisc: tbf rate R                   iptables INPUT -i ctpbPIDrN -s 10.77.0.1
-//!  TSO/GSO off                                 -m statistic --probability P -j DROP
+//!  TSO/GSO/UDP GSO off                         -m statistic --probability P -j DROP
 //!                                           GRO off
 //! ```
 //!
@@ -304,8 +304,24 @@ impl Netns {
             sh(&["ip", "-n", side, "link", "set", iface, "up"])?;
             sh(&["ip", "-n", side, "link", "set", "lo", "up"])?;
         }
+        // `gso off` alone leaves `tx-udp-segmentation` on: UDP_SEGMENT sends (ctp, quinn)
+        // would cross the veth as 64 KB super-packets and lose them whole.
         sh(&[
-            "ip", "netns", "exec", s, "ethtool", "-K", &s_if, "tso", "off", "gso", "off",
+            "ip",
+            "netns",
+            "exec",
+            s,
+            "ethtool",
+            "-K",
+            &s_if,
+            "tso",
+            "off",
+            "gso",
+            "off",
+            "tx-udp-segmentation",
+            "off",
+            "tx-gso-list",
+            "off",
         ])?;
         sh(&[
             "ip", "netns", "exec", r, "ethtool", "-K", &r_if, "gro", "off",
