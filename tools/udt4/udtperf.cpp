@@ -2,7 +2,8 @@
 //   udtperf recv PORT            accept one connection, count bytes until the peer closes
 //   udtperf send HOST PORT BYTES connect and send BYTES of zeros
 // Prints one line: "bytes=N seconds=S mbps=M". Used for side-by-side measurements and, in
-// later issues, for wire interoperability tests.
+// later issues, for wire interoperability tests. A receiver stopped by SIGTERM or SIGINT
+// prints the line for what it received so far (`ctp bench` caps runs in time this way).
 #include <udt/udt.h>
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -11,7 +12,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
+#include <csignal>
 #include <vector>
+
+static volatile std::sig_atomic_t stop_requested = 0;
+static void request_stop(int) { stop_requested = 1; }
 
 static int fail(const char* what) {
     std::fprintf(stderr, "udtperf: %s: %s\n", what, UDT::getlasterror().getErrorMessage());
@@ -47,8 +52,14 @@ int main(int argc, char** argv) {
         UDTSOCKET c = UDT::accept(s, (sockaddr*)&peer, &len);
         if (c == UDT::INVALID_SOCK) return fail("accept");
         t0 = std::chrono::steady_clock::now();
-        for (;;) {
+        // Wake every 200 ms to notice a stop request.
+        std::signal(SIGTERM, request_stop);
+        std::signal(SIGINT, request_stop);
+        int timeout_ms = 200;
+        UDT::setsockopt(c, 0, UDT_RCVTIMEO, &timeout_ms, sizeof(timeout_ms));
+        while (!stop_requested) {
             int n = UDT::recv(c, buf.data(), (int)buf.size(), 0);
+            if (n == UDT::ERROR && UDT::getlasterror_code() == UDT::ERRORINFO::ETIMEOUT) continue;
             if (n == UDT::ERROR || n == 0) break;
             total += n;
         }

@@ -40,30 +40,42 @@ pub enum Command {
 /// `ctp bench`.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Path to measure on (`loopback`).
-    #[arg(long, default_value = "loopback")]
-    pub path: String,
+    /// Paths to measure on, comma-separated: `loopback`, `veth-RATE` and
+    /// `veth-RATE-lossPERCENT` (e.g. veth-1g, veth-100m, veth-1g-loss0.1, veth-1g-loss5), or
+    /// `all` (loopback, veth-1g, veth-100m, veth-1g-loss0.1, veth-1g-loss1, veth-1g-loss5).
+    /// veth paths are two network namespaces with a tbf bottleneck and need root.
+    #[arg(long, alias = "path", default_value = "loopback")]
+    pub paths: String,
     /// Bytes per run (e.g. 1GiB, 64MiB).
     #[arg(long, default_value = "1GiB")]
     pub bytes: String,
-    /// ctp profiles to run, comma-separated.
+    /// ctp profiles to run, comma-separated; `PROFILE:CC` pins a congestion control (e.g.
+    /// `reliable,ctp-bulk:bbr`). The first ctp contender is the reference of the ratios.
     #[arg(long, default_value = "reliable")]
     pub profiles: String,
+    /// Congestion controls for each profile given without one, comma-separated: `profile`
+    /// (the profile's own) or any `ctp send --cc` name (e.g. `profile,bbr`).
+    #[arg(long, default_value = "profile")]
+    pub cc: String,
     /// Peers to run, comma-separated: tcp-cubic, tcp-bbr, udt4, srt, quinn.
     #[arg(long, default_value = "tcp-cubic,tcp-bbr,udt4,srt,quinn")]
     pub peers: String,
     /// Runs per contender (the median is reported).
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
-    /// Give up a run after this many seconds.
+    /// Time cap of one run in seconds: a run still going then is stopped and reported as
+    /// capped, with the goodput it reached.
     #[arg(long, value_name = "SECS", default_value_t = 120)]
     pub timeout: u64,
-    /// Also write a bar chart of goodput to this SVG file.
+    /// Also write a bar chart of goodput (one group per path) to this SVG file.
     #[arg(long)]
     pub svg: Option<std::path::PathBuf>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// Only delete the network namespaces left by benches that are no longer running.
+    #[arg(long)]
+    pub cleanup: bool,
 }
 
 /// `ctp relay`.

@@ -57,9 +57,11 @@ fn main() -> ExitCode {
         match cli.command {
             // The relay stops at Ctrl-C by itself, to print its counters.
             Command::Relay(a) => relay::run(a).await,
+            // Dropping the command's future on Ctrl-C or SIGTERM runs its clean-ups (the
+            // bench's namespaces, child processes) before the exit with status 130.
             cmd => tokio::select! {
                 r = run(cmd) => r,
-                _ = tokio::signal::ctrl_c() => Err(Failure::Interrupted),
+                _ = interrupted() => Err(Failure::Interrupted),
             },
         }
     });
@@ -79,6 +81,22 @@ fn main() -> ExitCode {
             eprintln!("ctp: interrupted");
             ExitCode::from(130)
         }
+    }
+}
+
+/// Resolves at Ctrl-C (SIGINT) or SIGTERM.
+async fn interrupted() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
     }
 }
 
@@ -130,15 +148,7 @@ async fn send(a: SendArgs) -> Result<(), Failure> {
     let t = &a.transport;
     let mut profile = profile_for_files(t)?;
     if let Some(name) = &a.cc {
-        let kind = ctp_proto::cc::CcKind::from_name(name).ok_or_else(|| {
-            Failure::Usage(format!(
-                "--cc: {}",
-                ctp_proto::cc::UnknownCc { name: name.clone() }
-            ))
-        })?;
-        profile = profile
-            .with_cc(kind)
-            .map_err(|e| Failure::Usage(format!("--cc {name}: {e}")))?;
+        profile = profiles::with_cc(profile, name)?;
     }
     let meta = std::fs::metadata(&a.file)
         .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", a.file.display())))?;

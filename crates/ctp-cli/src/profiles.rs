@@ -7,6 +7,20 @@ use ctp_proto::profile::{explain, file, warnings, Profile, BUILTIN};
 use serde::Serialize;
 use std::path::Path;
 
+/// `profile` with its congestion control replaced by the algorithm called `name` (as
+/// `ctp send --cc NAME`); an unknown name or a profile that cannot take one is a usage error.
+pub fn with_cc(profile: Profile, name: &str) -> Result<Profile, Failure> {
+    let kind = ctp_proto::cc::CcKind::from_name(name).ok_or_else(|| {
+        Failure::Usage(format!(
+            "--cc: {}",
+            ctp_proto::cc::UnknownCc { name: name.into() }
+        ))
+    })?;
+    profile
+        .with_cc(kind)
+        .map_err(|e| Failure::Usage(format!("--cc {name}: {e}")))
+}
+
 /// A built-in profile by name, or a profile file (a path ending in `.toml` or an existing
 /// file). Semantic warnings about the composition go to stderr.
 pub fn resolve(arg: &str) -> Result<Profile, Failure> {

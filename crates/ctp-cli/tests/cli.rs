@@ -569,6 +569,8 @@ fn a_tiny_bench_reports_every_contender_and_missing_peers_as_missing() {
             "bench",
             "--bytes",
             "4MiB",
+            "--profiles",
+            "reliable,ctp-bulk:bbr",
             "--peers",
             "tcp-cubic,srt,quinn",
             "--json",
@@ -579,33 +581,193 @@ fn a_tiny_bench_reports_every_contender_and_missing_peers_as_missing() {
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let rows = v["rows"].as_array().unwrap();
+    let paths = v["paths"].as_array().unwrap();
+    assert_eq!(paths.len(), 1);
+    assert_eq!(paths[0]["path"], "loopback");
+    let rows = paths[0]["rows"].as_array().unwrap();
     let names: Vec<_> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["ctp reliable", "tcp-cubic", "srt", "quinn"]);
-    assert_eq!(rows[0]["status"], "ok");
-    assert!(rows[0]["goodput_mbps"].as_f64().unwrap() > 0.0);
-    assert!(rows[0]["sender_cpu_s_per_gb"].as_f64().unwrap() > 0.0);
+    assert_eq!(
+        names,
+        [
+            "ctp reliable",
+            "ctp ctp-bulk:bbr",
+            "tcp-cubic",
+            "srt",
+            "quinn"
+        ]
+    );
+    for ctp in &rows[..2] {
+        assert_eq!(ctp["status"], "ok", "{ctp}");
+        assert!(ctp["goodput_mbps"].as_f64().unwrap() > 0.0);
+        assert!(ctp["sender_cpu_s_per_gb"].as_f64().unwrap() > 0.0);
+        assert_eq!(ctp["capped"], false);
+    }
     for r in rows {
         let status = r["status"].as_str().unwrap();
         assert!(status == "ok" || status.starts_with("missing"), "{status}");
         assert_eq!(status == "ok", r["goodput_mbps"].is_f64(), "{r}");
+        assert!(
+            r["dropped_packets"].is_null(),
+            "loopback has no loss rule: {r}"
+        );
         if status == "ok" && r["name"] != "ctp reliable" {
             assert!(r["ctp_ratio"].as_f64().unwrap() > 0.0);
         }
     }
-    assert!(rows[3]["status"].as_str().unwrap().starts_with("missing"));
     assert!(std::fs::read_to_string(&svg)
         .unwrap()
         .contains("ctp reliable"));
-    // Bad requests are usage errors.
+}
+
+#[test]
+fn bench_argument_errors_name_the_bad_value() {
     for (args, needle) in [
-        (vec!["bench", "--peers", "carrier-pigeon"], "unknown peer"),
-        (vec!["bench", "--path", "veth"], "only `loopback`"),
+        (
+            vec!["bench", "--peers", "carrier-pigeon"],
+            "unknown peer `carrier-pigeon`",
+        ),
+        (vec!["bench", "--paths", "veth"], "unknown path `veth`"),
+        (
+            vec!["bench", "--paths", "loopback,wan"],
+            "unknown path `wan`",
+        ),
+        (
+            vec!["bench", "--paths", "veth-fast"],
+            "`fast` is not a rate",
+        ),
+        (vec!["bench", "--paths", "veth-1g-loss200"], "loss `200`"),
+        (vec!["bench", "--paths", ","], "--paths is empty"),
+        (vec!["bench", "--cc", "warp"], "warp"),
+        (vec!["bench", "--profiles", "reliable:warp"], "warp"),
+        (
+            vec!["bench", "--profiles", "datagram"],
+            "`datagram` is not reliable",
+        ),
     ] {
         let o = wait_output(spawn(&args), Duration::from_secs(10));
-        assert_eq!(o.status.code(), Some(2));
-        assert!(String::from_utf8_lossy(&o.stderr).contains(needle));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
     }
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// The bench's namespaces of the process `pid` that exist now.
+fn bench_namespaces(pid: u32) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&format!("ctpb-{pid}-")))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Root only: a veth path's namespaces exist while it runs and are gone afterwards, its loss
+/// rule really drops packets, a run longer than the cap is stopped and reports its progress,
+/// and SIGTERM tears the namespaces down and exits with 130.
+#[test]
+fn a_veth_bench_drops_packets_caps_runs_and_removes_its_namespaces() {
+    let tools = ["ip", "tc", "ethtool", "iptables"];
+    let missing: Vec<_> = tools
+        .iter()
+        .filter(|t| {
+            Command::new("which")
+                .arg(t)
+                .output()
+                .map_or(true, |o| !o.status.success())
+        })
+        .collect();
+    if !is_root() || !missing.is_empty() {
+        eprintln!(
+            "\n*** SKIPPED a_veth_bench_drops_packets_caps_runs_and_removes_its_namespaces: \
+             {} ***\n",
+            if is_root() {
+                format!("{missing:?} not installed (apt-get install iproute2 ethtool iptables)")
+            } else {
+                "not root (veth paths need network namespaces)".to_string()
+            }
+        );
+        return;
+    }
+    // A 20 Mbit/s bottleneck with 5% loss: 8 MiB take over 3 s, beyond the 2 s cap.
+    let g = spawn(&[
+        "bench",
+        "--bytes",
+        "8MiB",
+        "--paths",
+        "veth-20m-loss5",
+        "--peers",
+        "",
+        "--timeout",
+        "2",
+        "--json",
+    ]);
+    let pid = g.0.id();
+    let o = wait_output(g, Duration::from_secs(60));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        bench_namespaces(pid).is_empty(),
+        "{:?}",
+        bench_namespaces(pid)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let row = &v["paths"][0]["rows"][0];
+    assert_eq!(v["paths"][0]["path"], "veth-20m-loss5");
+    assert_eq!(row["name"], "ctp reliable");
+    assert_eq!(row["capped"], true, "{row}");
+    assert!(
+        row["status"].as_str().unwrap().starts_with("capped"),
+        "{row}"
+    );
+    assert!(row["goodput_mbps"].as_f64().unwrap() > 0.0, "{row}");
+    assert!(row["dropped_packets"].as_u64().unwrap() > 0, "{row}");
+
+    // Interrupted: namespaces exist while it runs, and SIGTERM removes them.
+    let g = spawn(&[
+        "bench",
+        "--bytes",
+        "64MiB",
+        "--paths",
+        "veth-20m",
+        "--peers",
+        "",
+        "--timeout",
+        "30",
+    ]);
+    let pid = g.0.id();
+    let start = Instant::now();
+    while bench_namespaces(pid).len() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no namespaces appeared"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    let o = wait_output(g, Duration::from_secs(20));
+    assert_eq!(
+        o.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        bench_namespaces(pid).is_empty(),
+        "{:?}",
+        bench_namespaces(pid)
+    );
 }
 
 #[test]

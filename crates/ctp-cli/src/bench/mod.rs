@@ -1,29 +1,34 @@
 //! `ctp bench`: ctp side by side with the transports users would pick instead, on the same
-//! path in one run: goodput, CPU seconds per GB on each side, and ctp's ratio to each peer.
+//! paths in one run: goodput, CPU seconds per GB on each side, and ctp's ratio to each peer.
 //!
 //! Every contender runs as a pair of child processes (receiver, then sender) and is timed by
-//! the receiver's own report; CPU time comes from `getrusage(RUSAGE_CHILDREN)` sampled as
-//! each child is reaped, so sender and receiver are measured separately. A peer whose program
-//! is not installed is reported as missing, never skipped silently. Every run is bounded by
-//! `--timeout`.
+//! its own report (SRT's by the bench); CPU time comes from `getrusage(RUSAGE_CHILDREN)`
+//! sampled as each child is reaped, so sender and receiver are measured separately. A peer
+//! whose program is not installed is reported as missing, never skipped silently. Every run
+//! is capped by `--timeout`; a capped run reports the goodput it reached.
 //!
-//! Paths: loopback (unshaped, the CPU-bound ceiling). The namespace paths with `tbf` and
-//! `iptables` loss are not built yet; asking for them says so.
+//! Paths ([`paths`]): loopback (unshaped, the CPU-bound ceiling) and, as root, veth pairs
+//! between two network namespaces with a `tbf` bottleneck and optional random loss, created
+//! and deleted by the bench itself.
 
+pub mod paths;
 pub mod peers;
 pub mod svg;
 
 use crate::cli::BenchArgs;
 use crate::output::outln;
+use crate::summary::human_bytes;
 use crate::Failure;
+use paths::{Netns, PathSpec};
+use peers::{Contender, Place, PEERS};
 use serde::Serialize;
 
-/// One row of the table.
+/// One row of a path's table.
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
-    /// Contender, e.g. `ctp reliable`, `tcp-cubic`, `udt4`.
+    /// Contender, e.g. `ctp reliable`, `ctp reliable:bbr`, `tcp-cubic`, `udt4`.
     pub name: String,
-    /// `ok`, `missing: …` or `failed: …`.
+    /// `ok`, `capped: …`, `missing: …` or `failed: …`.
     pub status: String,
     /// Goodput in megabits per second (median of the repetitions).
     pub goodput_mbps: Option<f64>,
@@ -33,10 +38,22 @@ pub struct Row {
     pub receiver_cpu_s_per_gb: Option<f64>,
     /// The first ctp row's goodput divided by this row's.
     pub ctp_ratio: Option<f64>,
+    /// At least one repetition reached the time cap (its goodput is up to the cap).
+    pub capped: bool,
+    /// Packets the path's loss rule dropped during this contender's runs (lossy paths only).
+    pub dropped_packets: Option<u64>,
 }
 
-/// Known peers, in table order.
-pub const PEERS: &[&str] = &["tcp-cubic", "tcp-bbr", "udt4", "srt", "quinn"];
+/// One path's results.
+#[derive(Clone, Debug, Serialize)]
+pub struct Section {
+    /// The path's name as given (`loopback`, `veth-1g-loss1`, …).
+    pub path: String,
+    /// What the path is.
+    pub description: String,
+    /// One row per contender, ctp first.
+    pub rows: Vec<Row>,
+}
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
@@ -46,83 +63,211 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     Some(v[v.len() / 2])
 }
 
+fn list(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// The ctp contenders: each profile with each `--cc` entry, or with the congestion control
+/// it names (`PROFILE:CC`). Every combination is checked now, so a bad one is a usage error
+/// before anything runs.
+fn ctp_contenders(profiles: &str, ccs: &str) -> Result<Vec<Contender>, Failure> {
+    let ccs = list(ccs);
+    if ccs.is_empty() {
+        return Err(Failure::Usage(
+            "--cc is empty: give `profile` (the profile's own) and/or algorithm names".into(),
+        ));
+    }
+    let mut out = Vec::new();
+    for item in list(profiles) {
+        let (profile, pinned) = match item.rsplit_once(':') {
+            Some((p, cc)) => (p.to_string(), vec![cc.to_string()]),
+            None => (item.clone(), ccs.clone()),
+        };
+        let prof = crate::profiles::resolve(&profile)?;
+        if !prof.is_reliable() {
+            return Err(Failure::Usage(format!(
+                "profile `{profile}` is not reliable; bench moves files"
+            )));
+        }
+        for cc in pinned {
+            let cc = (cc != "profile").then_some(cc);
+            if let Some(name) = &cc {
+                crate::profiles::with_cc(prof.clone(), name)?;
+            }
+            let c = Contender::Ctp {
+                profile: profile.clone(),
+                cc,
+            };
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(Failure::Usage(
+            "--profiles is empty: give at least one ctp profile".into(),
+        ));
+    }
+    Ok(out)
+}
+
+/// Deletes the namespaces of benches that are no longer running; returns what was deleted.
+fn clean_stale() -> Result<Vec<String>, Failure> {
+    let stale = paths::stale();
+    let left = paths::delete(&stale);
+    if !left.is_empty() {
+        return Err(Failure::Transfer(anyhow::anyhow!(
+            "could not delete stale namespaces {} (try `ip netns del NAME`)",
+            left.join(", ")
+        )));
+    }
+    Ok(stale)
+}
+
 /// Runs `ctp bench`.
 pub async fn run(a: BenchArgs) -> Result<(), Failure> {
-    if a.path != "loopback" {
-        return Err(Failure::Usage(format!(
-            "--path {}: only `loopback` exists so far (the veth + tbf namespace paths are not built yet)",
-            a.path
-        )));
+    if a.cleanup {
+        if !paths::is_root() {
+            return Err(Failure::Usage(
+                "--cleanup deletes network namespaces and needs root".into(),
+            ));
+        }
+        let gone = clean_stale()?;
+        outln!(
+            "{}",
+            if gone.is_empty() {
+                "no stale bench namespaces".to_string()
+            } else {
+                format!("deleted {}", gone.join(", "))
+            }
+        );
+        return Ok(());
     }
     let bytes =
         crate::units::size_bytes(&a.bytes).map_err(|e| Failure::Usage(format!("--bytes: {e}")))?;
     if a.repeat == 0 || a.repeat > 20 {
         return Err(Failure::Usage("--repeat must be 1..=20".into()));
     }
-    let peers: Vec<String> = a
-        .peers
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect();
+    let mut specs =
+        PathSpec::parse_list(&a.paths).map_err(|e| Failure::Usage(format!("--paths: {e}")))?;
+    let peers = list(&a.peers);
     if let Some(bad) = peers.iter().find(|p| !PEERS.contains(&p.as_str())) {
         return Err(Failure::Usage(format!(
             "unknown peer `{bad}`; known: {}",
             PEERS.join(", ")
         )));
     }
-    let profiles: Vec<String> = a
-        .profiles
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect();
-    for p in &profiles {
-        let prof = crate::profiles::resolve(p)?;
-        if !prof.is_reliable() {
-            return Err(Failure::Usage(format!(
-                "profile `{p}` is not reliable; bench moves files"
-            )));
+    let mut contenders = ctp_contenders(&a.profiles, &a.cc)?;
+    contenders.extend(peers.iter().map(|p| Contender::Peer(p.clone())));
+
+    if specs.iter().any(|(_, s)| s.needs_root()) {
+        if paths::is_root() {
+            let gone = clean_stale()?;
+            if !gone.is_empty() {
+                eprintln!(
+                    "ctp bench: deleted namespaces left by an earlier bench: {}",
+                    gone.join(", ")
+                );
+            }
+        } else {
+            let skipped: Vec<&str> = specs
+                .iter()
+                .filter(|(_, s)| s.needs_root())
+                .map(|(n, _)| n.as_str())
+                .collect();
+            eprintln!(
+                "ctp bench: NOT ROOT: the veth paths ({}) need root to create network \
+                 namespaces; running on loopback only (run as root, e.g. with sudo, for them)",
+                skipped.join(", ")
+            );
+            specs = vec![("loopback".into(), PathSpec::Loopback)];
         }
     }
-    let env = peers::Env::prepare(bytes, a.timeout)
+
+    let env = peers::Env::prepare(bytes, a.timeout, &peers)
         .await
         .map_err(Failure::Transfer)?;
-    let mut rows = Vec::new();
-    let mut contenders: Vec<peers::Contender> = profiles
-        .iter()
-        .map(|p| peers::Contender::Ctp(p.clone()))
-        .collect();
-    contenders.extend(peers.iter().map(|p| peers::Contender::Peer(p.clone())));
-    for c in &contenders {
+    // The table is printed a path at a time, so a long run shows results as they come.
+    if !a.json {
+        outln!(
+            "bytes per run: {}   repetitions: {} (median)   time cap per run: {} s",
+            human_bytes(bytes),
+            a.repeat,
+            a.timeout
+        );
+    }
+    let mut sections = Vec::new();
+    for (name, spec) in &specs {
+        let section = run_path(&env, name, spec, &contenders, a.repeat, a.json).await;
         if !a.json {
-            eprintln!("ctp bench: {} …", c.name());
+            print_section(&section);
         }
-        let mut goodput = Vec::new();
-        let mut snd = Vec::new();
-        let mut rcv = Vec::new();
-        let mut status = "ok".to_string();
-        for _ in 0..a.repeat {
-            match env.run(c).await {
-                Ok(m) => {
-                    goodput.push(m.goodput_mbps);
-                    snd.push(m.sender_cpu_s * 1e9 / bytes as f64);
-                    rcv.push(m.receiver_cpu_s * 1e9 / bytes as f64);
-                }
-                Err(e) => {
-                    status = e;
-                    break;
-                }
+        sections.push(section);
+    }
+
+    let subtitle = format!("{} per run", human_bytes(bytes));
+    if let Some(path) = &a.svg {
+        std::fs::write(path, svg::bars(&sections, &subtitle))
+            .map_err(|e| Failure::Transfer(anyhow::anyhow!("writing {}: {e}", path.display())))?;
+    }
+    if a.json {
+        outln!(
+            "{}",
+            serde_json::json!({
+                "bytes": bytes,
+                "repeat": a.repeat,
+                "timeout_s": a.timeout,
+                "paths": sections,
+            })
+        );
+        return Ok(());
+    }
+    Ok(())
+}
+
+/// Runs every contender on one path (its namespaces live as long as this call).
+async fn run_path(
+    env: &peers::Env,
+    name: &str,
+    spec: &PathSpec,
+    contenders: &[Contender],
+    repeat: usize,
+    quiet: bool,
+) -> Section {
+    let section = |rows| Section {
+        path: name.to_string(),
+        description: spec.describe(),
+        rows,
+    };
+    let netns = match spec {
+        PathSpec::Loopback => None,
+        PathSpec::Veth {
+            rate_bps,
+            loss_percent,
+        } => match Netns::create(*rate_bps, *loss_percent) {
+            Ok(ns) => Some(ns),
+            Err(e) => {
+                let status = format!("failed: setting up the path: {e:#}");
+                eprintln!("ctp bench: {name}: {status}");
+                return section(
+                    contenders
+                        .iter()
+                        .map(|c| row(c.name(), status.clone()))
+                        .collect(),
+                );
             }
+        },
+    };
+    let place = netns.as_ref().map_or(Place::Loopback, Place::Veth);
+    let mut rows = Vec::new();
+    for c in contenders {
+        if !quiet {
+            eprintln!("ctp bench: {name}: {} …", c.name());
         }
-        rows.push(Row {
-            name: c.name(),
-            status,
-            goodput_mbps: median(goodput),
-            sender_cpu_s_per_gb: median(snd),
-            receiver_cpu_s_per_gb: median(rcv),
-            ctp_ratio: None,
-        });
+        rows.push(measure(env, c, place, netns.as_ref(), repeat).await);
     }
     let reference = rows.first().and_then(|r| r.goodput_mbps);
     for r in rows.iter_mut().skip(1) {
@@ -131,48 +276,98 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
             _ => None,
         };
     }
-    if let Some(path) = &a.svg {
-        std::fs::write(
-            path,
-            svg::bars(
-                &rows,
-                &format!("loopback, {} per run", crate::summary::human_bytes(bytes)),
-            ),
-        )
-        .map_err(|e| Failure::Transfer(anyhow::anyhow!("writing {}: {e}", path.display())))?;
+    section(rows)
+}
+
+fn row(name: String, status: String) -> Row {
+    Row {
+        name,
+        status,
+        goodput_mbps: None,
+        sender_cpu_s_per_gb: None,
+        receiver_cpu_s_per_gb: None,
+        ctp_ratio: None,
+        capped: false,
+        dropped_packets: None,
     }
-    if a.json {
-        outln!(
-            "{}",
-            serde_json::json!({ "path": a.path, "bytes": bytes, "repeat": a.repeat, "rows": rows })
+}
+
+/// `repeat` runs of one contender on one path, summarised as a row.
+async fn measure(
+    env: &peers::Env,
+    c: &Contender,
+    place: Place<'_>,
+    netns: Option<&Netns>,
+    repeat: usize,
+) -> Row {
+    let (mut goodput, mut snd, mut rcv) = (Vec::new(), Vec::new(), Vec::new());
+    let mut r = row(c.name(), "ok".into());
+    let mut capped_bytes = Vec::new();
+    for _ in 0..repeat {
+        if let Some(ns) = netns {
+            if let Err(e) = ns.drops(true) {
+                r.status = format!("failed: reading the loss rule: {e:#}");
+                break;
+            }
+        }
+        let m = env.run(c, place).await;
+        if let Some(Ok(Some(d))) = netns.map(|ns| ns.drops(false)) {
+            *r.dropped_packets.get_or_insert(0) += d;
+        }
+        match m {
+            Ok(m) => {
+                let gb = m.bytes.max(1) as f64 / 1e9;
+                goodput.push(m.goodput_mbps);
+                snd.push(m.sender_cpu_s / gb);
+                rcv.push(m.receiver_cpu_s / gb);
+                if m.capped {
+                    r.capped = true;
+                    capped_bytes.push(m.bytes);
+                }
+            }
+            Err(e) => {
+                r.status = e;
+                break;
+            }
+        }
+    }
+    if r.capped && r.status == "ok" {
+        r.status = format!(
+            "capped: stopped at the time cap after moving {} of {}",
+            human_bytes(*capped_bytes.iter().min().unwrap_or(&0)),
+            human_bytes(env.bytes())
         );
-        return Ok(());
     }
+    r.goodput_mbps = median(goodput);
+    r.sender_cpu_s_per_gb = median(snd);
+    r.receiver_cpu_s_per_gb = median(rcv);
+    r
+}
+
+/// Prints one path's table.
+fn print_section(s: &Section) {
+    let f = |v: Option<f64>, unit: &str| v.map_or("—".to_string(), |x| format!("{x:.1}{unit}"));
+    outln!("");
+    outln!("== {} — {}", s.path, s.description);
     outln!(
-        "path: {}   bytes per run: {}   repetitions: {} (median)",
-        a.path,
-        crate::summary::human_bytes(bytes),
-        a.repeat
-    );
-    outln!(
-        "{:<22} {:>12} {:>12} {:>12} {:>10}  status",
+        "{:<24} {:>14} {:>12} {:>12} {:>9} {:>8}  status",
         "contender",
         "goodput",
         "snd CPU",
         "rcv CPU",
-        "ctp ÷ it"
+        "ctp ÷ it",
+        "dropped"
     );
-    let f = |v: Option<f64>, unit: &str| v.map_or("—".to_string(), |x| format!("{x:.1}{unit}"));
-    for r in &rows {
+    for r in &s.rows {
         outln!(
-            "{:<22} {:>12} {:>12} {:>12} {:>10}  {}",
+            "{:<24} {:>14} {:>12} {:>12} {:>9} {:>8}  {}",
             r.name,
             f(r.goodput_mbps, " Mb/s"),
             f(r.sender_cpu_s_per_gb, " s/GB"),
             f(r.receiver_cpu_s_per_gb, " s/GB"),
             r.ctp_ratio.map_or("—".to_string(), |x| format!("{x:.2}")),
+            r.dropped_packets.map_or("—".to_string(), |d| d.to_string()),
             r.status
         );
     }
-    Ok(())
 }

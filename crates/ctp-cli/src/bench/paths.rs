@@ -1,0 +1,467 @@
+//! The paths a bench runs on: loopback, or two network namespaces joined by a veth pair with
+//! a `tbf` bottleneck and optional random loss from `iptables -m statistic`.
+//!
+//! Layout of a veth path (created per path, deleted when the [`Netns`] guard drops):
+//!
+//! ```text
+//!  netns ctpb-PID-N-s                       netns ctpb-PID-N-r
+//!  10.77.0.1/30  ctpbPIDsN ── veth ── ctpbPIDrN  10.77.0.2/30
+//!  root qdisc: tbf rate R                   iptables INPUT -i ctpbPIDrN -s 10.77.0.1
+//!  TSO/GSO/UDP GSO off                         -m statistic --probability P -j DROP
+//!                                           GRO off
+//! ```
+//!
+//! The sender's side shapes and the receiver's side drops, so only the data direction is
+//! limited and lossy; acknowledgements travel back unshaped and unharmed. Offloads are off so
+//! that the bottleneck and the loss act on single wire packets, never on 64 KB super-packets.
+
+use anyhow::{anyhow, bail, Context};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU32, Ordering};
+use tokio::process::Command;
+
+/// Prefix of every namespace the bench creates: `ctpb-PID-N-s` and `ctpb-PID-N-r`.
+pub const NETNS_PREFIX: &str = "ctpb-";
+/// The sender's address on a veth path.
+pub const SENDER_IP: &str = "10.77.0.1";
+/// The receiver's address on a veth path.
+pub const RECEIVER_IP: &str = "10.77.0.2";
+
+/// The standard set, in table order (`--paths all`).
+pub const ALL: &[&str] = &[
+    "loopback",
+    "veth-1g",
+    "veth-100m",
+    "veth-1g-loss0.1",
+    "veth-1g-loss1",
+    "veth-1g-loss5",
+];
+
+/// A path to measure on, as parsed from `--paths`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PathSpec {
+    /// 127.0.0.1, unshaped: the CPU-bound ceiling.
+    Loopback,
+    /// A veth pair between two namespaces.
+    Veth {
+        /// The `tbf` bottleneck, bits per second.
+        rate_bps: u64,
+        /// Random loss on the data direction, in percent (0 = none).
+        loss_percent: f64,
+    },
+}
+
+impl PathSpec {
+    /// Parses one name: `loopback`, `veth-RATE` or `veth-RATE-lossPERCENT`, with RATE like
+    /// `1g` or `100m` (bits per second) and PERCENT like `0.1` or `5`.
+    pub fn parse(name: &str) -> Result<PathSpec, String> {
+        let hint = "a path is `loopback`, `veth-RATE` or `veth-RATE-lossPERCENT` \
+                    (e.g. veth-1g, veth-100m, veth-1g-loss0.1), or `all`";
+        if name == "loopback" {
+            return Ok(PathSpec::Loopback);
+        }
+        let Some(rest) = name.strip_prefix("veth-") else {
+            return Err(format!("unknown path `{name}`: {hint}"));
+        };
+        let (rate, loss) = match rest.split_once("-loss") {
+            Some((r, l)) => (r, Some(l)),
+            None => (rest, None),
+        };
+        let rate_bps = crate::units::rate_bps(&format!("{rate}bit")).map_err(|_| {
+            format!("path `{name}`: `{rate}` is not a rate like 1g, 100m or 10m; {hint}")
+        })?;
+        let loss_percent = match loss {
+            None => 0.0,
+            Some(l) => match l.parse::<f64>() {
+                Ok(p) if p > 0.0 && p < 100.0 => p,
+                _ => {
+                    return Err(format!(
+                        "path `{name}`: loss `{l}` must be a percentage above 0 and below 100 \
+                         (e.g. loss0.1, loss5)"
+                    ))
+                }
+            },
+        };
+        Ok(PathSpec::Veth {
+            rate_bps,
+            loss_percent,
+        })
+    }
+
+    /// Parses a comma-separated list; `all` stands for [`ALL`]. Duplicates are dropped.
+    pub fn parse_list(list: &str) -> Result<Vec<(String, PathSpec)>, String> {
+        let mut out: Vec<(String, PathSpec)> = Vec::new();
+        for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let names: Vec<&str> = if name == "all" {
+                ALL.to_vec()
+            } else {
+                vec![name]
+            };
+            for n in names {
+                let spec = PathSpec::parse(n)?;
+                if !out.iter().any(|(_, s)| *s == spec) {
+                    out.push((n.to_string(), spec));
+                }
+            }
+        }
+        if out.is_empty() {
+            return Err(format!(
+                "--paths is empty: give one or more of {}, or `all`",
+                ALL.join(", ")
+            ));
+        }
+        Ok(out)
+    }
+
+    /// Whether it needs root (namespaces, qdiscs, iptables).
+    pub fn needs_root(&self) -> bool {
+        matches!(self, PathSpec::Veth { .. })
+    }
+
+    /// A one-line description for the table's section header.
+    pub fn describe(&self) -> String {
+        match self {
+            PathSpec::Loopback => "127.0.0.1, unshaped (CPU-bound ceiling)".into(),
+            PathSpec::Veth {
+                rate_bps,
+                loss_percent,
+            } => {
+                let (_, burst, limit) = tbf_params(*rate_bps);
+                let mut s = format!(
+                    "veth between two namespaces, tbf {} (burst {burst} B, queue {limit} B), offloads off",
+                    human_rate(*rate_bps)
+                );
+                if *loss_percent > 0.0 {
+                    s += &format!(", {loss_percent}% random loss on the data direction");
+                }
+                s
+            }
+        }
+    }
+}
+
+fn human_rate(bps: u64) -> String {
+    if bps.is_multiple_of(1_000_000_000) {
+        format!("{} Gbit/s", bps / 1_000_000_000)
+    } else {
+        format!("{} Mbit/s", bps as f64 / 1e6)
+    }
+}
+
+/// `tbf` parameters for a rate: (rate in bytes/s, burst in bytes, queue limit in bytes).
+///
+/// Burst is 1 ms of the rate (125 000 B at 1 Gbit/s, 12 500 B at 100 Mbit/s) and at least
+/// 16 full-size frames: large enough that the qdisc's timer can keep the link busy between
+/// wake-ups (a burst below rate × timer slack caps the rate under the setting), small enough
+/// that nothing passes the bottleneck much faster than its rate. The queue holds 5 ms of the
+/// rate (625 000 B at 1 Gbit/s, 62 500 B at 100 Mbit/s): on this sub-millisecond path that is
+/// many BDPs, so a loss-based controller can fill the link, yet it is bounded so overshoot
+/// turns into drops within milliseconds instead of hiding in a deep queue.
+pub fn tbf_params(rate_bps: u64) -> (u64, u64, u64) {
+    let bytes_per_s = rate_bps / 8;
+    let burst = (bytes_per_s / 1000).max(16 * 1514);
+    let limit = (bytes_per_s / 200).max(burst + 16 * 1514);
+    (bytes_per_s, burst, limit)
+}
+
+/// Whether this process may create namespaces.
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// Runs a command to completion, failing with its stderr.
+fn sh(args: &[&str]) -> anyhow::Result<String> {
+    let out = std::process::Command::new(args[0])
+        .args(&args[1..])
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| {
+            format!(
+                "cannot run `{}` (apt-get install iproute2 iptables ethtool)",
+                args[0]
+            )
+        })?;
+    if !out.status.success() {
+        bail!(
+            "`{}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Names of the namespaces present on the machine that a bench created.
+pub fn ours() -> Vec<String> {
+    sh(&["ip", "netns", "list"])
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(NETNS_PREFIX))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The pid in a bench namespace's name (`ctpb-PID-N-s`).
+fn owner(name: &str) -> Option<i32> {
+    name.strip_prefix(NETNS_PREFIX)?
+        .split('-')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Namespaces left by a bench that is no longer running (crashed or killed with SIGKILL).
+/// One named after this very process is stale too: it was left by an earlier process that
+/// had the same pid, since this one deletes its own before it returns.
+pub fn stale() -> Vec<String> {
+    ours()
+        .into_iter()
+        .filter(|n| {
+            owner(n).is_none_or(|pid| {
+                !std::path::Path::new(&format!("/proc/{pid}")).exists()
+                    || pid == std::process::id() as i32
+            })
+        })
+        .collect()
+}
+
+/// Deletes namespaces (their veth ends go with them); returns the ones that could not be.
+pub fn delete(names: &[String]) -> Vec<String> {
+    names
+        .iter()
+        .filter(|n| sh(&["ip", "netns", "del", n]).is_err())
+        .cloned()
+        .collect()
+}
+
+/// A veth path's two namespaces, deleted on drop (normal end, error, or an interrupted run:
+/// `main` drops the running future on Ctrl-C and SIGTERM before exiting with 130).
+pub struct Netns {
+    /// The sender's namespace.
+    pub sender: String,
+    /// The receiver's namespace.
+    pub receiver: String,
+    /// The receiver's veth interface (the loss rule's input interface).
+    receiver_if: String,
+    lossy: bool,
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let left = delete(&[self.sender.clone(), self.receiver.clone()]);
+        if !left.is_empty() {
+            eprintln!(
+                "ctp bench: could not delete namespaces {}; remove them with `ctp bench --cleanup`",
+                left.join(", ")
+            );
+        }
+    }
+}
+
+impl Netns {
+    /// Creates the namespaces, the veth pair, the bottleneck and the loss rule.
+    pub fn create(rate_bps: u64, loss_percent: f64) -> anyhow::Result<Netns> {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let pid = std::process::id();
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        // Interface names have at most 15 bytes: "ctpb" + pid (≤ 7 digits) + side + n.
+        let (s_if, r_if) = (format!("ctpb{pid}s{n}"), format!("ctpb{pid}r{n}"));
+        if r_if.len() > 15 {
+            bail!("interface name {r_if} is too long");
+        }
+        let ns = Netns {
+            sender: format!("{NETNS_PREFIX}{pid}-{n}-s"),
+            receiver: format!("{NETNS_PREFIX}{pid}-{n}-r"),
+            receiver_if: r_if.clone(),
+            lossy: loss_percent > 0.0,
+        };
+        for tool in ["ip", "tc", "ethtool", "iptables"] {
+            if !crate::bench::peers::on_path(tool) {
+                bail!("`{tool}` is not installed: apt-get install iproute2 ethtool iptables");
+            }
+        }
+        // From here on, dropping `ns` deletes whatever was created.
+        let (s, r) = (ns.sender.as_str(), ns.receiver.as_str());
+        sh(&["ip", "netns", "add", s])?;
+        sh(&["ip", "netns", "add", r])?;
+        sh(&[
+            "ip", "link", "add", &s_if, "netns", s, "type", "veth", "peer", "name", &r_if, "netns",
+            r,
+        ])?;
+        let (_, burst, limit) = tbf_params(rate_bps);
+        for (side, iface, ip) in [(s, &s_if, SENDER_IP), (r, &r_if, RECEIVER_IP)] {
+            sh(&[
+                "ip",
+                "-n",
+                side,
+                "addr",
+                "add",
+                &format!("{ip}/30"),
+                "dev",
+                iface,
+            ])?;
+            sh(&["ip", "-n", side, "link", "set", iface, "up"])?;
+            sh(&["ip", "-n", side, "link", "set", "lo", "up"])?;
+        }
+        // `gso off` alone leaves `tx-udp-segmentation` on: UDP_SEGMENT sends (ctp, quinn)
+        // would cross the veth as 64 KB super-packets and lose them whole.
+        sh(&[
+            "ip",
+            "netns",
+            "exec",
+            s,
+            "ethtool",
+            "-K",
+            &s_if,
+            "tso",
+            "off",
+            "gso",
+            "off",
+            "tx-udp-segmentation",
+            "off",
+            "tx-gso-list",
+            "off",
+        ])?;
+        sh(&[
+            "ip", "netns", "exec", r, "ethtool", "-K", &r_if, "gro", "off",
+        ])?;
+        sh(&[
+            "tc",
+            "-n",
+            s,
+            "qdisc",
+            "add",
+            "dev",
+            &s_if,
+            "root",
+            "tbf",
+            "rate",
+            &format!("{rate_bps}bit"),
+            "burst",
+            &burst.to_string(),
+            "limit",
+            &limit.to_string(),
+        ])?;
+        if ns.lossy {
+            sh(&[
+                "ip",
+                "netns",
+                "exec",
+                r,
+                "iptables",
+                "-A",
+                "INPUT",
+                "-i",
+                &r_if,
+                "-s",
+                SENDER_IP,
+                "-m",
+                "statistic",
+                "--mode",
+                "random",
+                "--probability",
+                &format!("{}", loss_percent / 100.0),
+                "-j",
+                "DROP",
+            ])?;
+        }
+        Ok(ns)
+    }
+
+    /// Packets the loss rule has dropped since it was created or last reset; `None` when the
+    /// path has no loss rule.
+    pub fn drops(&self, reset: bool) -> anyhow::Result<Option<u64>> {
+        if !self.lossy {
+            return Ok(None);
+        }
+        let mut args = vec![
+            "ip",
+            "netns",
+            "exec",
+            &self.receiver,
+            "iptables",
+            "-L",
+            "INPUT",
+            "-v",
+            "-x",
+            "-n",
+        ];
+        if reset {
+            args.push("-Z");
+        }
+        let table = sh(&args)?;
+        table
+            .lines()
+            .find(|l| l.contains("DROP") && l.contains(&self.receiver_if))
+            .and_then(|l| l.split_whitespace().next()?.parse().ok())
+            .map(Some)
+            .ok_or_else(|| anyhow!("no loss rule in the receiver's INPUT chain:\n{table}"))
+    }
+
+    /// A command run in one side's namespace.
+    pub fn command(&self, sender_side: bool, program: &std::path::Path) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec"])
+            .arg(if sender_side {
+                &self.sender
+            } else {
+                &self.receiver
+            })
+            .arg(program);
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_names_parse() {
+        assert_eq!(PathSpec::parse("loopback"), Ok(PathSpec::Loopback));
+        assert_eq!(
+            PathSpec::parse("veth-1g"),
+            Ok(PathSpec::Veth {
+                rate_bps: 1_000_000_000,
+                loss_percent: 0.0
+            })
+        );
+        assert_eq!(
+            PathSpec::parse("veth-100m-loss0.1"),
+            Ok(PathSpec::Veth {
+                rate_bps: 100_000_000,
+                loss_percent: 0.1
+            })
+        );
+        let all = PathSpec::parse_list("all,loopback").unwrap();
+        assert_eq!(all.len(), ALL.len());
+        for (bad, needle) in [
+            ("veth", "unknown path `veth`"),
+            ("veth-fast", "`fast` is not a rate"),
+            ("veth-1g-loss", "loss ``"),
+            ("veth-1g-loss100", "loss `100`"),
+            ("veth-1g-lossx", "loss `x`"),
+            ("wan", "unknown path `wan`"),
+        ] {
+            let e = PathSpec::parse(bad).unwrap_err();
+            assert!(e.contains(needle), "{bad}: {e}");
+        }
+        assert!(PathSpec::parse_list(" , ").unwrap_err().contains("empty"));
+    }
+
+    #[test]
+    fn tbf_burst_and_queue_scale_with_the_rate() {
+        assert_eq!(tbf_params(1_000_000_000), (125_000_000, 125_000, 625_000));
+        assert_eq!(tbf_params(100_000_000), (12_500_000, 24_224, 62_500));
+        let (_, burst, limit) = tbf_params(10_000_000);
+        assert!(burst >= 16 * 1514 && limit > burst);
+    }
+
+    #[test]
+    fn stale_namespaces_are_recognised_by_their_pid() {
+        assert_eq!(owner("ctpb-123-0-s"), Some(123));
+        assert_eq!(owner("ctpb-x-0-s"), None);
+        assert_eq!(owner("other"), None);
+    }
+}
