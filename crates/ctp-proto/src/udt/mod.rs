@@ -4,5 +4,9 @@
 //!
 //! One concern per module: [`packet`] (the codec), [`seq`] (31-bit sequence arithmetic).
 
+pub mod handshake;
+pub mod loss;
 pub mod packet;
+pub mod receiver;
+pub mod sender;
 pub mod seq;
