@@ -87,6 +87,11 @@ impl Sender {
         self.next_new
     }
 
+    /// One past the last packet queued.
+    pub fn end(&self) -> u64 {
+        self.una + self.buf.len() as u64
+    }
+
     /// True when nothing is buffered.
     pub fn is_empty(&self) -> bool {
         self.buf.is_empty()
