@@ -211,7 +211,7 @@ impl UdtConnection {
             start: now,
             ctrl_out: VecDeque::new(),
             snd: Sender::new(payload, cfg.send_buffer),
-            rcv: Receiver::new(cfg.dgram, cfg.flow_window as usize),
+            rcv: Receiver::new(cfg.dgram, cfg.flow_window as usize, payload),
             cc,
             peer_window: u64::from(cfg.flow_window),
             peer_avail: u64::from(cfg.flow_window),
@@ -926,7 +926,8 @@ impl UdtConnection {
         let b = Bytes::copy_from_slice(&data[..n]);
         for chunk in (0..n).step_by(crate::connection::STREAM_CHUNK) {
             let end = (chunk + crate::connection::STREAM_CHUNK).min(n);
-            self.snd.push(&b.slice(chunk..end), false, None);
+            // On a message connection each chunk is an in-order message.
+            self.snd.push(&b.slice(chunk..end), self.cfg.dgram, None);
         }
         self.stats.app_bytes_sent += n as u64;
         Ok(n)
@@ -990,7 +991,7 @@ impl UdtConnection {
 
     /// Takes the next whole message.
     pub fn recv_msg(&mut self, _now: Instant) -> Result<Bytes, ReadError> {
-        match self.rcv.read_msg(self.payload) {
+        match self.rcv.read_msg() {
             Some(m) => {
                 self.stats.app_bytes_delivered += m.len() as u64;
                 self.stats.messages_delivered += 1;

@@ -78,8 +78,8 @@ pub struct Receiver {
     stream: VecDeque<Bytes>,
     msgs: VecDeque<Bytes>,
     queued_bytes: usize,
-    queued_pkts: usize,
     limit_pkts: usize,
+    payload: usize,
     arrivals: IntervalWindow,
     last_arrival: Option<Instant>,
     pairs: IntervalWindow,
@@ -89,8 +89,8 @@ pub struct Receiver {
 }
 
 impl Receiver {
-    /// An empty receiver holding at most `limit_pkts` packets.
-    pub fn new(dgram: bool, limit_pkts: usize) -> Self {
+    /// An empty receiver holding at most `limit_pkts` packets of `payload` bytes.
+    pub fn new(dgram: bool, limit_pkts: usize, payload: usize) -> Self {
         Receiver {
             dgram,
             pending: BTreeMap::new(),
@@ -100,8 +100,8 @@ impl Receiver {
             stream: VecDeque::new(),
             msgs: VecDeque::new(),
             queued_bytes: 0,
-            queued_pkts: 0,
             limit_pkts: limit_pkts.max(2),
+            payload: payload.max(1),
             arrivals: IntervalWindow::default(),
             last_arrival: None,
             pairs: IntervalWindow::default(),
@@ -122,8 +122,10 @@ impl Receiver {
 
     /// Free room, packets (advertised in ACKs as the available buffer).
     pub fn available(&self) -> u32 {
+        // Data waiting for the application counts as the packets it would fill.
+        let queued = self.queued_bytes.div_ceil(self.payload);
         self.limit_pkts
-            .saturating_sub(self.pending.len() + self.queued_pkts)
+            .saturating_sub(self.pending.len() + queued)
             .min(u32::MAX as usize) as u32
     }
 
@@ -225,9 +227,8 @@ impl Receiver {
         self.advance();
     }
 
-    fn queue(&mut self, b: Bytes, pkts: usize) {
+    fn queue(&mut self, b: Bytes) {
         self.queued_bytes += b.len();
-        self.queued_pkts += pkts;
         if self.dgram {
             self.msgs.push_back(b);
         } else if !b.is_empty() {
@@ -250,7 +251,7 @@ impl Receiver {
             if !self.dgram {
                 let p = self.pending.remove(&self.deliver).map(|p| p.payload);
                 self.deliver += 1;
-                self.queue(p.unwrap_or_default(), 1);
+                self.queue(p.unwrap_or_default());
                 continue;
             }
             // A message: complete when every packet up to its last one is here.
@@ -286,15 +287,21 @@ impl Receiver {
                 m.freeze()
             };
             self.deliver = end + 1;
-            self.queue(msg, n);
+            self.queue(msg);
         }
     }
 
-    /// Reads stream bytes into `buf`; returns how many.
+    /// Reads stream bytes into `buf`; returns how many. On a message connection the
+    /// messages are read back to back as one stream (what a file transfer wants).
     pub fn read_stream(&mut self, buf: &mut [u8]) -> usize {
+        let q = if self.dgram {
+            &mut self.msgs
+        } else {
+            &mut self.stream
+        };
         let mut n = 0;
         while n < buf.len() {
-            let Some(front) = self.stream.front_mut() else {
+            let Some(front) = q.front_mut() else {
                 break;
             };
             let take = front.len().min(buf.len() - n);
@@ -302,8 +309,7 @@ impl Receiver {
             let _ = front.split_to(take);
             n += take;
             if front.is_empty() {
-                self.stream.pop_front();
-                self.queued_pkts = self.queued_pkts.saturating_sub(1);
+                q.pop_front();
             }
         }
         self.queued_bytes -= n;
@@ -311,12 +317,9 @@ impl Receiver {
     }
 
     /// Takes the next whole message.
-    pub fn read_msg(&mut self, payload: usize) -> Option<Bytes> {
+    pub fn read_msg(&mut self) -> Option<Bytes> {
         let m = self.msgs.pop_front()?;
         self.queued_bytes -= m.len();
-        self.queued_pkts = self
-            .queued_pkts
-            .saturating_sub(m.len().div_ceil(payload.max(1)).max(1));
         Some(m)
     }
 
@@ -336,7 +339,7 @@ mod tests {
 
     #[test]
     fn stream_reorders_and_reports_gaps() {
-        let mut r = Receiver::new(false, 100);
+        let mut r = Receiver::new(false, 100, 1);
         assert_eq!(r.on_data(0, Boundary::Solo, b(b"ab")), Arrival::default());
         let a = r.on_data(3, Boundary::Solo, b(b"ef"));
         assert_eq!(a.new_loss, Some((1, 2)));
@@ -354,23 +357,23 @@ mod tests {
 
     #[test]
     fn messages_are_whole_and_drop_requests_skip_them() {
-        let mut r = Receiver::new(true, 100);
+        let mut r = Receiver::new(true, 100, 1);
         r.on_data(0, Boundary::First, b(b"he"));
-        assert!(r.read_msg(2).is_none());
+        assert!(r.read_msg().is_none());
         r.on_data(1, Boundary::Last, b(b"y"));
-        assert_eq!(r.read_msg(2).unwrap(), b(b"hey"));
+        assert_eq!(r.read_msg().unwrap(), b(b"hey"));
         // Message 2..=3 lost, then dropped by the sender; message 4 delivered.
         r.on_data(4, Boundary::Solo, b(b"x"));
-        assert!(r.read_msg(2).is_none());
+        assert!(r.read_msg().is_none());
         r.drop_message(2, 3);
         assert_eq!(r.ack_point(), 5);
-        assert_eq!(r.read_msg(2).unwrap(), b(b"x"));
+        assert_eq!(r.read_msg().unwrap(), b(b"x"));
         assert_eq!(r.dropped_msgs, 1);
     }
 
     #[test]
     fn full_buffer_drops() {
-        let mut r = Receiver::new(false, 2);
+        let mut r = Receiver::new(false, 2, 1);
         r.on_data(0, Boundary::Solo, b(b"a"));
         r.on_data(1, Boundary::Solo, b(b"b"));
         assert!(r.on_data(2, Boundary::Solo, b(b"c")).no_room);
@@ -381,7 +384,7 @@ mod tests {
 
     #[test]
     fn rates_from_median_filtered_intervals() {
-        let mut r = Receiver::new(false, 100);
+        let mut r = Receiver::new(false, 100, 1);
         for i in 0..200u32 {
             // Pairs 16k, 16k+1 arrive 100 µs apart; other packets 1 ms apart.
             let t = u64::from(i) * 1000 + if i % 16 == 1 { 100 } else { 0 };
