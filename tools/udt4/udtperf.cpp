@@ -97,9 +97,16 @@ int main(int argc, char** argv) {
             if (c == UDT::INVALID_SOCK) return fail("accept");
         }
         t0 = std::chrono::steady_clock::now();
+        bool drained = false;
         for (;;) {
             int n = dgram ? UDT::recvmsg(c, buf.data(), (int)buf.size())
                           : UDT::recv(c, buf.data(), (int)buf.size(), 0);
+            // After the peer's shutdown, recvmsg still hands out buffered messages (its
+            // "broken" path) until none is left: keep reading until that fails too.
+            if (dgram && n == UDT::ERROR && !drained) {
+                drained = true;
+                continue;
+            }
             if (n == UDT::ERROR || n == 0) break;
             total += n;
             messages += 1;

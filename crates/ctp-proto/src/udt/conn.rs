@@ -69,6 +69,11 @@ pub const EXT_FIN: u16 = 0x4346;
 pub const EXT_FIN_ACK: u16 = 0x4366;
 /// How long a closed connection lingers to get its SHUTDOWN out.
 pub const LINGER: Duration = Duration::from_millis(30);
+/// On a message connection, how long SHUTDOWN waits after everything was acknowledged.
+/// UDT4's blocking `recvmsg` throws away a message it has just read when SHUTDOWN arrives
+/// at the same moment (`core.cpp`: the broken check after `readMsg`); the grace lets the
+/// application drain its receive buffer first. Stream `recv` has no such race.
+pub const DGRAM_SHUTDOWN_GRACE: Duration = Duration::from_millis(200);
 
 /// What a UDT connection is set up with.
 #[derive(Clone, Debug)]
@@ -152,6 +157,7 @@ pub struct UdtConnection {
     last_sent: Instant,
     next_send: Instant,
     linger_until: Option<Instant>,
+    shutdown_at: Option<Instant>,
     // RTT (receiver side from ACK/ACK2, sender side from the ACK's fields)
     rtt_us: u64,
     rttvar_us: u64,
@@ -227,6 +233,7 @@ impl UdtConnection {
             last_sent: now,
             next_send: now,
             linger_until: None,
+            shutdown_at: None,
             rtt_us: 10 * SYN_US,
             rttvar_us: 5 * SYN_US,
             ack_seq: 0,
@@ -706,7 +713,14 @@ impl UdtConnection {
         if matches!(self.state, ConnectionState::Closed(_)) {
             return None;
         }
-        let mut t = [self.hs_next, self.linger_until, None, None, None, None];
+        let mut t = [
+            self.hs_next,
+            self.linger_until.or(self.shutdown_at),
+            None,
+            None,
+            None,
+            None,
+        ];
         if !self.ctrl_out.is_empty() {
             t[2] = Some(self.start);
         }
@@ -732,6 +746,10 @@ impl UdtConnection {
             self.linger_until = None;
             self.terminate(CloseReason::Graceful);
             return;
+        }
+        if self.shutdown_at.is_some_and(|t| t <= now) && self.linger_until.is_none() {
+            self.queue_ctrl(0, ControlBody::Shutdown(Some(0)));
+            self.linger_until = Some(now + LINGER);
         }
         if let Some(t) = self.hs_next {
             if t <= now {
@@ -891,9 +909,17 @@ impl UdtConnection {
     }
 
     fn progress_close(&mut self, now: Instant) {
-        if self.closing && self.snd.is_empty() && self.linger_until.is_none() {
-            self.queue_ctrl(0, ControlBody::Shutdown(Some(0)));
-            self.linger_until = Some(now + LINGER);
+        if self.closing && self.snd.is_empty() && self.shutdown_at.is_none() {
+            let grace = if self.cfg.dgram {
+                DGRAM_SHUTDOWN_GRACE
+            } else {
+                Duration::ZERO
+            };
+            self.shutdown_at = Some(now + grace);
+            if grace.is_zero() {
+                self.queue_ctrl(0, ControlBody::Shutdown(Some(0)));
+                self.linger_until = Some(now + LINGER);
+            }
         }
     }
 
