@@ -162,11 +162,11 @@ impl Endpoint {
     }
 
     /// Resolves once the started connection is established.
-    fn established(
+    async fn established(
         shared: Arc<Shared>,
         started: Result<Connection, ConnectError>,
-    ) -> impl Future<Output = Result<Connection, ConnectError>> + Send + 'static {
-        async move {
+    ) -> Result<Connection, ConnectError> {
+        {
             let conn = started?;
             let h = conn.handle();
             // If this future is dropped, `conn` goes with it and abandons the attempt.

@@ -376,7 +376,7 @@ impl<'a> Packet<'a> {
         }
         let ty = ((w0 >> 16) & 0x7FFF) as u16;
         let reserved = w0 as u16;
-        if ty != ctrl::USER && body.len() % 4 != 0 {
+        if ty != ctrl::USER && !body.len().is_multiple_of(4) {
             return Err(PacketError::Invalid("control body length"));
         }
         let body = match ty {
