@@ -316,7 +316,9 @@ fn profiles_json_lists_the_builtins_and_their_microprotocols() {
             "ctp-lossy-fifo",
             "ctp-bulk",
             "ctp-video",
-            "ctp-audio"
+            "ctp-audio",
+            "udt",
+            "udt-dgram"
         ]
     );
     let micros = |i: usize| -> Vec<String> {
