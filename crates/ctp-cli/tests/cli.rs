@@ -637,3 +637,37 @@ fn recv_without_once_keeps_serving_files() {
     }
     drop(recv);
 }
+
+#[test]
+fn the_udt_profile_carries_files_with_the_ctp_header_and_raw() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("payload.bin");
+    write_random(&src, 8 << 20);
+    let expected = blake3_file(&src);
+    for raw in [false, true] {
+        let out = dir.path().join(format!("out-{raw}"));
+        let mut extra = vec!["--profile", "udt", "--json"];
+        if raw {
+            extra.push("--raw");
+        }
+        let (s, r) = transfer(&src, &out, &extra, &extra, Duration::from_secs(60));
+        assert!(
+            s.status.success(),
+            "send (raw: {raw}) failed: {}",
+            String::from_utf8_lossy(&s.stderr)
+        );
+        assert!(
+            r.status.success(),
+            "recv (raw: {raw}) failed: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        let rj: serde_json::Value = serde_json::from_slice(&r.stdout).expect("recv JSON");
+        assert_eq!(rj["profile"], "udt");
+        assert_eq!(rj["checksum"], expected.as_str());
+        assert_eq!(
+            blake3_file(&out),
+            expected,
+            "stored file differs (raw: {raw})"
+        );
+    }
+}
