@@ -639,14 +639,14 @@ fn recv_without_once_keeps_serving_files() {
 }
 
 #[test]
-fn the_udt_profile_carries_files_with_the_ctp_header_and_raw() {
+fn udt_files_with_the_ctp_header_and_raw_files_arrive_verified() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("payload.bin");
     write_random(&src, 8 << 20);
     let expected = blake3_file(&src);
-    for raw in [false, true] {
-        let out = dir.path().join(format!("out-{raw}"));
-        let mut extra = vec!["--profile", "udt", "--json"];
+    for (profile, raw) in [("udt", false), ("udt", true), ("reliable", true)] {
+        let out = dir.path().join(format!("out-{profile}-{raw}"));
+        let mut extra = vec!["--profile", profile, "--json"];
         if raw {
             extra.push("--raw");
         }
@@ -662,7 +662,7 @@ fn the_udt_profile_carries_files_with_the_ctp_header_and_raw() {
             String::from_utf8_lossy(&r.stderr)
         );
         let rj: serde_json::Value = serde_json::from_slice(&r.stdout).expect("recv JSON");
-        assert_eq!(rj["profile"], "udt");
+        assert_eq!(rj["profile"], profile);
         assert_eq!(rj["checksum"], expected.as_str());
         assert_eq!(
             blake3_file(&out),
