@@ -166,32 +166,28 @@ impl Endpoint {
         shared: Arc<Shared>,
         started: Result<Connection, ConnectError>,
     ) -> Result<Connection, ConnectError> {
-        {
-            let conn = started?;
-            let h = conn.handle();
-            // If this future is dropped, `conn` goes with it and abandons the attempt.
-            poll_fn(|cx| {
-                let mut st = shared.lock();
-                if st.closed.is_some() {
-                    return Poll::Ready(Err(ConnectError::EndpointClosed));
-                }
-                match st.ep.connection(h).map(|c| c.state().clone()) {
-                    Some(ConnectionState::Closed(r)) => {
-                        Poll::Ready(Err(ConnectError::Handshake(r)))
+        let conn = started?;
+        let h = conn.handle();
+        // If this future is dropped, `conn` goes with it and abandons the attempt.
+        poll_fn(|cx| {
+            let mut st = shared.lock();
+            if st.closed.is_some() {
+                return Poll::Ready(Err(ConnectError::EndpointClosed));
+            }
+            match st.ep.connection(h).map(|c| c.state().clone()) {
+                Some(ConnectionState::Closed(r)) => Poll::Ready(Err(ConnectError::Handshake(r))),
+                None => Poll::Ready(Err(ConnectError::EndpointClosed)),
+                Some(ConnectionState::Initiating | ConnectionState::Echoing) => {
+                    if let Some(s) = st.slot(h) {
+                        register(&mut s.wakers, cx.waker());
                     }
-                    None => Poll::Ready(Err(ConnectError::EndpointClosed)),
-                    Some(ConnectionState::Initiating | ConnectionState::Echoing) => {
-                        if let Some(s) = st.slot(h) {
-                            register(&mut s.wakers, cx.waker());
-                        }
-                        Poll::Pending
-                    }
-                    Some(_) => Poll::Ready(Ok(())),
+                    Poll::Pending
                 }
-            })
-            .await?;
-            Ok(conn)
-        }
+                Some(_) => Poll::Ready(Ok(())),
+            }
+        })
+        .await?;
+        Ok(conn)
     }
 
     /// Waits for the next incoming connection. `None` once the endpoint is closed, or at
