@@ -461,7 +461,7 @@ impl UdtConnection {
         self.cc.on_packet_received(now, payload.len() as u64);
         let a = self
             .rcv
-            .on_data(ext, h.boundary, Bytes::copy_from_slice(payload));
+            .on_data(ext, h.boundary, h.in_order, Bytes::copy_from_slice(payload));
         if a.duplicate {
             self.stats.duplicate_segments += 1;
         }

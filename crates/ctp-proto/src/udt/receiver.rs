@@ -17,6 +17,7 @@ pub const RATE_WINDOW: usize = 16;
 #[derive(Clone, Debug)]
 struct InPacket {
     boundary: Boundary,
+    in_order: bool,
     payload: Bytes,
     /// A placeholder for a packet of a dropped message.
     dropped: bool,
@@ -168,8 +169,16 @@ impl Receiver {
         self.pairs.rate()
     }
 
-    /// Takes a data packet.
-    pub fn on_data(&mut self, seq: u64, boundary: Boundary, payload: Bytes) -> Arrival {
+    /// Takes a data packet. A message sent without the in-order flag is delivered as soon
+    /// as it is complete, ahead of earlier incomplete ones (UDT's `sendmsg(…, inorder =
+    /// false)`).
+    pub fn on_data(
+        &mut self,
+        seq: u64,
+        boundary: Boundary,
+        in_order: bool,
+        payload: Bytes,
+    ) -> Arrival {
         let mut out = Arrival::default();
         if seq < self.deliver || self.pending.contains_key(&seq) {
             out.duplicate = true;
@@ -194,12 +203,70 @@ impl Receiver {
             seq,
             InPacket {
                 boundary,
+                in_order,
                 payload,
                 dropped: false,
             },
         );
         self.advance();
+        if self.dgram && !in_order {
+            self.deliver_unordered(seq);
+        }
         out
+    }
+
+    /// The boundary of pending packet `s` if it belongs to an undelivered out-of-order
+    /// message.
+    fn unordered_boundary(&self, s: u64) -> Option<Boundary> {
+        self.pending
+            .get(&s)
+            .filter(|p| !p.dropped && !p.in_order)
+            .map(|p| p.boundary)
+    }
+
+    /// Delivers the out-of-order message holding `seq` if it is complete; its packets stay
+    /// as placeholders until the delivery point passes them.
+    fn deliver_unordered(&mut self, seq: u64) {
+        // Walk back to the message's first packet, then forward to its last one.
+        let mut first = seq;
+        loop {
+            let Some(b) = self.unordered_boundary(first) else {
+                return;
+            };
+            if b.is_first() {
+                break;
+            }
+            if first != seq && b.is_last() {
+                return;
+            }
+            let Some(f) = first.checked_sub(1) else {
+                return;
+            };
+            first = f;
+        }
+        let mut last = seq;
+        loop {
+            let Some(b) = self.unordered_boundary(last) else {
+                return;
+            };
+            if last != first && b.is_first() {
+                return;
+            }
+            if b.is_last() {
+                break;
+            }
+            last += 1;
+        }
+        let mut m = BytesMut::new();
+        for s in first..=last {
+            if let Some(p) = self.pending.get_mut(&s) {
+                m.extend_from_slice(&p.payload);
+                p.payload = Bytes::new();
+                p.dropped = true;
+            }
+        }
+        self.queue(m.freeze());
+        self.advance();
     }
 
     /// The sender gave up message `first..=last` (a drop request).
@@ -212,6 +279,7 @@ impl Receiver {
         for s in first..=last {
             let p = self.pending.entry(s).or_insert(InPacket {
                 boundary: Boundary::Middle,
+                in_order: true,
                 payload: Bytes::new(),
                 dropped: true,
             });
@@ -340,14 +408,20 @@ mod tests {
     #[test]
     fn stream_reorders_and_reports_gaps() {
         let mut r = Receiver::new(false, 100, 1);
-        assert_eq!(r.on_data(0, Boundary::Solo, b(b"ab")), Arrival::default());
-        let a = r.on_data(3, Boundary::Solo, b(b"ef"));
+        assert_eq!(
+            r.on_data(0, Boundary::Solo, true, b(b"ab")),
+            Arrival::default()
+        );
+        let a = r.on_data(3, Boundary::Solo, true, b(b"ef"));
         assert_eq!(a.new_loss, Some((1, 2)));
         assert_eq!(r.ack_point(), 1);
-        assert!(r.on_data(2, Boundary::Solo, b(b"d")).new_loss.is_none());
-        assert!(r.on_data(2, Boundary::Solo, b(b"d")).duplicate);
+        assert!(r
+            .on_data(2, Boundary::Solo, true, b(b"d"))
+            .new_loss
+            .is_none());
+        assert!(r.on_data(2, Boundary::Solo, true, b(b"d")).duplicate);
         assert_eq!(r.ack_point(), 1);
-        r.on_data(1, Boundary::Solo, b(b"c"));
+        r.on_data(1, Boundary::Solo, true, b(b"c"));
         assert_eq!(r.ack_point(), 4);
         let mut buf = [0u8; 10];
         assert_eq!(r.read_stream(&mut buf), 6);
@@ -358,12 +432,12 @@ mod tests {
     #[test]
     fn messages_are_whole_and_drop_requests_skip_them() {
         let mut r = Receiver::new(true, 100, 1);
-        r.on_data(0, Boundary::First, b(b"he"));
+        r.on_data(0, Boundary::First, true, b(b"he"));
         assert!(r.read_msg().is_none());
-        r.on_data(1, Boundary::Last, b(b"y"));
+        r.on_data(1, Boundary::Last, true, b(b"y"));
         assert_eq!(r.read_msg().unwrap(), b(b"hey"));
         // Message 2..=3 lost, then dropped by the sender; message 4 delivered.
-        r.on_data(4, Boundary::Solo, b(b"x"));
+        r.on_data(4, Boundary::Solo, true, b(b"x"));
         assert!(r.read_msg().is_none());
         r.drop_message(2, 3);
         assert_eq!(r.ack_point(), 5);
@@ -374,12 +448,12 @@ mod tests {
     #[test]
     fn full_buffer_drops() {
         let mut r = Receiver::new(false, 2, 1);
-        r.on_data(0, Boundary::Solo, b(b"a"));
-        r.on_data(1, Boundary::Solo, b(b"b"));
-        assert!(r.on_data(2, Boundary::Solo, b(b"c")).no_room);
+        r.on_data(0, Boundary::Solo, true, b(b"a"));
+        r.on_data(1, Boundary::Solo, true, b(b"b"));
+        assert!(r.on_data(2, Boundary::Solo, true, b(b"c")).no_room);
         let mut buf = [0u8; 1];
         r.read_stream(&mut buf);
-        assert!(!r.on_data(2, Boundary::Solo, b(b"c")).no_room);
+        assert!(!r.on_data(2, Boundary::Solo, true, b(b"c")).no_room);
     }
 
     #[test]
@@ -397,5 +471,23 @@ mod tests {
             "{}",
             r.arrival_rate()
         );
+    }
+
+    #[test]
+    fn unordered_messages_overtake_incomplete_ones_and_in_order_ones_wait() {
+        let mut r = Receiver::new(true, 100, 1);
+        // Message A (0..=1) misses packet 0; B (2..=3) is out of order; C (4) in order.
+        r.on_data(1, Boundary::Last, false, b(b"a2"));
+        r.on_data(3, Boundary::Last, false, b(b"b2"));
+        assert!(r.read_msg().is_none());
+        r.on_data(2, Boundary::First, false, b(b"b1"));
+        assert_eq!(r.read_msg().unwrap(), b(b"b1b2"));
+        r.on_data(4, Boundary::Solo, true, b(b"c"));
+        assert!(r.read_msg().is_none(), "in-order C waits for A");
+        r.on_data(0, Boundary::First, false, b(b"a1"));
+        assert_eq!(r.read_msg().unwrap(), b(b"a1a2"));
+        assert_eq!(r.read_msg().unwrap(), b(b"c"));
+        assert!(r.read_msg().is_none(), "B is not delivered twice");
+        assert_eq!(r.ack_point(), 5);
     }
 }
