@@ -622,12 +622,13 @@ impl UdtConnection {
     }
 
     fn on_ack(&mut self, now: Instant, ack_seq: u32, a: &AckBody) {
-        if let Some((rtt, var, avail)) = a.lite {
+        if let Some((rtt, _var, avail)) = a.lite {
             self.queue_ctrl(ack_seq, ControlBody::Ack2(Some(0)));
-            let (rtt, var) = (u64::from(rtt), u64::from(var));
+            // As UDT4's sender: the ACK's RTT smoothed again; the variance from its own
+            // differences (the ACK's variance field is not used).
+            let rtt = u64::from(rtt);
             self.rttvar_us = (self.rttvar_us * 3 + self.rtt_us.abs_diff(rtt)) / 4;
             self.rtt_us = (self.rtt_us * 7 + rtt) / 8;
-            let _ = var;
             self.peer_avail = u64::from(avail);
         }
         let una = self.snd.una();
@@ -1054,7 +1055,7 @@ impl UdtConnection {
     }
 
     /// Aborts at once (UDT has no abort reason on the wire: SHUTDOWN).
-    pub fn abort(&mut self, now: Instant, reason: &str) {
+    pub fn abort(&mut self, _now: Instant, reason: &str) {
         if matches!(self.state, ConnectionState::Closed(_)) {
             return;
         }
@@ -1063,7 +1064,6 @@ impl UdtConnection {
             self.ctrl_out.clear();
             self.queue_ctrl(0, ControlBody::Shutdown(Some(0)));
         }
-        let _ = now;
         self.state = ConnectionState::Closed(CloseReason::LocalAbort(reason.to_string()));
         self.activity = true;
     }
