@@ -61,6 +61,9 @@ pub const MAX_EXP_COUNT: u32 = 16;
 pub const KEEPALIVE_US: u64 = 1_000_000;
 /// ACK records kept to match ACK2s.
 pub const ACK_WINDOW: usize = 1024;
+/// Control packets queued at most (beyond, new ones are dropped: a peer flooding ACKs or
+/// handshakes cannot grow the queue of answers).
+pub const MAX_CTRL_QUEUE: usize = 4096;
 /// IP + UDP header bytes that UDT's MSS includes.
 pub const IP_UDP_OVERHEAD: u32 = 28;
 /// Extended type of the ctp end-of-stream control packet (ASCII "CF").
@@ -339,9 +342,15 @@ impl UdtConnection {
         reference.checked_add_signed(i64::from(seq::offset(reference_wire, s)))
     }
 
+    /// Queues a control packet (dropped when the queue is full).
+    fn push_ctrl(&mut self, c: Control) {
+        if self.ctrl_out.len() < MAX_CTRL_QUEUE {
+            self.ctrl_out.push_back(c);
+        }
+    }
+
     fn queue_ctrl(&mut self, info: u32, body: ControlBody) {
-        self.ctrl_out
-            .push_back(Control::new(info, 0, self.peer_id, body));
+        self.push_ctrl(Control::new(info, 0, self.peer_id, body));
     }
 
     fn queue_handshake(&mut self, req_type: i32, cookie: i32) {
@@ -352,8 +361,7 @@ impl UdtConnection {
         } else {
             0
         };
-        self.ctrl_out
-            .push_back(Control::new(0, 0, dst, ControlBody::Handshake(hs)));
+        self.push_ctrl(Control::new(0, 0, dst, ControlBody::Handshake(hs)));
     }
 
     fn establish(&mut self, now: Instant, hs: &Handshake) {
@@ -596,10 +604,9 @@ impl UdtConnection {
                 if let Ok(w) = <[u8; 8]>::try_from(&body[..]) {
                     self.peer_fin = Some(u64::from_be_bytes(w));
                 }
-                self.queue_ctrl(0, ControlBody::User(body));
-                if let Some(Control { reserved, .. }) = self.ctrl_out.back_mut() {
-                    *reserved = EXT_FIN_ACK;
-                }
+                let mut ack = Control::new(0, 0, self.peer_id, ControlBody::User(body));
+                ack.reserved = EXT_FIN_ACK;
+                self.push_ctrl(ack);
                 self.check_peer_fin();
             }
             ControlBody::User(_) if c.reserved == EXT_FIN_ACK => {
@@ -905,7 +912,7 @@ impl UdtConnection {
             let body = ControlBody::User(f.to_be_bytes().to_vec());
             let mut c = Control::new(0, 0, self.peer_id, body);
             c.reserved = EXT_FIN;
-            self.ctrl_out.push_back(c);
+            self.push_ctrl(c);
         }
     }
 
