@@ -141,6 +141,10 @@ pub struct TransportArgs {
     /// Print the summary as JSON (and no progress bar).
     #[arg(long)]
     pub json: bool,
+    /// Carry the file as a plain stream: no ctp file header or checksum; the end of the
+    /// connection is the end of the file (so any UDT4 application can be the other side).
+    #[arg(long)]
+    pub raw: bool,
 }
 
 /// `ctp send`.
@@ -154,6 +158,12 @@ pub struct SendArgs {
     /// westwood, vegas, fast, blast, group (replaces the profile's; the receiver adopts it).
     #[arg(long, value_name = "NAME")]
     pub cc: Option<String>,
+    /// Local address to bind (default: any port); with `--rendezvous` the peer connects to it.
+    #[arg(long, value_name = "ADDR")]
+    pub bind: Option<SocketAddr>,
+    /// Rendezvous set-up (`udt` profiles): both sides connect to each other, nobody listens.
+    #[arg(long)]
+    pub rendezvous: bool,
     /// Transport options.
     #[command(flatten)]
     pub transport: TransportArgs,
@@ -171,6 +181,10 @@ pub struct RecvArgs {
     /// Exit after one file: status 0 if it was received and verified, non-zero otherwise.
     #[arg(long)]
     pub once: bool,
+    /// Rendezvous with the sender at this address instead of listening (`udt` profiles;
+    /// implies `--once`).
+    #[arg(long, value_name = "PEER")]
+    pub rendezvous: Option<SocketAddr>,
     /// Transport options.
     #[command(flatten)]
     pub transport: TransportArgs,

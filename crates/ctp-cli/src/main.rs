@@ -164,24 +164,40 @@ async fn send(a: SendArgs) -> Result<(), Failure> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "file".into());
     let ep = Endpoint::bind(
-        unspecified_like(a.addr),
+        a.bind.unwrap_or_else(|| unspecified_like(a.addr)),
         endpoint_options(t, &profile, false)?,
     )
     .await
     .context("cannot open a UDP socket")?;
     let start = Instant::now();
-    let mut conn = ep
-        .connect(a.addr, &profile)
+    let connecting = if a.rendezvous {
+        rendezvous(&ep, a.addr, &profile)
+    } else {
+        Box::pin(ep.connect(a.addr, &profile))
+    };
+    let mut conn = connecting
         .await
         .map_err(|e| anyhow!("cannot connect to {}: {e}", a.addr))?;
     let pb = progress::bar(meta.len(), "send", t.json);
-    let digest = transfer::send::send_file(&mut conn, &a.file, &name, &pb)
+    let sending = if t.raw {
+        transfer::send::send_raw(
+            &mut conn,
+            &a.file,
+            &pb,
+            profile.wire() != ctp_proto::udt::WireFormat::Udt4,
+        )
         .await
-        .with_context(|| format!("sending {} to {} failed", a.file.display(), a.addr))?;
+    } else {
+        transfer::send::send_file(&mut conn, &a.file, &name, &pb).await
+    };
+    let digest =
+        sending.with_context(|| format!("sending {} to {} failed", a.file.display(), a.addr))?;
     pb.finish_and_clear();
     let secs = start.elapsed().as_secs_f64();
     let stats = conn.stats();
-    let _ = conn.close().await;
+    if !t.raw {
+        let _ = conn.close().await;
+    }
     Summary::new(
         "send",
         &a.file,
@@ -202,9 +218,20 @@ async fn recv(a: RecvArgs) -> Result<(), Failure> {
     let t = a.transport.clone();
     let profile = profile_for_files(&t)?;
     check_output(&a.out)?;
-    let ep = Endpoint::bind(a.listen, endpoint_options(&t, &profile, true)?)
-        .await
-        .with_context(|| format!("cannot listen on {}", a.listen))?;
+    let ep = Endpoint::bind(
+        a.listen,
+        endpoint_options(&t, &profile, a.rendezvous.is_none())?,
+    )
+    .await
+    .with_context(|| format!("cannot listen on {}", a.listen))?;
+    if let Some(peer) = a.rendezvous {
+        let conn = rendezvous(&ep, peer, &profile)
+            .await
+            .map_err(|e| anyhow!("rendezvous with {peer} failed: {e}"))?;
+        let summary = receive_one(conn, &a.out, &t.profile, t.json, t.raw).await?;
+        summary.print(t.json);
+        return Ok(());
+    }
     if !t.json {
         eprintln!(
             "ctp: listening on {} (profile {})",
@@ -217,15 +244,15 @@ async fn recv(a: RecvArgs) -> Result<(), Failure> {
             .accept()
             .await
             .ok_or_else(|| anyhow!("the endpoint closed before a sender connected"))?;
-        let summary = receive_one(conn, &a.out, &t.profile, t.json).await?;
+        let summary = receive_one(conn, &a.out, &t.profile, t.json, t.raw).await?;
         summary.print(t.json);
         return Ok(());
     }
     while let Some(conn) = ep.accept().await {
-        let (out, name, json) = (a.out.clone(), t.profile.clone(), t.json);
+        let (out, name, json, raw) = (a.out.clone(), t.profile.clone(), t.json, t.raw);
         tokio::spawn(async move {
             let peer = conn.remote_addr();
-            match receive_one(conn, &out, &name, json).await {
+            match receive_one(conn, &out, &name, json, raw).await {
                 Ok(s) => s.print(json),
                 Err(e) => eprintln!("ctp: transfer from {peer} failed: {e:#}"),
             }
@@ -258,13 +285,17 @@ async fn receive_one(
     out: &Path,
     profile: &str,
     json: bool,
+    raw: bool,
 ) -> anyhow::Result<Summary> {
     let start = Instant::now();
     let peer = conn.remote_addr();
     let pb = progress::bar(0, "recv", json);
-    let r = transfer::recv::recv_file(&mut conn, out, &pb)
-        .await
-        .with_context(|| format!("receiving from {peer}"))?;
+    let r = if raw {
+        transfer::recv::recv_raw(&mut conn, out, &pb).await
+    } else {
+        transfer::recv::recv_file(&mut conn, out, &pb).await
+    }
+    .with_context(|| format!("receiving from {peer}"))?;
     pb.finish_and_clear();
     let secs = start.elapsed().as_secs_f64();
     let stats = conn.stats();
@@ -281,4 +312,15 @@ async fn receive_one(
             checksum: &r.digest,
         },
     ))
+}
+
+/// A rendezvous connection with `peer` (only the `udt` profiles can rendezvous).
+fn rendezvous(
+    ep: &Endpoint,
+    peer: SocketAddr,
+    profile: &ctp::Profile,
+) -> std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Connection, ctp::ConnectError>> + Send>,
+> {
+    Box::pin(ep.connect_rendezvous(peer, profile))
 }

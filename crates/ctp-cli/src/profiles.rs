@@ -112,6 +112,7 @@ struct ProfileInfo {
 fn infos() -> Vec<ProfileInfo> {
     BUILTIN
         .iter()
+        .chain(ctp_proto::udt::PROFILES)
         .filter_map(|&(name, description)| {
             let p = Profile::builtin(name).ok()?;
             Some(ProfileInfo {

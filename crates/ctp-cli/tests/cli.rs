@@ -316,7 +316,9 @@ fn profiles_json_lists_the_builtins_and_their_microprotocols() {
             "ctp-lossy-fifo",
             "ctp-bulk",
             "ctp-video",
-            "ctp-audio"
+            "ctp-audio",
+            "udt",
+            "udt-dgram"
         ]
     );
     let micros = |i: usize| -> Vec<String> {
@@ -796,4 +798,38 @@ fn recv_without_once_keeps_serving_files() {
         assert_eq!(blake3_file(&out.join(name)), blake3_file(&src));
     }
     drop(recv);
+}
+
+#[test]
+fn udt_files_with_the_ctp_header_and_raw_files_arrive_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("payload.bin");
+    write_random(&src, 8 << 20);
+    let expected = blake3_file(&src);
+    for (profile, raw) in [("udt", false), ("udt", true), ("reliable", true)] {
+        let out = dir.path().join(format!("out-{profile}-{raw}"));
+        let mut extra = vec!["--profile", profile, "--json"];
+        if raw {
+            extra.push("--raw");
+        }
+        let (s, r) = transfer(&src, &out, &extra, &extra, Duration::from_secs(60));
+        assert!(
+            s.status.success(),
+            "send (raw: {raw}) failed: {}",
+            String::from_utf8_lossy(&s.stderr)
+        );
+        assert!(
+            r.status.success(),
+            "recv (raw: {raw}) failed: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        let rj: serde_json::Value = serde_json::from_slice(&r.stdout).expect("recv JSON");
+        assert_eq!(rj["profile"], profile);
+        assert_eq!(rj["checksum"], expected.as_str());
+        assert_eq!(
+            blake3_file(&out),
+            expected,
+            "stored file differs (raw: {raw})"
+        );
+    }
 }

@@ -103,6 +103,19 @@ pub struct Connection {
     pub(crate) largest_peer_pn: Option<u64>,
     /// Id of the last byte-stream chunk queued (causal ordering chains the chunks).
     pub(crate) last_stream_msg: Option<u64>,
+    /// A connection of the `udt` profile: everything is forwarded to it (UDT4 wire format).
+    pub(crate) udt: Option<Box<crate::udt::conn::UdtConnection>>,
+}
+
+/// Forwards a call to the UDT connection, if this is one, and copies its state back.
+macro_rules! udt_forward {
+    ($self:ident, $u:ident => $call:expr) => {
+        if let Some($u) = $self.udt.as_deref_mut() {
+            let r = $call;
+            $self.sync_udt();
+            return r;
+        }
+    };
 }
 
 /// A packet number further than this beyond the largest seen (or the peer's initial one)
@@ -145,6 +158,7 @@ impl Connection {
             peer_pn_isn: 0,
             largest_peer_pn: None,
             last_stream_msg: None,
+            udt: None,
         }
     }
 
@@ -179,7 +193,64 @@ impl Connection {
             peer_pn_isn: k.peer_isn.pn,
             largest_peer_pn: None,
             last_stream_msg: None,
+            udt: None,
         }
+    }
+
+    /// A connection of the `udt` profile (UDT4 wire format) around `u`.
+    pub(crate) fn from_udt(
+        u: crate::udt::conn::UdtConnection,
+        profile: &crate::profile::Profile,
+    ) -> Self {
+        let remote = u.remote();
+        Connection {
+            local_cid: u64::from(u.socket_id()),
+            peer_cid: 0,
+            remote,
+            state: u.state.clone(),
+            engine: None,
+            micros: profile.micros,
+            params: profile.params,
+            local_isn: Isn::default(),
+            requested: (profile.micros, profile.params),
+            cookie: Vec::new(),
+            handshake_deadline: None,
+            handshake_give_up: Instant::ZERO,
+            handshake_rto: HANDSHAKE_RTO,
+            handshake_due: false,
+            owe_handshake_done: false,
+            close_frame: None,
+            close_after_drain: None,
+            drain_until: None,
+            stream_finished: false,
+            activity: u.activity,
+            malformed: 0,
+            peer_pn_isn: 0,
+            largest_peer_pn: None,
+            last_stream_msg: None,
+            udt: Some(Box::new(u)),
+        }
+    }
+
+    /// Copies the UDT connection's state and activity into this wrapper.
+    pub(crate) fn sync_udt(&mut self) {
+        if let Some(u) = self.udt.as_deref_mut() {
+            if self.state != u.state {
+                self.state = u.state.clone();
+            }
+            self.activity |= core::mem::take(&mut u.activity);
+        }
+    }
+
+    /// The UDT connection behind a `udt`-profile connection.
+    pub fn udt(&self) -> Option<&crate::udt::conn::UdtConnection> {
+        self.udt.as_deref()
+    }
+
+    /// Mutable access to the UDT connection behind a `udt`-profile connection (message
+    /// TTL and in-order flag: [`crate::udt::conn::UdtConnection::send_msg`]).
+    pub fn udt_mut(&mut self) -> Option<&mut crate::udt::conn::UdtConnection> {
+        self.udt.as_deref_mut()
     }
 
     /// Current state.
@@ -199,6 +270,7 @@ impl Connection {
     /// [`crate::cc::group::GroupBudget`], or a new `blast` rate) to the congestion-control
     /// algorithm; false when the connection is not open or composes no `cc`.
     pub fn congestion_message(&mut self, now: Instant, msg: &[u8]) -> bool {
+        udt_forward!(self, u => u.congestion_message(now, msg));
         self.engine
             .as_mut()
             .is_some_and(|e| e.congestion_message(now, msg))
@@ -234,6 +306,9 @@ impl Connection {
 
     /// Snapshot of every counter.
     pub fn stats(&self) -> ConnectionStats {
+        if let Some(u) = self.udt.as_deref() {
+            return u.stats();
+        }
         let Some(e) = &self.engine else {
             return ConnectionStats {
                 malformed_dropped: self.malformed,
@@ -263,6 +338,9 @@ impl Connection {
     /// reassembled messages waiting for ordering, receive queue): a gauge of the memory the
     /// connection uses for data.
     pub fn buffered_bytes(&self) -> u64 {
+        if let Some(u) = self.udt.as_deref() {
+            return u.stats().buffered_bytes;
+        }
         let Some(e) = &self.engine else { return 0 };
         let app = &e.st.app;
         let segs = e.st.segs.live() * e.st.session.max_segment_payload;
@@ -283,6 +361,7 @@ impl Connection {
 
     /// Queues bytes of the ordered byte stream; returns how many were accepted.
     pub fn stream_write(&mut self, now: Instant, data: &[u8]) -> Result<usize, WriteError> {
+        udt_forward!(self, u => u.stream_write(now, data));
         if self.stream_finished {
             return Err(WriteError::Finished);
         }
@@ -315,6 +394,7 @@ impl Connection {
 
     /// Ends the byte stream: the peer reads end-of-stream after everything written before.
     pub fn stream_finish(&mut self, now: Instant) -> Result<(), WriteError> {
+        udt_forward!(self, u => u.stream_finish(now));
         if self.stream_finished {
             return Ok(());
         }
@@ -375,6 +455,7 @@ impl Connection {
         urgent: bool,
         after: &[u64],
     ) -> Result<u64, WriteError> {
+        udt_forward!(self, u => u.send_msg(now, data, None, true).map(|_| 0));
         let max = self.params.max_message as usize;
         if data.len() > max {
             return Err(WriteError::TooLarge {
@@ -431,6 +512,7 @@ impl Connection {
 
     /// Reads from the byte stream. `Ok(0)` means the peer finished the stream.
     pub fn stream_read(&mut self, now: Instant, buf: &mut [u8]) -> Result<usize, ReadError> {
+        udt_forward!(self, u => u.stream_read(now, buf));
         let gate = self.read_gate();
         let Some(e) = self.engine.as_mut() else {
             return Err(gate);
@@ -462,6 +544,7 @@ impl Connection {
 
     /// Takes the next received message.
     pub fn recv_msg(&mut self, now: Instant) -> Result<Bytes, ReadError> {
+        udt_forward!(self, u => u.recv_msg(now));
         let gate = self.read_gate();
         let Some(e) = self.engine.as_mut() else {
             return Err(gate);
@@ -478,11 +561,17 @@ impl Connection {
 
     /// Bytes that can be written now without blocking.
     pub fn send_room(&self) -> usize {
+        if let Some(u) = self.udt.as_deref() {
+            return u.send_room();
+        }
         self.engine.as_ref().map_or(0, |e| e.st.app.tx_room())
     }
 
     /// True when everything written was acknowledged (or, unreliably, sent).
     pub fn is_flushed(&self) -> bool {
+        if let Some(u) = self.udt.as_deref() {
+            return u.is_flushed();
+        }
         self.engine
             .as_ref()
             .is_none_or(|e| e.st.app.tx.is_empty() && e.st.segs.live() == 0)
@@ -490,6 +579,7 @@ impl Connection {
 
     /// Asks for an orderly close: outstanding data is delivered first, then CLOSE is sent.
     pub fn close(&mut self, now: Instant) {
+        udt_forward!(self, u => u.close(now));
         match self.state {
             ConnectionState::Established => {
                 self.state = ConnectionState::Closing;
@@ -506,6 +596,7 @@ impl Connection {
 
     /// Aborts at once: the peer is told the reason; buffered data is discarded.
     pub fn abort(&mut self, now: Instant, reason: &str) {
+        udt_forward!(self, u => u.abort(now, reason));
         if matches!(
             self.state,
             ConnectionState::Closed(_) | ConnectionState::Draining
@@ -612,6 +703,7 @@ impl Connection {
 
     /// Fires due timers.
     pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        udt_forward!(self, u => u.handle_timeout(now));
         if let Some(d) = self.handshake_deadline {
             if d <= now {
                 if now >= self.handshake_give_up {
@@ -653,6 +745,9 @@ impl Connection {
 
     /// The earliest deadline of this connection.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        if let Some(u) = self.udt.as_deref() {
+            return u.poll_timeout();
+        }
         let engine = match self.state {
             ConnectionState::Established | ConnectionState::Closing => {
                 self.engine.as_ref().and_then(|e| e.next_timeout())

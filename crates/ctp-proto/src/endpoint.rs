@@ -39,6 +39,9 @@ pub struct EndpointConfig {
     pub seed: [u8; 32],
     /// Most connections at once.
     pub max_connections: usize,
+    /// The wire format every connection of this endpoint speaks (UDT4 for the `udt`
+    /// profiles: the two formats cannot share a socket, UDT4 packets carry no marker).
+    pub wire: crate::udt::WireFormat,
 }
 
 impl EndpointConfig {
@@ -52,6 +55,7 @@ impl EndpointConfig {
             cookie_secret,
             seed,
             max_connections: 4096,
+            wire: crate::udt::WireFormat::Ctp,
         }
     }
 }
@@ -83,13 +87,13 @@ const MAX_STATELESS_QUEUE: usize = 1024;
 
 /// The sans-IO endpoint.
 pub struct Endpoint {
-    cfg: EndpointConfig,
-    rng: ChaCha8Rng,
-    conns: Vec<Option<Connection>>,
-    by_cid: HashMap<ConnectionId, usize>,
-    events: VecDeque<EndpointEvent>,
-    stateless: VecDeque<(SocketAddr, Vec<u8>)>,
-    stats: EndpointStats,
+    pub(crate) cfg: EndpointConfig,
+    pub(crate) rng: ChaCha8Rng,
+    pub(crate) conns: Vec<Option<Connection>>,
+    pub(crate) by_cid: HashMap<ConnectionId, usize>,
+    pub(crate) events: VecDeque<EndpointEvent>,
+    pub(crate) stateless: VecDeque<(SocketAddr, Vec<u8>)>,
+    pub(crate) stats: EndpointStats,
     next_poll: usize,
     reported_closed: Vec<bool>,
 }
@@ -155,7 +159,7 @@ impl Endpoint {
         }
     }
 
-    fn insert(&mut self, c: Connection) -> ConnectionHandle {
+    pub(crate) fn insert(&mut self, c: Connection) -> ConnectionHandle {
         let cid = c.local_cid;
         let idx = match self.conns.iter().position(Option::is_none) {
             Some(i) => {
@@ -181,6 +185,11 @@ impl Endpoint {
         profile: &Profile,
     ) -> Result<ConnectionHandle, ProfileError> {
         profile.check()?;
+        if self.cfg.wire == crate::udt::WireFormat::Udt4
+            || profile.wire() == crate::udt::WireFormat::Udt4
+        {
+            return self.udt_connect(now, remote, profile, false);
+        }
         let local_cid = self.fresh_cid();
         let local_isn = self.fresh_isn();
         let c = Connection::initiator(
@@ -197,6 +206,9 @@ impl Endpoint {
     /// Processes one received datagram. Anything malformed is dropped and counted.
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
         self.stats.datagrams_received += 1;
+        if self.cfg.wire == crate::udt::WireFormat::Udt4 {
+            return self.udt_datagram(now, from, data);
+        }
         let body = match integrity::open(data) {
             Ok(b) => b,
             Err(_) => {
@@ -274,7 +286,7 @@ impl Endpoint {
         out
     }
 
-    fn queue_stateless(&mut self, to: SocketAddr, packet: Vec<u8>) {
+    pub(crate) fn queue_stateless(&mut self, to: SocketAddr, packet: Vec<u8>) {
         if self.stateless.len() < MAX_STATELESS_QUEUE {
             self.stateless.push_back((to, packet));
         }
@@ -490,6 +502,18 @@ impl Endpoint {
             let Some(c) = self.conns[idx].as_mut() else {
                 continue;
             };
+            if let Some(u) = c.udt.as_deref_mut() {
+                let sent = u.poll_transmit(now, buf);
+                c.sync_udt();
+                if sent {
+                    self.next_poll = (idx + 1) % n;
+                    return Some(Transmit {
+                        destination: c.remote,
+                        size: buf.len(),
+                    });
+                }
+                continue;
+            }
             let sent = if c.handshake_due {
                 c.handshake_due = false;
                 match c.state {
@@ -530,6 +554,7 @@ impl Endpoint {
         }
         for (i, slot) in self.conns.iter_mut().enumerate() {
             let Some(c) = slot.as_mut() else { continue };
+            c.sync_udt();
             if let ConnectionState::Closed(r) = &c.state {
                 if !self.reported_closed[i] {
                     self.reported_closed[i] = true;

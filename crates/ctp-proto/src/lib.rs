@@ -19,6 +19,7 @@ pub mod pair;
 pub mod profile;
 pub mod stats;
 pub mod time;
+pub mod udt;
 pub mod wire;
 
 pub use connection::{ConnectionState, ReadError, WriteError};

@@ -127,8 +127,10 @@ impl World {
         for (i, spec) in cfg.flows.iter().enumerate() {
             let mut c = EndpointConfig::new(seed32(&mut master), seed32(&mut master));
             c.handshake_timeout = cfg.handshake_timeout;
+            c.wire = spec.profile.wire();
             let mut s = EndpointConfig::new(seed32(&mut master), seed32(&mut master));
             s.accept = true;
+            s.wire = spec.profile.wire();
             nodes.push(Endpoint::new(c));
             nodes.push(Endpoint::new(s));
             let key = master.next_u64();

@@ -28,6 +28,8 @@ pub struct EndpointOptions {
     pub socket_buffer: usize,
     /// Most connections at once on this endpoint.
     pub max_connections: usize,
+    /// Wire format: ctp's own, or UDT4 for the `udt` profiles (see `Profile::wire`).
+    pub wire: ctp_proto::udt::WireFormat,
 }
 
 impl Default for EndpointOptions {
@@ -38,6 +40,7 @@ impl Default for EndpointOptions {
             handshake_timeout: Duration::from_secs(10),
             socket_buffer: DEFAULT_SOCKET_BUFFER,
             max_connections: 4096,
+            wire: ctp_proto::udt::WireFormat::Ctp,
         }
     }
 }
@@ -94,6 +97,7 @@ impl Endpoint {
         cfg.params = opts.params;
         cfg.handshake_timeout = opts.handshake_timeout;
         cfg.max_connections = opts.max_connections;
+        cfg.wire = opts.wire;
         let state = State::new(ctp_proto::Endpoint::new(cfg), opts.accept);
         let shared = Arc::new(Shared::new(state, local_addr));
         tracing::debug!(%local_addr, gso = udp.max_gso_segments(), gro = udp.gro_segments(), "ctp endpoint bound");
@@ -119,44 +123,71 @@ impl Endpoint {
         addr: SocketAddr,
         profile: &Profile,
     ) -> impl Future<Output = Result<Connection, ConnectError>> + Send + 'static {
-        let shared = self.inner.shared.clone();
+        let started = self.start_connection(|ep, now| ep.connect(now, addr, profile));
+        Self::established(self.inner.shared.clone(), started)
+    }
+
+    /// Sets up a UDT rendezvous connection with `addr` (a `udt` profile; the peer does the
+    /// same toward this endpoint's address); resolves once it is established.
+    pub fn connect_rendezvous(
+        &self,
+        addr: SocketAddr,
+        profile: &Profile,
+    ) -> impl Future<Output = Result<Connection, ConnectError>> + Send + 'static {
+        let started = self.start_connection(|ep, now| ep.connect_rendezvous(now, addr, profile));
+        Self::established(self.inner.shared.clone(), started)
+    }
+
+    /// Starts a connection with `start` (the first handshake packet is queued at once).
+    fn start_connection(
+        &self,
+        start: impl FnOnce(
+            &mut ctp_proto::Endpoint,
+            ctp_proto::Instant,
+        ) -> Result<ctp_proto::ConnectionHandle, ctp_proto::ProfileError>,
+    ) -> Result<Connection, ConnectError> {
+        let shared = &self.inner.shared;
         let started = (|| {
             let mut st = shared.lock();
             if st.closed.is_some() {
                 return Err(ConnectError::EndpointClosed);
             }
             let now = shared.now();
-            let h = st.ep.connect(now, addr, profile)?;
+            let h = start(&mut st.ep, now)?;
             st.fresh_slot(h, Default::default());
             Ok(Connection::new(shared.clone(), &mut st, h))
         })();
         shared.wake_driver();
-        async move {
-            let conn = started?;
-            let h = conn.handle();
-            // If this future is dropped, `conn` goes with it and abandons the attempt.
-            poll_fn(|cx| {
-                let mut st = shared.lock();
-                if st.closed.is_some() {
-                    return Poll::Ready(Err(ConnectError::EndpointClosed));
-                }
-                match st.ep.connection(h).map(|c| c.state().clone()) {
-                    Some(ConnectionState::Closed(r)) => {
-                        Poll::Ready(Err(ConnectError::Handshake(r)))
+        started
+    }
+
+    /// Resolves once the started connection is established.
+    async fn established(
+        shared: Arc<Shared>,
+        started: Result<Connection, ConnectError>,
+    ) -> Result<Connection, ConnectError> {
+        let conn = started?;
+        let h = conn.handle();
+        // If this future is dropped, `conn` goes with it and abandons the attempt.
+        poll_fn(|cx| {
+            let mut st = shared.lock();
+            if st.closed.is_some() {
+                return Poll::Ready(Err(ConnectError::EndpointClosed));
+            }
+            match st.ep.connection(h).map(|c| c.state().clone()) {
+                Some(ConnectionState::Closed(r)) => Poll::Ready(Err(ConnectError::Handshake(r))),
+                None => Poll::Ready(Err(ConnectError::EndpointClosed)),
+                Some(ConnectionState::Initiating | ConnectionState::Echoing) => {
+                    if let Some(s) = st.slot(h) {
+                        register(&mut s.wakers, cx.waker());
                     }
-                    None => Poll::Ready(Err(ConnectError::EndpointClosed)),
-                    Some(ConnectionState::Initiating | ConnectionState::Echoing) => {
-                        if let Some(s) = st.slot(h) {
-                            register(&mut s.wakers, cx.waker());
-                        }
-                        Poll::Pending
-                    }
-                    Some(_) => Poll::Ready(Ok(())),
+                    Poll::Pending
                 }
-            })
-            .await?;
-            Ok(conn)
-        }
+                Some(_) => Poll::Ready(Ok(())),
+            }
+        })
+        .await?;
+        Ok(conn)
     }
 
     /// Waits for the next incoming connection. `None` once the endpoint is closed, or at

@@ -49,6 +49,7 @@ pub fn endpoint_options(
         accept,
         params: profile.params,
         handshake_timeout: Duration::from_secs_f64(t.handshake_timeout),
+        wire: profile.wire(),
         ..EndpointOptions::default()
     })
 }

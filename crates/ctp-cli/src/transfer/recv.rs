@@ -179,3 +179,57 @@ impl Sink {
         Ok(())
     }
 }
+
+/// Receives a plain stream (`--raw`: no ctp header or checksum) into `out`; the end of the
+/// connection is the end of the file, which is renamed into place only after an orderly
+/// close (a broken connection leaves nothing behind).
+pub async fn recv_raw(
+    conn: &mut Connection,
+    out: &Path,
+    progress: &ProgressBar,
+) -> Result<Received> {
+    let dest = destination(out, RAW_NAME);
+    let mut tmp = TempFile {
+        path: temp_path(&dest),
+        keep: false,
+    };
+    let file = File::create(&tmp.path)
+        .await
+        .with_context(|| format!("cannot create {}", tmp.path.display()))?;
+    let mut writer = BufWriter::with_capacity(CHUNK, file);
+    let mut hasher = blake3::Hasher::new();
+    let mut buf = vec![0u8; CHUNK];
+    let mut got = 0u64;
+    loop {
+        let n = conn
+            .read(&mut buf)
+            .await
+            .context("receiving (the connection broke before an orderly close)")?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        writer
+            .write_all(&buf[..n])
+            .await
+            .with_context(|| format!("writing {}", tmp.path.display()))?;
+        got += n as u64;
+        progress.set_position(got);
+    }
+    writer.flush().await?;
+    let file = writer.into_inner();
+    file.sync_all().await.context("syncing to disk")?;
+    drop(file);
+    tokio::fs::rename(&tmp.path, &dest)
+        .await
+        .with_context(|| format!("renaming into {}", dest.display()))?;
+    tmp.keep = true;
+    Ok(Received {
+        path: dest,
+        bytes: got,
+        digest: *hasher.finalize().as_bytes(),
+    })
+}
+
+/// File name a raw stream gets when `--out` is a directory (a raw stream carries no name).
+pub const RAW_NAME: &str = "received.raw";

@@ -76,3 +76,44 @@ pub async fn send_file(
         Reply::Err(reason) => bail!("the receiver rejected the file: {reason}"),
     }
 }
+
+/// Sends `path` as a plain stream (`--raw`: no ctp header, no checksum on the wire), then
+/// closes the connection, which marks the end of the file; returns the local BLAKE3 digest
+/// once the close completed (everything was acknowledged). `finish_first` ends the stream
+/// before closing (ctp profiles, whose readers see end-of-stream from it; a UDT peer sees
+/// the end from the close itself).
+pub async fn send_raw(
+    conn: &mut Connection,
+    path: &Path,
+    progress: &ProgressBar,
+    finish_first: bool,
+) -> Result<[u8; DIGEST_LEN]> {
+    let mut file = File::open(path)
+        .await
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    let size = file.metadata().await?.len();
+    progress.set_length(size);
+    let mut hasher = blake3::Hasher::new();
+    let mut buf = vec![0u8; CHUNK];
+    let mut sent = 0u64;
+    loop {
+        let n = file
+            .read(&mut buf)
+            .await
+            .with_context(|| format!("reading {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        conn.write_all(&buf[..n]).await.context("sending")?;
+        sent += n as u64;
+        progress.set_position(sent);
+    }
+    if finish_first {
+        conn.shutdown().await.context("finishing the stream")?;
+    }
+    conn.close()
+        .await
+        .context("closing (the receiver did not acknowledge everything)")?;
+    Ok(*hasher.finalize().as_bytes())
+}

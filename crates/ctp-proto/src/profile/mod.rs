@@ -768,6 +768,8 @@ impl Profile {
             "ctp-bulk" => Ok(Self::ctp_bulk()),
             "ctp-video" => Ok(Self::ctp_video()),
             "ctp-audio" => Ok(Self::ctp_audio()),
+            "udt" => Ok(Self::udt()),
+            "udt-dgram" => Ok(Self::udt_dgram()),
             _ => Err(ProfileError::Unknown {
                 what: "profile",
                 name: name.into(),

@@ -1,0 +1,1101 @@
+//! One UDT connection, sans-IO: set-up, the data path and its timers (UDT 4.11 `CUDT`;
+//! draft-gg-udt-03 §3–§6).
+//!
+//! Timers, as the draft names them (§4):
+//! - **ACK** every SYN = 10 ms: a full ACK (RTT, RTT variance, available buffer, arrival
+//!   speed, link capacity) when the acknowledgement point moved or, unchanged and not yet
+//!   confirmed by ACK2, after 2 RTT; a *light* ACK every 64 packets in between.
+//! - **NAK**: a gap is reported at once; the whole receiver loss list is reported again
+//!   every `max(RTT + 4·RTTVar, 20 ms)`, the interval doubling while the oldest loss stays.
+//! - **EXP**: nothing heard for `count·(RTT + 4·RTTVar) + SYN` (at least `count·300 ms`):
+//!   packets in flight are presumed lost, otherwise a keep-alive goes out; after 16
+//!   expirations and [`UdtConfig::expiry`] of silence the connection is broken.
+//! - **SND**: the inter-packet period from the congestion controller (UDT4's `m_ullInterval`);
+//!   packets whose sequence number is a multiple of 16 leave back to back with their
+//!   successor (the receiver's packet-pair capacity probe).
+//!
+//! Congestion control is any algorithm of the [`crate::cc`] library (UDT native by default):
+//! its window (bytes → packets) and pacing period drive the sender, its `on_ack` sees one
+//! event per ACK with the newly acknowledged bytes and the receiver's arrival speed as the
+//! delivery rate, `on_loss` one event per NAK range, `on_timeout` each EXP expiry with data
+//! in flight.
+//!
+//! ctp extension (invisible to UDT4, which passes unknown user-defined control packets to
+//! its congestion controller and ignores them): a stream can be *finished* without closing
+//! the connection ([`UdtConnection::stream_finish`]) with a user-defined control packet of
+//! extended type [`EXT_FIN`] carrying the end sequence number, acknowledged by
+//! [`EXT_FIN_ACK`]. `--raw` transfers do not use it: closing the connection (UDT's
+//! shutdown) marks the end of the file, as any UDT4 application expects.
+
+use super::handshake::{check_compatible, Proposal};
+use super::packet::{
+    nak_ranges, nak_words, req, AckBody, Control, ControlBody, DataHeader, Handshake, Packet,
+    HEADER_LEN, MAX_NAK_WORDS,
+};
+use super::receiver::Receiver;
+use super::sender::{Next, Sender};
+use super::seq;
+use crate::cc::{self, Ack, AnyCc, CcKind, CongestionControl, Loss, Sent};
+use crate::connection::{ConnectionState, ReadError, WriteError};
+use crate::engine::session::CloseReason;
+use crate::stats::ConnectionStats;
+use crate::time::Instant;
+use bytes::Bytes;
+use core::time::Duration;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+
+/// The rate-control and ACK interval, microseconds.
+pub const SYN_US: u64 = 10_000;
+/// Handshake retransmission interval (UDT4: 250 ms).
+pub const HANDSHAKE_INTERVAL: Duration = Duration::from_millis(250);
+/// Light ACK after this many packets.
+pub const LIGHT_ACK_PACKETS: u32 = 64;
+/// Smallest periodic NAK interval, microseconds.
+pub const MIN_NAK_US: u64 = 20_000;
+/// Smallest EXP interval per expiration, microseconds (UDT4: 300 ms).
+pub const MIN_EXP_US: u64 = 300_000;
+/// Expirations before the connection may be declared broken (UDT4: 16).
+pub const MAX_EXP_COUNT: u32 = 16;
+/// A keep-alive goes out after this long without sending anything.
+pub const KEEPALIVE_US: u64 = 1_000_000;
+/// ACK records kept to match ACK2s.
+pub const ACK_WINDOW: usize = 1024;
+/// Control packets queued at most (beyond, new ones are dropped: a peer flooding ACKs or
+/// handshakes cannot grow the queue of answers).
+pub const MAX_CTRL_QUEUE: usize = 4096;
+/// IP + UDP header bytes that UDT's MSS includes.
+pub const IP_UDP_OVERHEAD: u32 = 28;
+/// Extended type of the ctp end-of-stream control packet (ASCII "CF").
+pub const EXT_FIN: u16 = 0x4346;
+/// Extended type of its acknowledgement (ASCII "Cf").
+pub const EXT_FIN_ACK: u16 = 0x4366;
+/// How long a closed connection lingers to get its SHUTDOWN out.
+pub const LINGER: Duration = Duration::from_millis(30);
+/// On a message connection, how long SHUTDOWN waits after everything was acknowledged.
+/// UDT4's blocking `recvmsg` throws away a message it has just read when SHUTDOWN arrives
+/// at the same moment (`core.cpp`: the broken check after `readMsg`); the grace lets the
+/// application drain its receive buffer first. Stream `recv` has no such race.
+pub const DGRAM_SHUTDOWN_GRACE: Duration = Duration::from_millis(200);
+
+/// What a UDT connection is set up with.
+#[derive(Clone, Debug)]
+pub struct UdtConfig {
+    /// Message (datagram) socket rather than a stream.
+    pub dgram: bool,
+    /// Maximum packet size, IP datagram bytes (UDT4 default 1500).
+    pub mss: u32,
+    /// Flow window and receive buffer, packets.
+    pub flow_window: u32,
+    /// Send buffer limit, bytes.
+    pub send_buffer: usize,
+    /// Congestion control.
+    pub cc: CcKind,
+    /// Rate for rate-configured algorithms, bytes/s.
+    pub cc_rate: u64,
+    /// Give up set-up after this long.
+    pub handshake_timeout: Duration,
+    /// Silence after which (and 16 expirations) the connection is broken.
+    pub expiry: Duration,
+}
+
+impl Default for UdtConfig {
+    fn default() -> Self {
+        UdtConfig {
+            dgram: false,
+            mss: 1500,
+            flow_window: 8192,
+            send_buffer: 16 << 20,
+            cc: CcKind::Udt,
+            cc_rate: 12_500_000,
+            handshake_timeout: Duration::from_secs(10),
+            expiry: Duration::from_secs(5),
+        }
+    }
+}
+
+/// How the connection is being set up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// Client: the cookie once the server sent one.
+    Client { cookie: Option<i32> },
+    /// Server: created from a valid cookie echo.
+    Server,
+    /// Rendezvous.
+    Rendezvous,
+}
+
+/// One UDT connection.
+#[derive(Debug)]
+pub struct UdtConnection {
+    /// Where it is in its life.
+    pub state: ConnectionState,
+    /// Something changed for the application.
+    pub activity: bool,
+    role: Role,
+    remote: SocketAddr,
+    cfg: UdtConfig,
+    prop: Proposal,
+    /// The peer's socket id (0 until known).
+    pub peer_id: u32,
+    peer_isn: u32,
+    payload: usize,
+    start: Instant,
+    ctrl_out: VecDeque<Control>,
+    snd: Sender,
+    rcv: Receiver,
+    cc: AnyCc,
+    peer_window: u64,
+    peer_avail: u64,
+    // timers
+    hs_next: Option<Instant>,
+    hs_give_up: Instant,
+    next_ack: Instant,
+    next_nak: Option<Instant>,
+    nak_backoff: u32,
+    nak_head: Option<u64>,
+    exp_count: u32,
+    exp_base: Instant,
+    last_rsp: Instant,
+    last_sent: Instant,
+    next_send: Instant,
+    linger_until: Option<Instant>,
+    shutdown_at: Option<Instant>,
+    // RTT (receiver side from ACK/ACK2, sender side from the ACK's fields)
+    rtt_us: u64,
+    rttvar_us: u64,
+    // receiver ACK bookkeeping
+    ack_seq: u32,
+    ack_window: VecDeque<(u32, u64, Instant)>,
+    last_ack: u64,
+    last_ack_time: Instant,
+    last_ack2: u64,
+    last_rate_ack: Instant,
+    light_count: u32,
+    // closing
+    closing: bool,
+    fin: Option<u64>,
+    fin_acked: bool,
+    peer_fin: Option<u64>,
+    peer_closed: bool,
+    /// Counters.
+    pub stats: ConnectionStats,
+}
+
+impl UdtConnection {
+    fn new(
+        now: Instant,
+        role: Role,
+        remote: SocketAddr,
+        cfg: UdtConfig,
+        socket_id: u32,
+        isn: u32,
+    ) -> Self {
+        let payload = cfg
+            .mss
+            .saturating_sub(IP_UDP_OVERHEAD + HEADER_LEN as u32)
+            .max(16) as usize;
+        let cc = cfg.cc.build(&cc::Config {
+            mss: payload as u64,
+            initial_window: 16,
+            rate: cfg.cc_rate,
+            max_window: u64::from(cfg.flow_window),
+        });
+        let prop = Proposal {
+            dgram: cfg.dgram,
+            isn,
+            mss: cfg.mss,
+            flow_window: cfg.flow_window,
+            socket_id,
+        };
+        UdtConnection {
+            state: ConnectionState::Initiating,
+            activity: false,
+            role,
+            remote,
+            prop,
+            peer_id: 0,
+            peer_isn: 0,
+            payload,
+            start: now,
+            ctrl_out: VecDeque::new(),
+            snd: Sender::new(payload, cfg.send_buffer),
+            rcv: Receiver::new(cfg.dgram, cfg.flow_window as usize, payload),
+            cc,
+            peer_window: u64::from(cfg.flow_window),
+            peer_avail: u64::from(cfg.flow_window),
+            hs_next: Some(now),
+            hs_give_up: now + cfg.handshake_timeout,
+            next_ack: now,
+            next_nak: None,
+            nak_backoff: 1,
+            nak_head: None,
+            exp_count: 1,
+            exp_base: now,
+            last_rsp: now,
+            last_sent: now,
+            next_send: now,
+            linger_until: None,
+            shutdown_at: None,
+            rtt_us: 10 * SYN_US,
+            rttvar_us: 5 * SYN_US,
+            ack_seq: 0,
+            ack_window: VecDeque::new(),
+            last_ack: 0,
+            last_ack_time: now,
+            last_ack2: 0,
+            last_rate_ack: now,
+            light_count: 0,
+            closing: false,
+            fin: None,
+            fin_acked: false,
+            peer_fin: None,
+            peer_closed: false,
+            stats: ConnectionStats::default(),
+            cfg,
+        }
+    }
+
+    /// A client connection: it starts sending requests at once.
+    pub fn client(
+        now: Instant,
+        remote: SocketAddr,
+        cfg: UdtConfig,
+        socket_id: u32,
+        isn: u32,
+    ) -> Self {
+        Self::new(
+            now,
+            Role::Client { cookie: None },
+            remote,
+            cfg,
+            socket_id,
+            isn,
+        )
+    }
+
+    /// A rendezvous connection: both sides send rendezvous requests.
+    pub fn rendezvous(
+        now: Instant,
+        remote: SocketAddr,
+        cfg: UdtConfig,
+        socket_id: u32,
+        isn: u32,
+    ) -> Self {
+        Self::new(now, Role::Rendezvous, remote, cfg, socket_id, isn)
+    }
+
+    /// A server connection for a client's valid cookie echo `hs`; established at once and
+    /// answering with its response. Both directions start at the client's sequence number,
+    /// as UDT4 does.
+    pub fn server(
+        now: Instant,
+        remote: SocketAddr,
+        mut cfg: UdtConfig,
+        socket_id: u32,
+        hs: &Handshake,
+    ) -> Self {
+        cfg.mss = cfg.mss.min(hs.mss as u32);
+        cfg.flow_window = cfg.flow_window.min(hs.flow_window as u32);
+        let isn = hs.isn as u32 & super::packet::MAX_SEQ;
+        let mut c = Self::new(now, Role::Server, remote, cfg, socket_id, isn);
+        c.hs_next = None;
+        c.establish(now, hs);
+        c.queue_handshake(req::RESPONSE, hs.cookie);
+        c
+    }
+
+    /// True for a message (datagram) connection.
+    pub fn is_dgram(&self) -> bool {
+        self.cfg.dgram
+    }
+
+    /// This side's socket id.
+    pub fn socket_id(&self) -> u32 {
+        self.prop.socket_id
+    }
+
+    /// The peer's address.
+    pub fn remote(&self) -> SocketAddr {
+        self.remote
+    }
+
+    /// Data payload bytes per packet.
+    pub fn payload_size(&self) -> usize {
+        self.payload
+    }
+
+    fn timestamp(&self, now: Instant) -> u32 {
+        now.saturating_since(self.start).as_micros() as u32
+    }
+
+    fn wire_snd(&self, ext: u64) -> u32 {
+        seq::add(self.prop.isn, (ext % (1 << 31)) as i32)
+    }
+
+    fn wire_rcv(&self, ext: u64) -> u32 {
+        seq::add(self.peer_isn, (ext % (1 << 31)) as i32)
+    }
+
+    /// The extended number of wire sequence number `s` near extended `reference`.
+    fn ext_near(reference: u64, reference_wire: u32, s: u32) -> Option<u64> {
+        reference.checked_add_signed(i64::from(seq::offset(reference_wire, s)))
+    }
+
+    /// Queues a control packet (dropped when the queue is full).
+    fn push_ctrl(&mut self, c: Control) {
+        if self.ctrl_out.len() < MAX_CTRL_QUEUE {
+            self.ctrl_out.push_back(c);
+        }
+    }
+
+    fn queue_ctrl(&mut self, info: u32, body: ControlBody) {
+        self.push_ctrl(Control::new(info, 0, self.peer_id, body));
+    }
+
+    fn queue_handshake(&mut self, req_type: i32, cookie: i32) {
+        let hs = self.prop.handshake(req_type, cookie, self.remote);
+        // The first request of a client or rendezvous side goes to socket 0.
+        let dst = if req_type == req::RESPONSE {
+            self.peer_id
+        } else {
+            0
+        };
+        self.push_ctrl(Control::new(0, 0, dst, ControlBody::Handshake(hs)));
+    }
+
+    fn establish(&mut self, now: Instant, hs: &Handshake) {
+        self.peer_id = hs.socket_id as u32;
+        self.peer_isn = hs.isn as u32 & super::packet::MAX_SEQ;
+        let w = (hs.flow_window.max(2) as u64).min(u64::from(self.cfg.flow_window));
+        self.peer_window = w;
+        self.peer_avail = w;
+        self.state = ConnectionState::Established;
+        self.hs_next = None;
+        self.activity = true;
+        self.last_rsp = now;
+        self.next_ack = now + Duration::from_micros(SYN_US);
+    }
+
+    /// Handles a handshake addressed to this connection.
+    pub fn on_handshake(&mut self, now: Instant, hs: &Handshake) {
+        if let Err(why) = check_compatible(hs, self.cfg.dgram) {
+            if self.state == ConnectionState::Initiating {
+                self.terminate(CloseReason::Handshake(format!(
+                    "{} refused: {why}",
+                    self.remote
+                )));
+            }
+            return;
+        }
+        match self.role {
+            Role::Client { .. } if self.state == ConnectionState::Initiating => {
+                if hs.req_type == req::REQUEST && hs.cookie != 0 {
+                    // The server's cookie challenge: echo it.
+                    self.role = Role::Client {
+                        cookie: Some(hs.cookie),
+                    };
+                    self.queue_handshake(req::RESPONSE, hs.cookie);
+                    self.hs_next = Some(now + HANDSHAKE_INTERVAL);
+                } else if hs.req_type == req::RESPONSE && hs.socket_id != 0 {
+                    self.cfg.mss = self.cfg.mss.min(hs.mss as u32);
+                    self.establish(now, hs);
+                }
+            }
+            Role::Rendezvous => {
+                if self.state == ConnectionState::Initiating {
+                    self.peer_id = hs.socket_id as u32;
+                    if hs.req_type == req::RENDEZVOUS {
+                        self.queue_handshake(req::RESPONSE, 0);
+                    } else if hs.req_type == req::RESPONSE || hs.req_type == req::RESPONSE2 {
+                        self.establish(now, hs);
+                        self.queue_handshake(req::RESPONSE, 0);
+                    }
+                } else if hs.req_type == req::RENDEZVOUS {
+                    // The peer missed our response.
+                    self.queue_handshake(req::RESPONSE, 0);
+                }
+            }
+            Role::Server => {
+                if hs.req_type == req::RESPONSE {
+                    // A repeated cookie echo: our response was lost.
+                    self.queue_handshake(req::RESPONSE, hs.cookie);
+                }
+            }
+            Role::Client { .. } => {}
+        }
+    }
+
+    /// Handles a packet addressed to this connection.
+    pub fn on_packet(&mut self, now: Instant, p: Packet<'_>, wire_len: usize) {
+        self.stats.packets_received += 1;
+        self.stats.bytes_received += wire_len as u64;
+        if matches!(self.state, ConnectionState::Closed(_)) {
+            return;
+        }
+        if let Packet::Control(Control {
+            body: ControlBody::Handshake(hs),
+            ..
+        }) = &p
+        {
+            return self.on_handshake(now, hs);
+        }
+        if !self.is_open() {
+            return;
+        }
+        self.last_rsp = now;
+        self.exp_base = now;
+        self.exp_count = 1;
+        match p {
+            Packet::Data(h, payload) => self.on_data(now, &h, payload),
+            Packet::Control(c) => self.on_control(now, c),
+        }
+    }
+
+    fn is_open(&self) -> bool {
+        matches!(
+            self.state,
+            ConnectionState::Established | ConnectionState::Closing
+        )
+    }
+
+    fn on_data(&mut self, now: Instant, h: &DataHeader, payload: &[u8]) {
+        let reference = self.rcv.next_expected();
+        let Some(ext) = Self::ext_near(reference, self.wire_rcv(reference), h.seq) else {
+            self.stats.duplicate_segments += 1;
+            return;
+        };
+        self.rcv.on_arrival(now, h.seq);
+        self.cc.on_packet_received(now, payload.len() as u64);
+        let a = self
+            .rcv
+            .on_data(ext, h.boundary, h.in_order, Bytes::copy_from_slice(payload));
+        if a.duplicate {
+            self.stats.duplicate_segments += 1;
+        }
+        if a.no_room {
+            self.stats.out_of_window_segments += 1;
+        }
+        if let Some((x, y)) = a.new_loss {
+            self.send_nak(now, &[(x, y)]);
+        }
+        if self.rcv.queued_bytes() > 0 {
+            self.activity = true;
+        }
+        self.light_count += 1;
+        if self.light_count >= LIGHT_ACK_PACKETS {
+            self.send_ack(now, true);
+        }
+        self.check_peer_fin();
+    }
+
+    fn send_nak(&mut self, now: Instant, ranges: &[(u64, u64)]) {
+        let mut words = Vec::new();
+        let wire: Vec<(u32, u32)> = ranges
+            .iter()
+            .map(|&(a, b)| (self.wire_rcv(a), self.wire_rcv(b)))
+            .collect();
+        nak_words(wire, &mut words);
+        words.truncate(MAX_NAK_WORDS);
+        if words.last().is_some_and(|w| w & 0x8000_0000 != 0) {
+            words.pop();
+        }
+        if words.is_empty() {
+            return;
+        }
+        self.stats.naks_sent += 1;
+        self.queue_ctrl(0, ControlBody::Nak(words));
+        self.next_nak = Some(now + self.nak_interval());
+    }
+
+    fn nak_interval(&self) -> Duration {
+        let base = (self.rtt_us + 4 * self.rttvar_us).max(MIN_NAK_US);
+        Duration::from_micros(base * u64::from(self.nak_backoff))
+    }
+
+    /// Sends an ACK: a light one (`light`) or a full/lite one as UDT4 does.
+    fn send_ack(&mut self, now: Instant, light: bool) {
+        self.light_count = 0;
+        let ack = self.rcv.ack_point();
+        let wire = self.wire_rcv(ack);
+        if light {
+            if ack > self.last_ack {
+                self.stats.acks_sent += 1;
+                self.queue_ctrl(
+                    0,
+                    ControlBody::Ack(AckBody {
+                        ack: wire,
+                        lite: None,
+                        full: None,
+                    }),
+                );
+            }
+            return;
+        }
+        if ack == self.last_ack2 && ack == self.last_ack {
+            return;
+        }
+        if ack == self.last_ack
+            && now.saturating_since(self.last_ack_time).as_micros() < u128::from(2 * self.rtt_us)
+        {
+            return;
+        }
+        self.ack_seq = if self.ack_seq >= super::packet::MAX_SEQ {
+            1
+        } else {
+            self.ack_seq + 1
+        };
+        let lite = Some((
+            self.rtt_us as u32,
+            self.rttvar_us as u32,
+            self.rcv.available().max(2),
+        ));
+        let full = (now.saturating_since(self.last_rate_ack).as_micros() >= u128::from(SYN_US))
+            .then(|| {
+                self.last_rate_ack = now;
+                (self.rcv.arrival_rate(), self.rcv.capacity())
+            });
+        self.stats.acks_sent += 1;
+        self.queue_ctrl(
+            self.ack_seq,
+            ControlBody::Ack(AckBody {
+                ack: wire,
+                lite,
+                full,
+            }),
+        );
+        if self.ack_window.len() == ACK_WINDOW {
+            self.ack_window.pop_front();
+        }
+        self.ack_window.push_back((self.ack_seq, ack, now));
+        self.last_ack = ack;
+        self.last_ack_time = now;
+    }
+
+    fn on_control(&mut self, now: Instant, c: Control) {
+        match c.body {
+            ControlBody::Ack(a) => self.on_ack(now, c.info, &a),
+            ControlBody::Ack2(_) => {
+                if let Some(&(_, ack, t)) = self.ack_window.iter().find(|r| r.0 == c.info) {
+                    let sample = now.saturating_since(t).as_micros() as u64;
+                    self.rttvar_us = (self.rttvar_us * 3 + self.rtt_us.abs_diff(sample)) / 4;
+                    self.rtt_us = (self.rtt_us * 7 + sample) / 8;
+                    self.last_ack2 = self.last_ack2.max(ack);
+                }
+            }
+            ControlBody::Nak(words) => self.on_nak(now, &words),
+            ControlBody::DropRequest(Some((a, b))) => {
+                let reference = self.rcv.next_expected();
+                let rw = self.wire_rcv(reference);
+                if let (Some(x), Some(y)) = (
+                    Self::ext_near(reference, rw, a),
+                    Self::ext_near(reference, rw, b),
+                ) {
+                    self.rcv.drop_message(x, y);
+                    self.stats.messages_abandoned += 1;
+                    self.activity = true;
+                }
+            }
+            ControlBody::Shutdown(_) => {
+                self.peer_closed = true;
+                self.terminate(CloseReason::Graceful);
+            }
+            ControlBody::User(body) if c.reserved == EXT_FIN => {
+                if let Ok(w) = <[u8; 8]>::try_from(&body[..]) {
+                    self.peer_fin = Some(u64::from_be_bytes(w));
+                }
+                let mut ack = Control::new(0, 0, self.peer_id, ControlBody::User(body));
+                ack.reserved = EXT_FIN_ACK;
+                self.push_ctrl(ack);
+                self.check_peer_fin();
+            }
+            ControlBody::User(_) if c.reserved == EXT_FIN_ACK => {
+                self.fin_acked = true;
+                self.progress_close(now);
+            }
+            ControlBody::User(body) => self.cc.on_custom(now, &body),
+            _ => {}
+        }
+    }
+
+    fn check_peer_fin(&mut self) {
+        if self
+            .peer_fin
+            .is_some_and(|f| self.rcv.ack_point() >= f && !self.peer_closed)
+        {
+            self.peer_closed = true;
+            self.activity = true;
+        }
+    }
+
+    fn on_ack(&mut self, now: Instant, ack_seq: u32, a: &AckBody) {
+        if let Some((rtt, _var, avail)) = a.lite {
+            self.queue_ctrl(ack_seq, ControlBody::Ack2(Some(0)));
+            // As UDT4's sender: the ACK's RTT smoothed again; the variance from its own
+            // differences (the ACK's variance field is not used).
+            let rtt = u64::from(rtt);
+            self.rttvar_us = (self.rttvar_us * 3 + self.rtt_us.abs_diff(rtt)) / 4;
+            self.rtt_us = (self.rtt_us * 7 + rtt) / 8;
+            self.peer_avail = u64::from(avail);
+        }
+        let una = self.snd.una();
+        let Some(ext) = Self::ext_near(una, self.wire_snd(una), a.ack) else {
+            return;
+        };
+        let (pkts, bytes) = self.snd.ack(ext);
+        let (rate, capacity) = a.full.unwrap_or((0, 0));
+        if capacity > 0 {
+            let bps = u64::from(capacity) * self.payload as u64;
+            match &mut self.cc {
+                AnyCc::Udt(u) => u.set_link_capacity(bps),
+                AnyCc::UdtNoisy(u) => u.0.set_link_capacity(bps),
+                _ => {}
+            }
+        }
+        if pkts > 0 || a.full.is_some() {
+            self.cc.on_ack(&Ack {
+                now,
+                pn: ext.saturating_sub(1),
+                bytes,
+                sent_at: Instant::from_micros(now.as_micros().saturating_sub(self.rtt_us)),
+                rtt_us: self.rtt_us,
+                srtt_us: self.rtt_us,
+                min_rtt_us: self.rtt_us,
+                bytes_in_flight: self.snd.in_flight() * self.payload as u64,
+                delivery_rate: u64::from(rate) * self.payload as u64,
+            });
+        }
+        if pkts > 0 {
+            self.activity = true;
+        }
+        self.progress_close(now);
+    }
+
+    fn on_nak(&mut self, now: Instant, words: &[u32]) {
+        self.stats.naks_received += 1;
+        let una = self.snd.una();
+        let uw = self.wire_snd(una);
+        for (a, b) in nak_ranges(words) {
+            let (Some(x), Some(y)) = (Self::ext_near(una, uw, a), Self::ext_near(una, uw, b))
+            else {
+                continue;
+            };
+            let n = self.snd.nak(x, y);
+            if n > 0 {
+                self.stats.packets_lost += n;
+                self.cc.on_loss(&Loss {
+                    now,
+                    first_pn: x,
+                    last_pn: y,
+                    bytes: n * self.payload as u64,
+                    sent_at: now,
+                    largest_sent_pn: self.snd.next_new().saturating_sub(1),
+                    srtt_us: self.rtt_us,
+                });
+            }
+        }
+    }
+
+    fn window(&self) -> u64 {
+        let cwnd = self.cc.cwnd();
+        let cwnd_pkts = if cwnd == u64::MAX {
+            u64::MAX
+        } else {
+            (cwnd / self.payload as u64).max(2)
+        };
+        cwnd_pkts.min(self.peer_window).min(self.peer_avail.max(2))
+    }
+
+    fn exp_interval(&self) -> Duration {
+        let n = u64::from(self.exp_count);
+        let t = (n * (self.rtt_us + 4 * self.rttvar_us) + SYN_US).max(n * MIN_EXP_US);
+        Duration::from_micros(t)
+    }
+
+    fn exp_deadline(&self) -> Instant {
+        self.exp_base + self.exp_interval()
+    }
+
+    /// The earliest deadline.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if matches!(self.state, ConnectionState::Closed(_)) {
+            return None;
+        }
+        let mut t = [
+            self.hs_next,
+            self.linger_until.or(self.shutdown_at),
+            None,
+            None,
+            None,
+            None,
+        ];
+        if !self.ctrl_out.is_empty() {
+            t[2] = Some(self.start);
+        }
+        if self.is_open() {
+            t[3] = Some(
+                self.next_ack
+                    .min(self.next_nak.unwrap_or(Instant::FAR_FUTURE)),
+            );
+            t[4] = Some(
+                self.exp_deadline()
+                    .min(self.last_sent + Duration::from_micros(KEEPALIVE_US)),
+            );
+            if self.snd.has_work(self.window()) {
+                t[5] = Some(self.next_send);
+            }
+        }
+        t.into_iter().flatten().min()
+    }
+
+    /// Fires due timers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.linger_until.is_some_and(|t| t <= now) {
+            self.linger_until = None;
+            self.terminate(CloseReason::Graceful);
+            return;
+        }
+        if self.shutdown_at.is_some_and(|t| t <= now) && self.linger_until.is_none() {
+            self.queue_ctrl(0, ControlBody::Shutdown(Some(0)));
+            self.linger_until = Some(now + LINGER);
+        }
+        if let Some(t) = self.hs_next {
+            if t <= now {
+                if now >= self.hs_give_up {
+                    self.terminate(CloseReason::Handshake(format!(
+                        "no answer from {} (UDT handshake timed out)",
+                        self.remote
+                    )));
+                    return;
+                }
+                match self.role {
+                    Role::Client { cookie: None } => self.queue_handshake(req::REQUEST, 0),
+                    Role::Client { cookie: Some(c) } => self.queue_handshake(req::RESPONSE, c),
+                    Role::Rendezvous => self.queue_handshake(req::RENDEZVOUS, 0),
+                    Role::Server => {}
+                }
+                self.hs_next = Some(now + HANDSHAKE_INTERVAL);
+            }
+        }
+        if !self.is_open() {
+            return;
+        }
+        if self.next_ack <= now {
+            self.send_ack(now, false);
+            self.next_ack = now + Duration::from_micros(SYN_US);
+        }
+        if self.next_nak.is_some_and(|t| t <= now) {
+            let ranges = self.rcv.loss_ranges(MAX_NAK_WORDS / 2);
+            let head = ranges.first().map(|r| r.0);
+            if head.is_none() {
+                self.next_nak = None;
+            } else {
+                self.nak_backoff = if head == self.nak_head {
+                    (self.nak_backoff * 2).min(16)
+                } else {
+                    1
+                };
+                self.nak_head = head;
+                self.send_nak(now, &ranges);
+            }
+        }
+        if self.exp_deadline() <= now {
+            if self.exp_count > MAX_EXP_COUNT
+                && now.saturating_since(self.last_rsp) > self.cfg.expiry
+            {
+                self.terminate(CloseReason::IdleTimeout(self.cfg.expiry));
+                return;
+            }
+            if self.snd.in_flight() > 0 {
+                let n = self.snd.all_lost();
+                self.stats.rto_expiries += 1;
+                self.stats.packets_lost += n;
+                self.cc.on_timeout(now, self.exp_count);
+            } else {
+                self.queue_ctrl(0, ControlBody::KeepAlive(Some(0)));
+            }
+            if self.fin.is_some() && !self.fin_acked {
+                self.queue_fin();
+            }
+            self.exp_count += 1;
+            self.exp_base = now;
+        }
+        if now.saturating_since(self.last_sent).as_micros() >= u128::from(KEEPALIVE_US) {
+            self.queue_ctrl(0, ControlBody::KeepAlive(Some(0)));
+        }
+    }
+
+    /// Writes the next packet to send into `out`.
+    pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        out.clear();
+        if let Some(mut c) = self.ctrl_out.pop_front() {
+            c.timestamp = self.timestamp(now);
+            c.emit(out);
+            self.sent(now, out.len());
+            return true;
+        }
+        if !self.is_open() || now < self.next_send {
+            return false;
+        }
+        let window = self.window();
+        match self.snd.next(now, window) {
+            Some(Next::Packet(ext, retx)) => {
+                let Some(p) = self.snd.get(ext) else {
+                    return false;
+                };
+                let wire = self.wire_snd(ext);
+                DataHeader {
+                    seq: wire,
+                    boundary: p.boundary,
+                    in_order: p.in_order,
+                    msg: p.msg,
+                    timestamp: self.timestamp(now),
+                    dst: self.peer_id,
+                }
+                .emit(out);
+                out.extend_from_slice(&p.payload);
+                let bytes = out.len() as u64;
+                self.cc.on_packet_sent(&Sent {
+                    now,
+                    pn: ext,
+                    bytes,
+                    bytes_in_flight: self.snd.in_flight() * self.payload as u64,
+                });
+                self.stats.segments_sent += 1;
+                if retx {
+                    self.stats.retransmissions += 1;
+                }
+                self.sent(now, out.len());
+                self.pace(now, bytes, wire & 0xF == 0 && !retx);
+                if self.snd.room() > 0 {
+                    self.activity = true;
+                }
+                true
+            }
+            Some(Next::Drop(msg, a, b)) => {
+                let body = ControlBody::DropRequest(Some((self.wire_snd(a), self.wire_snd(b))));
+                let mut c = Control::new(msg, self.timestamp(now), self.peer_id, body);
+                c.timestamp = self.timestamp(now);
+                c.emit(out);
+                self.stats.messages_abandoned += 1;
+                self.sent(now, out.len());
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn sent(&mut self, now: Instant, len: usize) {
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += len as u64;
+        self.last_sent = now;
+    }
+
+    /// Schedules the next data packet after one of `bytes` (a probe's successor leaves at
+    /// once).
+    fn pace(&mut self, now: Instant, bytes: u64, probe: bool) {
+        if probe {
+            return;
+        }
+        match self.cc.pacing_period_us(bytes) {
+            Some(p) if p > 0 => {
+                // Allow a little catching up after a late wake-up, not a burst.
+                let floor = Instant::from_micros(now.as_micros().saturating_sub((4 * p).min(1000)));
+                self.next_send = self.next_send.max(floor) + Duration::from_micros(p);
+            }
+            _ => self.next_send = now,
+        }
+    }
+
+    fn queue_fin(&mut self) {
+        if let Some(f) = self.fin {
+            let body = ControlBody::User(f.to_be_bytes().to_vec());
+            let mut c = Control::new(0, 0, self.peer_id, body);
+            c.reserved = EXT_FIN;
+            self.push_ctrl(c);
+        }
+    }
+
+    fn progress_close(&mut self, now: Instant) {
+        if self.closing && self.snd.is_empty() && self.shutdown_at.is_none() {
+            let grace = if self.cfg.dgram {
+                DGRAM_SHUTDOWN_GRACE
+            } else {
+                Duration::ZERO
+            };
+            self.shutdown_at = Some(now + grace);
+            if grace.is_zero() {
+                self.queue_ctrl(0, ControlBody::Shutdown(Some(0)));
+                self.linger_until = Some(now + LINGER);
+            }
+        }
+    }
+
+    /// Ends with `reason`.
+    pub fn terminate(&mut self, reason: CloseReason) {
+        self.hs_next = None;
+        if !matches!(self.state, ConnectionState::Closed(_)) {
+            self.state = ConnectionState::Closed(reason);
+            self.activity = true;
+        }
+    }
+
+    fn open_for_write(&self) -> Result<(), WriteError> {
+        if self.fin.is_some() {
+            return Err(WriteError::Finished);
+        }
+        if self.state != ConnectionState::Established {
+            return Err(WriteError::NotOpen(format!("{:?}", self.state)));
+        }
+        Ok(())
+    }
+
+    /// Queues stream bytes; returns how many were taken.
+    pub fn stream_write(&mut self, _now: Instant, data: &[u8]) -> Result<usize, WriteError> {
+        self.open_for_write()?;
+        let n = data.len().min(self.snd.room());
+        if n == 0 && !data.is_empty() {
+            return Err(WriteError::Blocked);
+        }
+        let b = Bytes::copy_from_slice(&data[..n]);
+        for chunk in (0..n).step_by(crate::connection::STREAM_CHUNK) {
+            let end = (chunk + crate::connection::STREAM_CHUNK).min(n);
+            // On a message connection each chunk is an in-order message.
+            self.snd.push(&b.slice(chunk..end), self.cfg.dgram, None);
+        }
+        self.stats.app_bytes_sent += n as u64;
+        Ok(n)
+    }
+
+    /// Finishes the stream without closing (ctp extension; see the module documentation).
+    pub fn stream_finish(&mut self, _now: Instant) -> Result<(), WriteError> {
+        if self.fin.is_some() {
+            return Ok(());
+        }
+        self.open_for_write()?;
+        // The end is the sequence number after the last data packet queued.
+        self.fin = Some(self.snd.end());
+        self.queue_fin();
+        Ok(())
+    }
+
+    /// Queues one message with a time-to-live and the in-order flag (UDT's `sendmsg`).
+    pub fn send_msg(
+        &mut self,
+        now: Instant,
+        data: Bytes,
+        ttl: Option<Duration>,
+        in_order: bool,
+    ) -> Result<(), WriteError> {
+        self.open_for_write()?;
+        let max = self.cfg.send_buffer;
+        if data.len() > max {
+            return Err(WriteError::TooLarge {
+                len: data.len(),
+                max,
+            });
+        }
+        if data.len() > self.snd.room() {
+            return Err(WriteError::Blocked);
+        }
+        self.stats.app_bytes_sent += data.len() as u64;
+        self.snd.push(&data, in_order, ttl.map(|t| now + t));
+        Ok(())
+    }
+
+    fn read_gate(&self) -> ReadError {
+        match &self.state {
+            ConnectionState::Closed(r) if !self.peer_closed => ReadError::Closed(r.clone()),
+            _ => ReadError::Blocked,
+        }
+    }
+
+    /// Reads stream bytes; `Ok(0)` once the peer finished or closed and all was read.
+    pub fn stream_read(&mut self, _now: Instant, buf: &mut [u8]) -> Result<usize, ReadError> {
+        let n = self.rcv.read_stream(buf);
+        if n > 0 {
+            self.stats.app_bytes_delivered += n as u64;
+            return Ok(n);
+        }
+        if self.peer_closed || buf.is_empty() {
+            return Ok(0);
+        }
+        Err(self.read_gate())
+    }
+
+    /// Takes the next whole message.
+    pub fn recv_msg(&mut self, _now: Instant) -> Result<Bytes, ReadError> {
+        match self.rcv.read_msg() {
+            Some(m) => {
+                self.stats.app_bytes_delivered += m.len() as u64;
+                self.stats.messages_delivered += 1;
+                Ok(m)
+            }
+            None if self.peer_closed => Err(ReadError::Closed(CloseReason::Graceful)),
+            None => Err(self.read_gate()),
+        }
+    }
+
+    /// Bytes that can be written now.
+    pub fn send_room(&self) -> usize {
+        self.snd.room()
+    }
+
+    /// True when everything written was acknowledged.
+    pub fn is_flushed(&self) -> bool {
+        self.snd.is_empty()
+    }
+
+    /// Orderly close: what was written is delivered, then SHUTDOWN goes out.
+    pub fn close(&mut self, now: Instant) {
+        match self.state {
+            ConnectionState::Established => {
+                self.closing = true;
+                self.state = ConnectionState::Closing;
+                self.progress_close(now);
+            }
+            ConnectionState::Initiating | ConnectionState::Echoing => self.terminate(
+                CloseReason::LocalAbort("closed before set-up finished".into()),
+            ),
+            _ => {}
+        }
+    }
+
+    /// Aborts at once (UDT has no abort reason on the wire: SHUTDOWN).
+    pub fn abort(&mut self, _now: Instant, reason: &str) {
+        if matches!(self.state, ConnectionState::Closed(_)) {
+            return;
+        }
+        if self.is_open() {
+            // The SHUTDOWN still goes out after the state closed.
+            self.ctrl_out.clear();
+            self.queue_ctrl(0, ControlBody::Shutdown(Some(0)));
+        }
+        self.state = ConnectionState::Closed(CloseReason::LocalAbort(reason.to_string()));
+        self.activity = true;
+    }
+
+    /// Passes a custom control message to the congestion controller.
+    pub fn congestion_message(&mut self, now: Instant, msg: &[u8]) -> bool {
+        self.cc.on_custom(now, msg);
+        true
+    }
+
+    /// Snapshot of the counters.
+    pub fn stats(&self) -> ConnectionStats {
+        let mut s = self.stats;
+        s.srtt_us = self.rtt_us;
+        s.rttvar_us = self.rttvar_us;
+        s.cwnd = self.cc.cwnd().min(u64::MAX - 1);
+        s.bytes_in_flight = self.snd.in_flight() * self.payload as u64;
+        s.pacing_rate = self.cc.pacing_rate();
+        s.buffered_bytes = (self.snd.buffered() + self.rcv.queued_bytes()) as u64;
+        s.path_mtu = u64::from(self.cfg.mss);
+        s
+    }
+
+    /// True while a control packet waits (it goes out even after the state closed).
+    pub fn has_control(&self) -> bool {
+        !self.ctrl_out.is_empty()
+    }
+}

@@ -1,0 +1,242 @@
+//! The UDT4 side of [`crate::Endpoint`]: connections are found by the destination socket
+//! id every UDT4 packet carries; a listening endpoint answers first handshakes statelessly
+//! with a SYN cookie and creates the connection when the cookie comes back, as UDT4's
+//! listener does.
+
+use super::conn::{UdtConfig, UdtConnection};
+use super::handshake::{check_compatible, check_cookie, mint_cookie};
+use super::packet::{req, Control, ControlBody, Packet, MAX_SEQ};
+use super::WireFormat;
+use crate::connection::Connection;
+use crate::endpoint::{ConnectionHandle, Endpoint, EndpointEvent};
+use crate::profile::{Profile, ProfileError};
+use crate::time::Instant;
+use rand_chacha::rand_core::Rng;
+use std::net::SocketAddr;
+
+impl Profile {
+    /// The `udt` profile: UDT4's stream socket, wire-compatible with the UDT4 library.
+    /// The microprotocols listed are what UDT is made of (reliable, ordered, paced, UDT
+    /// native congestion control); the UDT connection implements them on UDT4's packets.
+    pub fn udt() -> Self {
+        let mut p = Profile::reliable()
+            .with_cc(crate::cc::CcKind::Udt)
+            .expect("reliable takes any cc");
+        p.name = "udt".into();
+        // MSS 1500 as UDT4: 1472 bytes of UDP payload.
+        p.params.max_udp_payload = 1472;
+        p.params.flow_window = 8192;
+        p
+    }
+
+    /// The `udt-dgram` profile: UDT4's datagram (message) socket.
+    pub fn udt_dgram() -> Self {
+        Profile {
+            name: "udt-dgram".into(),
+            ..Self::udt()
+        }
+    }
+
+    /// The wire format this profile needs.
+    pub fn wire(&self) -> WireFormat {
+        if super::PROFILES.iter().any(|(n, _)| *n == self.name) {
+            WireFormat::Udt4
+        } else {
+            WireFormat::Ctp
+        }
+    }
+
+    /// The UDT connection settings of a `udt` profile.
+    pub fn udt_config(&self, handshake_timeout: core::time::Duration) -> UdtConfig {
+        let p = &self.params;
+        UdtConfig {
+            dgram: self.name == "udt-dgram",
+            mss: u32::from(p.max_udp_payload) + super::conn::IP_UDP_OVERHEAD,
+            flow_window: p.flow_window.max(32),
+            send_buffer: p.send_buffer.max(1 << 16) as usize,
+            cc: p.cc,
+            cc_rate: u64::from(p.cc_rate_kbps) * 125,
+            handshake_timeout,
+            expiry: core::time::Duration::from_millis(u64::from(p.idle_timeout_ms).max(1000)),
+        }
+    }
+}
+
+impl Endpoint {
+    fn fresh_socket_id(&mut self) -> u32 {
+        loop {
+            let id = (self.rng.next_u32() & MAX_SEQ).max(1);
+            if !self.by_cid.contains_key(&u64::from(id)) {
+                return id;
+            }
+        }
+    }
+
+    /// Starts a UDT connection (client, or rendezvous when `rendezvous`).
+    pub(crate) fn udt_connect(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        profile: &Profile,
+        rendezvous: bool,
+    ) -> Result<ConnectionHandle, ProfileError> {
+        if profile.wire() != WireFormat::Udt4 {
+            return Err(ProfileError::Unknown {
+                what: "profile for a UDT4 endpoint",
+                name: profile.name.clone(),
+                known: "udt, udt-dgram".into(),
+            });
+        }
+        if self.connection_count() == 0 {
+            self.cfg.wire = WireFormat::Udt4;
+        } else if self.cfg.wire != WireFormat::Udt4 {
+            return Err(ProfileError::Unknown {
+                what: "profile for a ctp-wire endpoint (bind a separate endpoint for UDT4)",
+                name: profile.name.clone(),
+                known: crate::profile::BUILTIN
+                    .iter()
+                    .map(|b| b.0)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        let id = self.fresh_socket_id();
+        let isn = self.rng.next_u32() & MAX_SEQ;
+        let cfg = profile.udt_config(self.cfg.handshake_timeout);
+        let u = if rendezvous {
+            UdtConnection::rendezvous(now, remote, cfg, id, isn)
+        } else {
+            UdtConnection::client(now, remote, cfg, id, isn)
+        };
+        Ok(self.insert(Connection::from_udt(u, profile)))
+    }
+
+    /// Starts a rendezvous connection with `remote` (both sides call this; `udt` profiles
+    /// only).
+    pub fn connect_rendezvous(
+        &mut self,
+        now: Instant,
+        remote: SocketAddr,
+        profile: &Profile,
+    ) -> Result<ConnectionHandle, ProfileError> {
+        profile.check()?;
+        self.udt_connect(now, remote, profile, true)
+    }
+
+    /// The connection set up from `from`, if any, whose peer socket id is `peer_id`
+    /// (`None`: any, e.g. a rendezvous peer whose id is not known yet).
+    fn udt_by_remote(&self, from: SocketAddr, peer_id: Option<u32>) -> Option<usize> {
+        self.conns.iter().position(|c| {
+            c.as_ref().and_then(|c| c.udt.as_deref()).is_some_and(|u| {
+                u.remote() == from && peer_id.is_none_or(|p| u.peer_id == p || u.peer_id == 0)
+            })
+        })
+    }
+
+    /// Processes one UDT4 datagram.
+    pub(crate) fn udt_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
+        let p = match Packet::parse(data) {
+            Ok(p) => p,
+            Err(_) => {
+                self.stats.bad_header += 1;
+                return;
+            }
+        };
+        let dst = match &p {
+            Packet::Data(h, _) => h.dst,
+            Packet::Control(c) => c.dst,
+        };
+        let idx = if dst != 0 {
+            self.by_cid.get(&u64::from(dst)).copied()
+        } else {
+            match &p {
+                Packet::Control(Control {
+                    body: ControlBody::Handshake(hs),
+                    ..
+                }) => {
+                    let known = self.udt_by_remote(from, Some(hs.socket_id as u32));
+                    if known.is_none() && self.cfg.accept {
+                        let ok = self.udt_listen(now, from, hs);
+                        if !ok {
+                            self.stats.handshake_dropped += 1;
+                        }
+                        return;
+                    }
+                    known
+                }
+                _ => None,
+            }
+        };
+        let Some(idx) = idx else {
+            self.stats.unknown_connection += 1;
+            return;
+        };
+        let Some(c) = self.conns[idx].as_mut() else {
+            return;
+        };
+        if c.remote != from {
+            self.stats.unknown_connection += 1;
+            return;
+        }
+        let Some(u) = c.udt.as_deref_mut() else {
+            return;
+        };
+        let was = u.state.clone();
+        u.on_packet(now, p, data.len());
+        let is = u.state.clone();
+        c.sync_udt();
+        if was != is && is == crate::ConnectionState::Established {
+            self.events
+                .push_back(EndpointEvent::Connected(ConnectionHandle(idx)));
+        }
+    }
+
+    /// A listener's answer to a first handshake: a cookie challenge, or — for a valid cookie
+    /// echo — a new connection.
+    fn udt_listen(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        hs: &super::packet::Handshake,
+    ) -> bool {
+        let profile = Profile::udt();
+        let mut cfg = profile.udt_config(self.cfg.handshake_timeout);
+        cfg.flow_window = cfg.flow_window.min(self.cfg.params.flow_window.max(32));
+        cfg.cc = self.cfg.params.cc;
+        cfg.dgram = hs.sock_type == super::packet::sock::DGRAM;
+        if check_compatible(hs, cfg.dgram).is_err() {
+            return false;
+        }
+        match hs.req_type {
+            req::REQUEST if hs.cookie == 0 => {
+                // Stateless: the request comes back with a cookie.
+                let mut reply = *hs;
+                reply.cookie = mint_cookie(&self.cfg.cookie_secret, from, now);
+                let mut out = Vec::new();
+                Control::new(0, 0, hs.socket_id as u32, ControlBody::Handshake(reply))
+                    .emit(&mut out);
+                self.queue_stateless(from, out);
+                true
+            }
+            req::RESPONSE => {
+                if !check_cookie(&self.cfg.cookie_secret, from, now, hs.cookie)
+                    || self.connection_count() >= self.cfg.max_connections
+                {
+                    return false;
+                }
+                let id = self.fresh_socket_id();
+                let u = UdtConnection::server(now, from, cfg, id, hs);
+                let profile = if u.is_dgram() {
+                    Profile::udt_dgram()
+                } else {
+                    profile
+                };
+                let h = self.insert(Connection::from_udt(u, &profile));
+                self.stats.accepted += 1;
+                self.events.push_back(EndpointEvent::Incoming(h));
+                true
+            }
+            _ => false,
+        }
+    }
+}
