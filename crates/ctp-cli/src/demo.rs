@@ -53,6 +53,7 @@ async fn make_source(path: &Path, bytes: u64) -> anyhow::Result<()> {
 /// returns both sides' summaries.
 async fn transfer(
     profile: &Profile,
+    label: &str,
     source: &Path,
     out_dir: PathBuf,
     path: Option<Impairments>,
@@ -62,6 +63,7 @@ async fn transfer(
     let opts = EndpointOptions {
         accept: true,
         params: profile.params,
+        wire: profile.wire(),
         ..Default::default()
     };
     let server = Endpoint::bind(local, opts)
@@ -72,6 +74,7 @@ async fn transfer(
         local,
         EndpointOptions {
             params: profile.params,
+            wire: profile.wire(),
             ..Default::default()
         },
     )
@@ -89,7 +92,7 @@ async fn transfer(
         }
         None => (server_addr, None),
     };
-    let name = profile.name.clone();
+    let name = label.to_string();
     let receiver = tokio::spawn(async move {
         let mut conn = server
             .accept()
@@ -120,7 +123,7 @@ async fn transfer(
         .connect(target, profile)
         .await
         .map_err(|e| anyhow!("connecting: {e}"))?;
-    let pb = progress::bar(bytes, &profile.name, json);
+    let pb = progress::bar(bytes, label, json);
     let digest = send::send_file(&mut conn, source, "demo.bin", &pb)
         .await
         .context("sending")?;
@@ -134,7 +137,7 @@ async fn transfer(
         stats: &stats,
         checksum: &digest,
     };
-    let sent = Summary::new("send", source, target.to_string(), &profile.name, m);
+    let sent = Summary::new("send", source, target.to_string(), label, m);
     let got = receiver
         .await
         .map_err(|e| anyhow!("receiver task: {e}"))??;
@@ -180,7 +183,15 @@ pub async fn run(a: DemoArgs) -> Result<(), Failure> {
         .context("writing the demo file")?;
     let received = scratch.0.join("received");
     std::fs::create_dir_all(&received).context("creating a scratch directory")?;
-    let (sent, got) = transfer(&Profile::reliable(), &source, received.clone(), None, json).await?;
+    let (sent, got) = transfer(
+        &Profile::reliable(),
+        "reliable",
+        &source,
+        received.clone(),
+        None,
+        json,
+    )
+    .await?;
     let mut lossy = Vec::new();
     if a.lossy_mib > 0 {
         if !json {
@@ -195,15 +206,29 @@ pub async fn run(a: DemoArgs) -> Result<(), Failure> {
         make_source(&small, a.lossy_mib << 20)
             .await
             .context("writing the demo file")?;
-        for profile in [Profile::reliable(), Profile::ctp_bulk()] {
-            let dir = scratch.0.join(format!("received-{}", profile.name));
+        // The TCP-like profiles, then UDT (native and noisy-link) and a model-based
+        // controller, which do not read every loss as congestion.
+        let udt = Profile::builtin("udt").expect("built in");
+        let runs = [
+            ("reliable".to_string(), Profile::reliable()),
+            ("ctp-bulk".to_string(), Profile::ctp_bulk()),
+            ("udt".to_string(), udt.clone()),
+            (
+                "udt --cc udt-noisy".to_string(),
+                crate::profiles::with_cc(udt, "udt-noisy")?,
+            ),
+            (
+                "reliable --cc bbr".to_string(),
+                crate::profiles::with_cc(Profile::reliable(), "bbr")?,
+            ),
+        ];
+        for (i, (label, profile)) in runs.into_iter().enumerate() {
+            let dir = scratch.0.join(format!("received-{i}"));
             std::fs::create_dir_all(&dir).context("creating a scratch directory")?;
-            let (s, r) = transfer(&profile, &small, dir, Some(long_lossy_path()), json).await?;
+            let (s, r) =
+                transfer(&profile, &label, &small, dir, Some(long_lossy_path()), json).await?;
             if s.checksum != r.checksum {
-                return Err(Failure::Transfer(anyhow!(
-                    "{}: checksums differ",
-                    profile.name
-                )));
+                return Err(Failure::Transfer(anyhow!("{label}: checksums differ")));
             }
             lossy.push(s);
         }
@@ -221,8 +246,8 @@ pub async fn run(a: DemoArgs) -> Result<(), Failure> {
         outln!("\nchecksums match: {}", sent.checksum == got.checksum);
     } else {
         outln!(
-            "{:<16} {:>10} {:>12} {:>16} {:>9}",
-            "profile",
+            "{:<20} {:>10} {:>12} {:>16} {:>9}",
+            "profile (cc)",
             "seconds",
             "goodput",
             "retransmissions",
@@ -230,7 +255,7 @@ pub async fn run(a: DemoArgs) -> Result<(), Failure> {
         );
         for s in &lossy {
             outln!(
-                "{:<16} {:>10.2} {:>7.1} Mb/s {:>16} {:>6.1} ms",
+                "{:<20} {:>10.2} {:>7.1} Mb/s {:>16} {:>6.1} ms",
                 s.profile,
                 s.seconds,
                 s.goodput_mbps,
@@ -239,7 +264,9 @@ pub async fn run(a: DemoArgs) -> Result<(), Failure> {
             );
         }
         outln!("\nEvery transfer above was verified end to end (BLAKE3). TCP-like loss response");
-        outln!("keeps goodput low on long lossy paths; later profiles (udt, coded) are built for them.");
+        outln!(
+            "keeps goodput low on long lossy paths; UDT's rate control and BBR are built for them."
+        );
     }
     outln!("\nNext:");
     outln!("  ctp recv --listen 0.0.0.0:9000 --out ./incoming/ --once   # on the receiving host");

@@ -352,7 +352,16 @@ fn demo_runs_a_verified_transfer() {
         .iter()
         .map(|s| s["profile"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["reliable", "ctp-bulk"]);
+    assert_eq!(
+        names,
+        [
+            "reliable",
+            "ctp-bulk",
+            "udt",
+            "udt --cc udt-noisy",
+            "reliable --cc bbr"
+        ]
+    );
     for s in lossy {
         assert_eq!(s["bytes"], 1 << 20);
         assert!(
