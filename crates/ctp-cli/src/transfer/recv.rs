@@ -16,6 +16,22 @@ struct TempFile {
     keep: bool,
 }
 
+impl TempFile {
+    /// Flushes and syncs what `writer` wrote to the temporary file, then renames it to
+    /// `dest`: only a complete, durable file ever appears under its final name.
+    async fn commit(mut self, mut writer: BufWriter<File>, dest: &Path) -> anyhow::Result<()> {
+        writer.flush().await?;
+        let file = writer.into_inner();
+        file.sync_all().await.context("syncing to disk")?;
+        drop(file);
+        tokio::fs::rename(&self.path, dest)
+            .await
+            .with_context(|| format!("renaming into {}", dest.display()))?;
+        self.keep = true;
+        Ok(())
+    }
+}
+
 impl Drop for TempFile {
     fn drop(&mut self) {
         if !self.keep {
@@ -96,7 +112,7 @@ async fn receive(conn: &mut Connection, out: &Path, progress: &ProgressBar) -> R
         pending.extend_from_slice(&buf[..n]);
     };
     let dest = destination(out, &header.name);
-    let mut tmp = TempFile {
+    let tmp = TempFile {
         path: temp_path(&dest),
         keep: false,
     };
@@ -134,14 +150,7 @@ async fn receive(conn: &mut Connection, out: &Path, progress: &ProgressBar) -> R
     if sink.trailer[..] != digest[..] {
         bail!("checksum mismatch: the content is corrupt; nothing was stored");
     }
-    sink.writer.flush().await?;
-    let file = sink.writer.into_inner();
-    file.sync_all().await.context("syncing to disk")?;
-    drop(file);
-    tokio::fs::rename(&tmp.path, &dest)
-        .await
-        .with_context(|| format!("renaming into {}", dest.display()))?;
-    tmp.keep = true;
+    tmp.commit(sink.writer, &dest).await?;
     Ok(Received {
         path: dest,
         bytes: header.size,
@@ -189,7 +198,7 @@ pub async fn recv_raw(
     progress: &ProgressBar,
 ) -> Result<Received> {
     let dest = destination(out, RAW_NAME);
-    let mut tmp = TempFile {
+    let tmp = TempFile {
         path: temp_path(&dest),
         keep: false,
     };
@@ -216,14 +225,7 @@ pub async fn recv_raw(
         got += n as u64;
         progress.set_position(got);
     }
-    writer.flush().await?;
-    let file = writer.into_inner();
-    file.sync_all().await.context("syncing to disk")?;
-    drop(file);
-    tokio::fs::rename(&tmp.path, &dest)
-        .await
-        .with_context(|| format!("renaming into {}", dest.display()))?;
-    tmp.keep = true;
+    tmp.commit(writer, &dest).await?;
     Ok(Received {
         path: dest,
         bytes: got,
