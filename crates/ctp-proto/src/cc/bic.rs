@@ -114,13 +114,7 @@ impl CongestionControl for Bic {
         self.seg = (self.w.cwnd / self.w.mss) as f64;
     }
 
-    fn cwnd(&self) -> u64 {
-        self.w.cwnd
-    }
-
-    fn pacing_rate(&self) -> u64 {
-        self.w.pacing()
-    }
+    super::window_outputs!();
 }
 
 #[cfg(test)]

@@ -122,13 +122,7 @@ impl CongestionControl for Cubic {
         self.epoch = None;
     }
 
-    fn cwnd(&self) -> u64 {
-        self.w.cwnd
-    }
-
-    fn pacing_rate(&self) -> u64 {
-        self.w.pacing()
-    }
+    super::window_outputs!();
 }
 
 #[cfg(test)]

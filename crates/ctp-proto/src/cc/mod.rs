@@ -211,8 +211,23 @@ pub fn by_name(name: &str, cfg: &Config) -> Result<AnyCc, UnknownCc> {
         .ok_or_else(|| UnknownCc { name: name.into() })
 }
 
+/// The two outputs of an algorithm built on the Reno skeleton held in its field `w`: the
+/// window, and the pacing rate derived from it.
+macro_rules! window_outputs {
+    () => {
+        fn cwnd(&self) -> u64 {
+            self.w.cwnd
+        }
+
+        fn pacing_rate(&self) -> u64 {
+            self.w.pacing()
+        }
+    };
+}
+pub(crate) use window_outputs;
+
 macro_rules! algorithms {
-    ($($variant:ident = $id:literal, $name:literal, $ty:ty, $doc:literal;)*) => {
+    ($($variant:ident = $id:literal, $name:literal, $ty:ty, $new:path, $doc:literal;)*) => {
         /// A built-in algorithm. The numbers travel in the handshake.
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
         pub enum CcKind {
@@ -258,7 +273,7 @@ macro_rules! algorithms {
             pub fn build(self, cfg: &Config) -> AnyCc {
                 match self {
                     CcKind::NewReno => AnyCc::NewReno(newreno::NewReno::new(cfg)),
-                    $(CcKind::$variant => AnyCc::$variant(<$ty>::new(cfg)),)*
+                    $(CcKind::$variant => AnyCc::$variant($new(cfg)),)*
                 }
             }
         }
@@ -333,18 +348,18 @@ macro_rules! algorithms {
 }
 
 algorithms! {
-    Cubic = 1, "cubic", cubic::Cubic, "CUBIC (RFC 9438): cubic window growth around the last maximum, β = 0.7";
-    Bbr = 2, "bbr", bbr::Bbr, "BBR v1: bottleneck bandwidth and min-RTT model, pacing-gain cycle; loss is not a signal";
-    Udt = 3, "udt", udt::Udt, "UDT native: DAIMD rate control from the link capacity, random loss decrease";
-    UdtNoisy = 4, "udt-noisy", udt::UdtNoisy, "UDT native in noisy-link mode: the first loss of a congestion event is ignored";
-    Scalable = 5, "scalable", scalable::Scalable, "Scalable TCP: +1% of a packet per ACK, −1/8 on loss";
-    HighSpeed = 6, "highspeed", highspeed::HighSpeed, "HighSpeed TCP (RFC 3649): a(w), b(w) from the response function";
-    Bic = 7, "bic", bic::Bic, "BiC: binary search toward the last maximum, then max probing";
-    Westwood = 8, "westwood", westwood::Westwood, "Westwood+: the bandwidth estimate sets ssthresh after a loss";
-    Vegas = 9, "vegas", vegas::Vegas, "Vegas: keeps 2 to 4 packets queued, from expected vs actual rate";
-    Fast = 10, "fast", fast::Fast, "FAST TCP: w ← (1−γ)w + γ(baseRTT/RTT·w + α) every RTT";
-    Blast = 11, "blast", blast::Blast, "fixed-rate blast: constant rate, changeable while running, ignores loss";
-    Group = 12, "group", group::Group, "group controller (GTP-style): rate assigned by a shared receiver-driven budget";
+    Cubic = 1, "cubic", cubic::Cubic, cubic::Cubic::new, "CUBIC (RFC 9438): cubic window growth around the last maximum, β = 0.7";
+    Bbr = 2, "bbr", bbr::Bbr, bbr::Bbr::new, "BBR v1: bottleneck bandwidth and min-RTT model, pacing-gain cycle; loss is not a signal";
+    Udt = 3, "udt", udt::Udt, udt::Udt::new, "UDT native: DAIMD rate control from the link capacity, random loss decrease";
+    UdtNoisy = 4, "udt-noisy", udt::Udt, udt::Udt::noisy, "UDT native in noisy-link mode: ignores the first loss of a congestion event, and losses while the path holds no queue";
+    Scalable = 5, "scalable", scalable::Scalable, scalable::Scalable::new, "Scalable TCP: +1% of a packet per ACK, −1/8 on loss";
+    HighSpeed = 6, "highspeed", highspeed::HighSpeed, highspeed::HighSpeed::new, "HighSpeed TCP (RFC 3649): a(w), b(w) from the response function";
+    Bic = 7, "bic", bic::Bic, bic::Bic::new, "BiC: binary search toward the last maximum, then max probing";
+    Westwood = 8, "westwood", westwood::Westwood, westwood::Westwood::new, "Westwood+: the bandwidth estimate sets ssthresh after a loss";
+    Vegas = 9, "vegas", vegas::Vegas, vegas::Vegas::new, "Vegas: keeps 2 to 4 packets queued, from expected vs actual rate";
+    Fast = 10, "fast", fast::Fast, fast::Fast::new, "FAST TCP: w ← (1−γ)w + γ(baseRTT/RTT·w + α) every RTT";
+    Blast = 11, "blast", blast::Blast, blast::Blast::new, "fixed-rate blast: constant rate, changeable while running, ignores loss";
+    Group = 12, "group", group::Group, group::Group::new, "group controller (GTP-style): rate assigned by a shared receiver-driven budget";
 }
 
 /// Pacing rate for a window-based algorithm: `gain × cwnd / srtt` (0 until the RTT is known),

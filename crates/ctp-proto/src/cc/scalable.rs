@@ -65,13 +65,7 @@ impl CongestionControl for Scalable {
         self.w.timeout(now);
     }
 
-    fn cwnd(&self) -> u64 {
-        self.w.cwnd
-    }
-
-    fn pacing_rate(&self) -> u64 {
-        self.w.pacing()
-    }
+    super::window_outputs!();
 }
 
 #[cfg(test)]

@@ -211,6 +211,15 @@ impl Udt {
         }
     }
 
+    /// UDT in noisy-link mode: ignores the first loss of each congestion event, and every
+    /// loss while the path holds no queue (`udt-noisy`).
+    pub fn noisy(cfg: &Config) -> Self {
+        Udt {
+            noisy: true,
+            ..Udt::new(cfg)
+        }
+    }
+
     /// Sets the link capacity (bytes per second), e.g. from a receiver-side packet-pair
     /// estimate; later delivery-rate samples only raise it.
     pub fn set_link_capacity(&mut self, bytes_per_s: u64) {
@@ -400,62 +409,6 @@ impl CongestionControl for Udt {
     }
 }
 
-/// UDT in noisy-link mode (a named constructor so the registry can build it).
-#[derive(Debug)]
-pub struct UdtNoisy(pub Udt);
-
-impl UdtNoisy {
-    /// UDT ignoring the first loss of each congestion event.
-    pub fn new(cfg: &Config) -> Self {
-        let mut u = Udt::new(cfg);
-        u.noisy = true;
-        UdtNoisy(u)
-    }
-}
-
-impl CongestionControl for UdtNoisy {
-    fn wants_packet_events(&self) -> bool {
-        true
-    }
-    fn packet_pairs(&self) -> bool {
-        true
-    }
-    fn sends_messages(&self) -> bool {
-        true
-    }
-    fn on_packet_received(&mut self, now: Instant, bytes: u64) {
-        self.0.on_packet_received(now, bytes)
-    }
-    fn poll_message(&mut self, out: &mut [u8; super::MAX_CC_MSG]) -> usize {
-        self.0.poll_message(out)
-    }
-    fn on_custom(&mut self, now: Instant, msg: &[u8]) {
-        self.0.on_custom(now, msg)
-    }
-
-    fn name(&self) -> &'static str {
-        self.0.name()
-    }
-    fn on_packet_sent(&mut self, s: &Sent) {
-        self.0.on_packet_sent(s)
-    }
-    fn on_ack(&mut self, a: &Ack) {
-        self.0.on_ack(a)
-    }
-    fn on_loss(&mut self, l: &Loss) {
-        self.0.on_loss(l)
-    }
-    fn on_timeout(&mut self, now: Instant, backoff: u32) {
-        self.0.on_timeout(now, backoff)
-    }
-    fn cwnd(&self) -> u64 {
-        self.0.cwnd()
-    }
-    fn pacing_rate(&self) -> u64 {
-        self.0.pacing_rate()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::test_util::*;
@@ -473,7 +426,7 @@ mod tests {
     /// A UDT sender past slow start at 1000 packets/s (1 MB/s) on a 10 MB/s link.
     fn steady(noisy: bool) -> Udt {
         let mut u = if noisy {
-            UdtNoisy::new(&cfg()).0
+            Udt::noisy(&cfg())
         } else {
             Udt::new(&cfg())
         };

@@ -92,13 +92,7 @@ impl CongestionControl for Westwood {
         self.w.ssthresh = ss;
     }
 
-    fn cwnd(&self) -> u64 {
-        self.w.cwnd
-    }
-
-    fn pacing_rate(&self) -> u64 {
-        self.w.pacing()
-    }
+    super::window_outputs!();
 }
 
 #[cfg(test)]

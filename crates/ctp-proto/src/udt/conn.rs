@@ -647,8 +647,7 @@ impl UdtConnection {
         if capacity > 0 {
             let bps = u64::from(capacity) * self.payload as u64;
             match &mut self.cc {
-                AnyCc::Udt(u) => u.set_link_capacity(bps),
-                AnyCc::UdtNoisy(u) => u.0.set_link_capacity(bps),
+                AnyCc::Udt(u) | AnyCc::UdtNoisy(u) => u.set_link_capacity(bps),
                 _ => {}
             }
         }
