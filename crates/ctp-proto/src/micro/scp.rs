@@ -131,81 +131,102 @@ impl Scp {
     fn on_ack(&mut self, bytes: usize, cx: &mut Cx<'_, '_>) {
         let now = cx.now;
         let s = &mut cx.st.session;
-        if s.min_rtt_us != u64::MAX {
-            self.ack_rate.on_ack(now, bytes as u64, s.min_rtt_us);
+        if s.min_rtt_us == u64::MAX {
+            return; // nothing to judge a queue or a rate against yet
         }
-        if self.startup && s.min_rtt_us != u64::MAX {
-            // HyStart++'s delay threshold: min RTT / 8, clamped to 4..16 ms.
-            let threshold = (s.min_rtt_us / 8).clamp(4_000, 16_000);
-            if s.latest_rtt_us > s.min_rtt_us + threshold {
-                self.queued_acks += 1;
-            } else {
-                self.queued_acks = 0;
-            }
-            if self.queued_acks >= 3 {
-                self.leave_startup(now, s);
-                self.last_increase = Some(now);
-                cx.raise(Event::CongestionChanged);
-                return;
-            }
-        }
-        if let Some((end, cruise)) = self.drain {
-            if now < end {
-                return;
-            }
-            self.drain = None;
-            s.pacing_rate = s.pacing_rate.max(cruise);
-            self.last_increase = Some(now);
-            self.set_window(s);
+        self.ack_rate.on_ack(now, bytes as u64, s.min_rtt_us);
+        let changed = if self.startup {
+            self.startup_ack(now, bytes as u64, s)
+        } else if self.drain.is_some() {
+            self.drain_ack(now, s)
+        } else {
+            self.steady_ack(now, s)
+        };
+        if changed {
             cx.raise(Event::CongestionChanged);
-            return;
         }
-        let srtt = Self::srtt_us(s);
-        if self.startup && s.min_rtt_us != u64::MAX {
-            // Slow start in rate terms: each acknowledged byte adds a byte per round trip,
-            // so a round trip of acknowledgements doubles the rate, smoothly rather than in
-            // one step (a step would overshoot by up to a whole rate for a round trip).
-            // Never beyond 1.5 × the rate acknowledgements come back at: past the
-            // bottleneck, the queue then grows by at most half a bandwidth-delay product
-            // in the round trip it takes to see it.
-            let grown = s
-                .pacing_rate
-                .saturating_add(bytes as u64 * 1_000_000 / srtt);
-            let measured = self.ack_rate.estimate();
-            let cap = if measured > 0 {
-                (measured * 3 / 2).max(s.pacing_rate)
-            } else {
-                u64::MAX
-            };
-            s.pacing_rate = grown.min(cap);
-            self.set_window(s);
-        }
-        let once_per_rtt = self
+    }
+
+    /// True (and a new round of ack-rate samples) once per smoothed RTT.
+    fn new_round(&mut self, now: Instant, srtt_us: u64) -> bool {
+        let due = self
             .last_increase
-            .is_none_or(|t| now.saturating_since(t).as_micros() as u64 >= srtt);
-        if !once_per_rtt || s.min_rtt_us == u64::MAX {
-            if self.startup {
-                cx.raise(Event::CongestionChanged);
-            }
-            return;
+            .is_none_or(|t| now.saturating_since(t).as_micros() as u64 >= srtt_us);
+        if due {
+            self.last_increase = Some(now);
+            self.ack_rate.next_round();
         }
+        due
+    }
+
+    /// Start-up: leave on a queue, otherwise grow the rate by what this ack carried.
+    fn startup_ack(&mut self, now: Instant, bytes: u64, s: &mut Session) -> bool {
+        // HyStart++'s delay threshold: min RTT / 8, clamped to 4..16 ms.
+        let threshold = (s.min_rtt_us / 8).clamp(4_000, 16_000);
+        if s.latest_rtt_us > s.min_rtt_us + threshold {
+            self.queued_acks += 1;
+        } else {
+            self.queued_acks = 0;
+        }
+        if self.queued_acks >= 3 {
+            self.leave_startup(now, s);
+            self.last_increase = Some(now);
+            return true;
+        }
+        // Slow start in rate terms: each acknowledged byte adds a byte per round trip, so
+        // a round trip of acknowledgements doubles the rate, smoothly rather than in one
+        // step (a step would overshoot by up to a whole rate for a round trip). Never
+        // beyond 1.5 × the rate acknowledgements come back at: past the bottleneck, the
+        // queue then grows by at most half a bandwidth-delay product in the round trip it
+        // takes to see it.
+        let srtt = Self::srtt_us(s);
+        let grown = s.pacing_rate.saturating_add(bytes * 1_000_000 / srtt);
+        let measured = self.ack_rate.estimate();
+        let cap = if measured > 0 {
+            (measured * 3 / 2).max(s.pacing_rate)
+        } else {
+            u64::MAX
+        };
+        s.pacing_rate = grown.min(cap);
+        self.set_window(s);
+        self.new_round(now, srtt);
+        true
+    }
+
+    /// The round trip after start-up: half rate until it ends, then the cruise rate.
+    fn drain_ack(&mut self, now: Instant, s: &mut Session) -> bool {
+        let Some((end, cruise)) = self.drain else {
+            return false;
+        };
+        if now < end {
+            return false;
+        }
+        self.drain = None;
+        s.pacing_rate = s.pacing_rate.max(cruise);
         self.last_increase = Some(now);
-        self.ack_rate.next_round();
-        if self.startup {
-            // grown above, per acknowledgement
-        } else if s.srtt_us * 2 <= s.min_rtt_us * 3 {
+        self.set_window(s);
+        true
+    }
+
+    /// Steady state, once per round trip: one packet more while the RTT stays within 50 %
+    /// of its minimum; otherwise, while the rate is not below what comes back, the queue is
+    /// not draining (holding would let it grow until it overflows): step to a sixteenth
+    /// under the measured rate, then hold.
+    fn steady_ack(&mut self, now: Instant, s: &mut Session) -> bool {
+        let srtt = Self::srtt_us(s);
+        if !self.new_round(now, srtt) {
+            return false;
+        }
+        if s.srtt_us * 2 <= s.min_rtt_us * 3 {
             s.pacing_rate += self.mss * 1_000_000 / srtt;
         } else {
-            // The queue holds more than half the minimum RTT. While the rate is not below
-            // what comes back, the queue is not draining (holding would let it grow until
-            // it overflows): step to a sixteenth under the measured rate, then hold.
             let measured = self.ack_rate.estimate();
             if measured > 0 && s.pacing_rate >= measured {
                 s.pacing_rate = (measured - measured / 16).max(self.mss * 1_000_000 / srtt);
             }
         }
         self.set_window(s);
-        cx.raise(Event::CongestionChanged);
+        true
     }
 
     fn on_loss(&mut self, sent_at: Instant, cx: &mut Cx<'_, '_>) {
