@@ -9,6 +9,7 @@ pub mod app;
 pub mod aqm;
 pub mod chaos;
 pub mod clock;
+pub mod cpu_time;
 pub mod link;
 pub mod loss;
 pub mod metrics;

@@ -73,7 +73,7 @@ pub struct RunMetrics {
     pub aggregate_mbps: f64,
     /// Datagrams emitted by the endpoints.
     pub packets: u64,
-    /// Datagrams per wall-clock second of the run.
+    /// Datagrams per CPU second of the run's thread.
     pub packets_per_sec: f64,
     /// Corrupted datagrams caught by the endpoints' integrity check.
     pub corrupt_dropped: u64,
@@ -169,7 +169,7 @@ pub fn compute(r: &RunResult, bottleneck_bps: u64) -> RunMetrics {
         stability: mean(&covs),
         aggregate_mbps: mean(&aggs).unwrap_or(0.0),
         packets: r.packets,
-        packets_per_sec: r.packets as f64 / r.wall_secs.max(1e-9),
+        packets_per_sec: r.packets as f64 / r.cpu_secs.max(1e-9),
         corrupt_dropped: r.bad_checksum,
         trace_hash: r.trace_hash.clone(),
     }

@@ -53,6 +53,8 @@ pub struct RunResult {
     pub virtual_us: u64,
     /// Wall-clock seconds the run took (for the speed figure only; never asserted on).
     pub wall_secs: f64,
+    /// CPU seconds the run's thread used (the speed figure's denominator; never asserted on).
+    pub cpu_secs: f64,
     /// Sampling interval, µs.
     pub interval_us: u64,
     /// The run ended because time stood still (an endpoint deadline that never moves).
@@ -417,6 +419,7 @@ impl World {
     /// Runs to the end; `progress` is called with the virtual time after each interval.
     pub fn run(mut self, progress: &mut dyn FnMut(Duration)) -> RunResult {
         let wall = std::time::Instant::now();
+        let cpu = crate::cpu_time::ThreadCpuClock::start();
         let end = Self::at(self.cfg.duration);
         let mut same_time = 0u32;
         let mut stuck = None;
@@ -508,10 +511,15 @@ impl World {
                 progress(self.now - Instant::ZERO);
             }
         }
-        self.finish(wall, stuck)
+        self.finish(wall, cpu, stuck)
     }
 
-    fn finish(mut self, wall: std::time::Instant, stuck: Option<String>) -> RunResult {
+    fn finish(
+        mut self,
+        wall: std::time::Instant,
+        cpu: crate::cpu_time::ThreadCpuClock,
+        stuck: Option<String>,
+    ) -> RunResult {
         let mut bad_checksum = 0;
         for n in &self.nodes {
             bad_checksum += n.stats().bad_checksum;
@@ -544,6 +552,7 @@ impl World {
             packets: self.packets,
             virtual_us: self.now.as_micros(),
             wall_secs: wall.elapsed().as_secs_f64(),
+            cpu_secs: cpu.elapsed_secs(),
             interval_us: self.cfg.interval.as_micros() as u64,
             stuck,
         }

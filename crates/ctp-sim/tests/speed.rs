@@ -34,12 +34,13 @@ fn simulated_packets_per_cpu_second() {
     let r = &rep.runs[0];
     let hops: u64 = r.result.links.iter().map(|l| l.offered).sum();
     println!(
-        "{} datagrams ({} link hops) in {:.2} s: {:.0} datagrams/s, {:.0} hops/s; aggregate {:.0} Mb/s",
+        "{} datagrams ({} link hops) in {:.2} CPU s ({:.2} s wall): {:.0} datagrams/CPU s, {:.0} hops/CPU s; aggregate {:.0} Mb/s",
         r.result.packets,
         hops,
+        r.result.cpu_secs,
         r.result.wall_secs,
         r.metrics.packets_per_sec,
-        hops as f64 / r.result.wall_secs,
+        hops as f64 / r.result.cpu_secs,
         r.metrics.aggregate_mbps
     );
     assert!(r.result.packets > 100_000);
