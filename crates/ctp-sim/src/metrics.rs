@@ -67,6 +67,12 @@ pub struct RunMetrics {
     pub efficiency: Option<f64>,
     /// Mean over intervals with two or more active flows of Jain's index of their goodput.
     pub jain: Option<f64>,
+    /// The UDT paper's fairness index (its Table 4, `FI`): for each stage (a maximal run of
+    /// intervals with the same set of active flows, two or more), Jain's index of the
+    /// flows' mean goodput over the stage; the mean over the stages.
+    pub stage_jain: Option<f64>,
+    /// The smallest per-stage index of [`RunMetrics::stage_jain`].
+    pub stage_jain_min: Option<f64>,
     /// Mean over flows of the coefficient of variation of their per-interval goodput.
     pub stability: Option<f64>,
     /// Aggregate goodput, Mb/s, over intervals with at least one active flow.
@@ -93,7 +99,22 @@ pub fn compute(r: &RunResult, bottleneck_bps: u64) -> RunMetrics {
     let mut jains = Vec::new();
     let mut effs = Vec::new();
     let mut aggs = Vec::new();
+    // Stages: (active flow indices, per-flow goodput sums, intervals).
+    let mut stages: Vec<(Vec<usize>, Vec<f64>, usize)> = Vec::new();
     for i in 0..n_int {
+        let ids: Vec<usize> = (0..r.flows.len())
+            .filter(|&f| r.flows[f].samples.get(i).is_some_and(|s| s.active))
+            .collect();
+        if !ids.is_empty() {
+            if stages.last().is_none_or(|st| st.0 != ids) {
+                stages.push((ids.clone(), vec![0.0; ids.len()], 0));
+            }
+            let st = stages.last_mut().expect("pushed");
+            for (k, &f) in ids.iter().enumerate() {
+                st.1[k] += mbps(r.flows[f].samples[i].bytes, iv);
+            }
+            st.2 += 1;
+        }
         let active: Vec<f64> = r
             .flows
             .iter()
@@ -116,6 +137,11 @@ pub fn compute(r: &RunResult, bottleneck_bps: u64) -> RunMetrics {
         }
     }
     let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    let stage_jains: Vec<f64> = stages
+        .iter()
+        .filter(|st| st.0.len() >= 2)
+        .filter_map(|st| jain(&st.1))
+        .collect();
     let mut covs = Vec::new();
     let flows = r
         .flows
@@ -166,6 +192,8 @@ pub fn compute(r: &RunResult, bottleneck_bps: u64) -> RunMetrics {
         flows,
         efficiency: mean(&effs),
         jain: mean(&jains),
+        stage_jain: mean(&stage_jains),
+        stage_jain_min: stage_jains.iter().copied().reduce(f64::min),
         stability: mean(&covs),
         aggregate_mbps: mean(&aggs).unwrap_or(0.0),
         packets: r.packets,
@@ -184,6 +212,58 @@ mod tests {
         assert!((jain(&[3.0, 3.0, 3.0]).unwrap() - 1.0).abs() < 1e-12);
         assert!((jain(&[5.0, 0.0, 0.0, 0.0]).unwrap() - 0.25).abs() < 1e-12);
         assert_eq!(jain(&[]), None);
+    }
+
+    #[test]
+    fn the_stage_index_averages_each_flows_goodput_over_a_stage_before_comparing() {
+        // 1-s intervals, goodput in Mb/s (bytes = Mb/s × 125 000); `None` = not active.
+        let flow = |mbps: &[Option<u64>]| crate::app::FlowResult {
+            samples: mbps
+                .iter()
+                .map(|m| crate::app::Sample {
+                    bytes: m.unwrap_or(0) * 125_000,
+                    active: m.is_some(),
+                    srtt_us: 0,
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let run = |flows| RunResult {
+            flows,
+            links: Vec::new(),
+            bad_checksum: 0,
+            trace_hash: String::new(),
+            packets: 0,
+            virtual_us: 0,
+            wall_secs: 1.0,
+            interval_us: 1_000_000,
+            stuck: None,
+        };
+        // Alone, then two flows trading 100/300 and 300/100: every interval is unfair
+        // (Jain 0.8) but over the stage both moved the same (the paper's FI = 1); the
+        // oscillation is what the stability index measures.
+        let m = compute(
+            &run(vec![
+                flow(&[Some(400), Some(300), Some(100), Some(300), Some(100)]),
+                flow(&[None, Some(100), Some(300), Some(100), Some(300)]),
+            ]),
+            400_000_000,
+        );
+        assert!((m.jain.unwrap() - 0.8).abs() < 1e-12, "{:?}", m.jain);
+        assert!((m.stage_jain.unwrap() - 1.0).abs() < 1e-12);
+        // A third flow joins half as fast: a second stage, fair in the mean only if its
+        // flows averaged the same.
+        let m = compute(
+            &run(vec![
+                flow(&[Some(200), Some(200), Some(200), Some(200)]),
+                flow(&[Some(200), Some(200), Some(100), Some(100)]),
+                flow(&[None, None, Some(100), Some(100)]),
+            ]),
+            400_000_000,
+        );
+        let second = 400.0f64.powi(2) / (3.0 * (200.0f64.powi(2) + 2.0 * 100.0f64.powi(2)));
+        assert!((m.stage_jain_min.unwrap() - second).abs() < 1e-12);
+        assert!((m.stage_jain.unwrap() - (1.0 + second) / 2.0).abs() < 1e-12);
     }
 
     #[test]

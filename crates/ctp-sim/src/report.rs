@@ -85,17 +85,18 @@ pub fn table(rep: &ScenarioReport) -> String {
     let _ = writeln!(s, "scenario {}: {}", rep.name, rep.description);
     let _ = writeln!(
         s,
-        "{:<34} {:>6} {:>6} {:>9} {:>10} {:>10} {:>10}",
-        "run", "effic", "jain", "stability", "aggr Mb/s", "pkts", "kpkt/cpu-s"
+        "{:<34} {:>6} {:>6} {:>6} {:>9} {:>10} {:>10} {:>10}",
+        "run", "effic", "jain", "FI", "stability", "aggr Mb/s", "pkts", "kpkt/cpu-s"
     );
     for r in &rep.runs {
         let m = &r.metrics;
         let _ = writeln!(
             s,
-            "{:<34} {:>6} {:>6} {:>9} {:>10.2} {:>10} {:>10.0}",
+            "{:<34} {:>6} {:>6} {:>6} {:>9} {:>10.2} {:>10} {:>10.0}",
             run_label(r),
             opt(m.efficiency, 3),
             opt(m.jain, 3),
+            opt(m.stage_jain, 3),
             opt(m.stability, 3),
             m.aggregate_mbps,
             m.packets,

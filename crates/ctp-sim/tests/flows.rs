@@ -312,3 +312,53 @@ send_buffer = 33554432
     assert!(kept("udt-noisy") >= 80.0, "udt-noisy {}", kept("udt-noisy"));
     assert!(kept("newreno") < 20.0, "newreno {}", kept("newreno"));
 }
+
+#[test]
+fn udt_shares_a_link_among_round_trip_times_fairly_by_the_papers_index_where_newreno_does_not() {
+    // The rtt-fairness experiment (UDT paper §5.2.1) scaled down: three flows with round
+    // trips of 1, 16 and 60 ms on 200 Mb/s. FI is the paper's Table 4 index (Jain of each
+    // flow's mean goodput over the stage); NewReno gives the short-RTT flow most of the link.
+    let rep = run(r#"
+name = "small-rtt-fairness"
+duration = "12s"
+interval = "500ms"
+profiles = ["reliable"]
+cc = ["udt", "profile"]
+[bottleneck]
+bandwidth = "200Mbps"
+delay = "10us"
+queue_packets = 1000
+[params]
+send_buffer = 33554432
+[[flow]]
+rtt = "1ms"
+[[flow]]
+rtt = "16ms"
+[[flow]]
+rtt = "60ms"
+"#);
+    let m = |cc: &str| {
+        &rep.runs
+            .iter()
+            .find(|r| r.cc.starts_with(cc))
+            .expect(cc)
+            .metrics
+    };
+    let udt = m("udt");
+    assert!(
+        udt.efficiency.unwrap() >= 0.90,
+        "udt efficiency {:?}",
+        udt.efficiency
+    );
+    assert!(
+        udt.stage_jain.unwrap() >= 0.99,
+        "udt FI {:?}",
+        udt.stage_jain
+    );
+    let reno = m("newreno");
+    assert!(
+        reno.stage_jain.unwrap() < 0.6,
+        "newreno FI {:?}",
+        reno.stage_jain
+    );
+}
