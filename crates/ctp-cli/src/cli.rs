@@ -145,6 +145,10 @@ pub struct TransportArgs {
     /// connection is the end of the file (so any UDT4 application can be the other side).
     #[arg(long)]
     pub raw: bool,
+    /// Add the performance monitor (UDT's counters: totals and values at the end) to the
+    /// summary.
+    #[arg(long)]
+    pub stats: bool,
 }
 
 /// `ctp send`.

@@ -195,6 +195,7 @@ async fn send(a: SendArgs) -> Result<(), Failure> {
     pb.finish_and_clear();
     let secs = start.elapsed().as_secs_f64();
     let stats = conn.stats();
+    let perf = t.stats.then(|| conn.perfmon(false));
     if !t.raw {
         let _ = conn.close().await;
     }
@@ -210,6 +211,7 @@ async fn send(a: SendArgs) -> Result<(), Failure> {
             checksum: &digest,
         },
     )
+    .with_perf(perf.as_ref())
     .print(t.json);
     Ok(())
 }
@@ -228,7 +230,7 @@ async fn recv(a: RecvArgs) -> Result<(), Failure> {
         let conn = rendezvous(&ep, peer, &profile)
             .await
             .map_err(|e| anyhow!("rendezvous with {peer} failed: {e}"))?;
-        let summary = receive_one(conn, &a.out, &t.profile, t.json, t.raw).await?;
+        let summary = receive_one(conn, &a.out, &t).await?;
         summary.print(t.json);
         return Ok(());
     }
@@ -244,16 +246,16 @@ async fn recv(a: RecvArgs) -> Result<(), Failure> {
             .accept()
             .await
             .ok_or_else(|| anyhow!("the endpoint closed before a sender connected"))?;
-        let summary = receive_one(conn, &a.out, &t.profile, t.json, t.raw).await?;
+        let summary = receive_one(conn, &a.out, &t).await?;
         summary.print(t.json);
         return Ok(());
     }
     while let Some(conn) = ep.accept().await {
-        let (out, name, json, raw) = (a.out.clone(), t.profile.clone(), t.json, t.raw);
+        let (out, t) = (a.out.clone(), t.clone());
         tokio::spawn(async move {
             let peer = conn.remote_addr();
-            match receive_one(conn, &out, &name, json, raw).await {
-                Ok(s) => s.print(json),
+            match receive_one(conn, &out, &t).await {
+                Ok(s) => s.print(t.json),
                 Err(e) => eprintln!("ctp: transfer from {peer} failed: {e:#}"),
             }
         });
@@ -283,10 +285,9 @@ fn check_output(out: &Path) -> Result<(), Failure> {
 async fn receive_one(
     mut conn: Connection,
     out: &Path,
-    profile: &str,
-    json: bool,
-    raw: bool,
+    t: &cli::TransportArgs,
 ) -> anyhow::Result<Summary> {
+    let (profile, json, raw) = (t.profile.as_str(), t.json, t.raw);
     let start = Instant::now();
     let peer = conn.remote_addr();
     let pb = progress::bar(0, "recv", json);
@@ -299,6 +300,7 @@ async fn receive_one(
     pb.finish_and_clear();
     let secs = start.elapsed().as_secs_f64();
     let stats = conn.stats();
+    let perf = t.stats.then(|| conn.perfmon(false));
     let _ = conn.close().await;
     Ok(Summary::new(
         "recv",
@@ -311,7 +313,8 @@ async fn receive_one(
             stats: &stats,
             checksum: &r.digest,
         },
-    ))
+    )
+    .with_perf(perf.as_ref()))
 }
 
 /// A rendezvous connection with `peer` (only the `udt` profiles can rendezvous).

@@ -5,6 +5,7 @@ use crate::engine::app::Outgoing;
 use crate::engine::event::Event;
 use crate::engine::session::CloseReason;
 use crate::engine::Engine;
+use crate::perfmon::PerfMon;
 use crate::profile::{Isn, MicroId, MicroSet, Params};
 use crate::stats::ConnectionStats;
 use crate::time::Instant;
@@ -105,6 +106,28 @@ pub struct Connection {
     pub(crate) last_stream_msg: Option<u64>,
     /// A connection of the `udt` profile: everything is forwarded to it (UDT4 wire format).
     pub(crate) udt: Option<Box<crate::udt::conn::UdtConnection>>,
+    /// The performance monitor's memory (composed connections; a `udt` one keeps its own).
+    pub(crate) perf: crate::perfmon::PerfMonitor,
+}
+
+/// Per-message options of [`Connection::send_msg_with`] (UDT's `sendmsg` arguments).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MsgOptions {
+    /// After this long the message is no longer worth sending: if it is still not
+    /// acknowledged it is dropped instead of retransmitted (`None`: never expires).
+    pub ttl: Option<core::time::Duration>,
+    /// The receiver delivers the message only after every earlier one.
+    pub in_order: bool,
+}
+
+impl Default for MsgOptions {
+    /// No time-to-live, in order (what [`Connection::send_msg`] does).
+    fn default() -> Self {
+        MsgOptions {
+            ttl: None,
+            in_order: true,
+        }
+    }
 }
 
 /// Forwards a call to the UDT connection, if this is one, and copies its state back.
@@ -159,6 +182,7 @@ impl Connection {
             largest_peer_pn: None,
             last_stream_msg: None,
             udt: None,
+            perf: crate::perfmon::PerfMonitor::new(now),
         }
     }
 
@@ -194,6 +218,7 @@ impl Connection {
             largest_peer_pn: None,
             last_stream_msg: None,
             udt: None,
+            perf: crate::perfmon::PerfMonitor::new(k.minted),
         }
     }
 
@@ -228,6 +253,8 @@ impl Connection {
             peer_pn_isn: 0,
             largest_peer_pn: None,
             last_stream_msg: None,
+            // Unused: the UDT connection keeps its own.
+            perf: crate::perfmon::PerfMonitor::new(Instant::ZERO),
             udt: Some(Box::new(u)),
         }
     }
@@ -334,6 +361,28 @@ impl Connection {
         st
     }
 
+    /// The performance monitor (UDT's `perfmon(u, &perf, clear)`): UDT's counters as
+    /// totals, since the last clearing query, and the values of the moment; with `clear`
+    /// the next interval starts now. A `udt` connection has every field; a composed one
+    /// derives them from its counters, with no flow window, bandwidth estimate, receive
+    /// buffer room, receiver loss, received-data, received-ACK or send-duration counts (0).
+    pub fn perfmon(&mut self, now: Instant, clear: bool) -> PerfMon {
+        if let Some(u) = self.udt.as_deref_mut() {
+            return u.perfmon(now, clear);
+        }
+        let s = self.stats();
+        let payload = self
+            .engine
+            .as_ref()
+            .map_or(1, |e| e.st.session.max_segment_payload as u64);
+        let room = self
+            .engine
+            .as_ref()
+            .map_or(0, |e| e.st.app.tx_room() as u64);
+        let instant = crate::perfmon::instant_from_stats(&s, payload, room);
+        self.perf.query(now, &s, instant, clear)
+    }
+
     /// Bytes of data held in buffers (send queue, live segments at their largest size,
     /// reassembled messages waiting for ordering, receive queue): a gauge of the memory the
     /// connection uses for data.
@@ -433,6 +482,22 @@ impl Connection {
     /// buffer is empty, so any message up to the negotiated maximum can be sent.
     pub fn send_msg(&mut self, now: Instant, data: Bytes) -> Result<(), WriteError> {
         self.queue_msg(now, data, false, &[]).map(|_| ())
+    }
+
+    /// Queues one message with per-message options (UDT's `sendmsg(data, ttl, inorder)`).
+    /// On a `udt` connection the time-to-live and the in-order flag travel as UDT4 does: a
+    /// message still unacknowledged when its TTL ran out is not retransmitted but dropped
+    /// with a drop request. Composed profiles have no per-message options (their
+    /// microprotocols decide reliability and order): there the options are ignored and this
+    /// is [`Connection::send_msg`].
+    pub fn send_msg_with(
+        &mut self,
+        now: Instant,
+        data: Bytes,
+        opts: MsgOptions,
+    ) -> Result<(), WriteError> {
+        udt_forward!(self, u => u.send_msg(now, data, opts.ttl, opts.in_order));
+        self.send_msg(now, data)
     }
 
     /// Queues one message that the receiver delivers only after the earlier messages `after`

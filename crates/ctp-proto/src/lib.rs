@@ -16,15 +16,17 @@ pub mod engine;
 pub mod handshake;
 pub mod micro;
 pub mod pair;
+pub mod perfmon;
 pub mod profile;
 pub mod stats;
 pub mod time;
 pub mod udt;
 pub mod wire;
 
-pub use connection::{ConnectionState, ReadError, WriteError};
+pub use connection::{ConnectionState, MsgOptions, ReadError, WriteError};
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointEvent, Transmit};
 pub use engine::session::CloseReason;
+pub use perfmon::{PerfCounters, PerfInstant, PerfMon};
 pub use profile::{MicroId, MicroSet, Params, Profile, ProfileError};
 pub use stats::{ConnectionStats, EndpointStats};
 pub use time::Instant;

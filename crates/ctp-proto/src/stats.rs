@@ -19,6 +19,14 @@ pub struct ConnectionStats {
     pub messages_delivered: u64,
     /// Segments put in packets, including retransmissions.
     pub segments_sent: u64,
+    /// Data packets (segments) received, duplicates included (`udt` profiles only).
+    pub segments_received: u64,
+    /// Packets the receiver found missing and reported (`udt` profiles only).
+    pub receiver_losses: u64,
+    /// ACK packets received (`udt` profiles only).
+    pub acks_received: u64,
+    /// Microseconds the sender had data waiting to be sent (`udt` profiles only).
+    pub send_duration_us: u64,
     /// Segments sent again after loss or timeout.
     pub retransmissions: u64,
     /// Packets declared lost.

@@ -11,8 +11,8 @@ use ctp_proto::pair::{LinkModel, Pair};
 use ctp_proto::udt::packet::Packet;
 use ctp_proto::udt::WireFormat;
 use ctp_proto::{
-    CloseReason, ConnectionHandle, ConnectionState, EndpointConfig, EndpointEvent, Profile,
-    ReadError,
+    CloseReason, ConnectionHandle, ConnectionState, EndpointConfig, EndpointEvent, MsgOptions,
+    Profile, ReadError,
 };
 
 fn seed(n: u64, k: u8) -> [u8; 32] {
@@ -374,4 +374,118 @@ fn unordered_messages_all_arrive_whole_some_ahead_of_earlier_ones() {
         overtook,
         "with 5% loss some message must overtake an incomplete one"
     );
+}
+
+#[test]
+fn a_message_whose_ttl_ran_out_is_dropped_through_the_connection_api() {
+    let mut p = udt_pair(11, false);
+    let (c, s) = connect(&mut p, &Profile::udt_dgram());
+    let ttl = MsgOptions {
+        ttl: Some(Duration::from_millis(50)),
+        in_order: true,
+    };
+    // The first message vanishes on the wire and outlives its TTL before the path heals.
+    p.to_server.loss = 1.0;
+    let now = p.now;
+    let conn = p.client.connection_mut(c).unwrap();
+    conn.send_msg_with(now, numbered(1), ttl).unwrap();
+    p.run_until(Duration::from_secs(1), |_| false);
+    p.to_server.loss = 0.0;
+    let now = p.now;
+    let conn = p.client.connection_mut(c).unwrap();
+    conn.send_msg_with(now, numbered(2), MsgOptions::default())
+        .unwrap();
+    let mut got = Vec::new();
+    let ok = p.run_until(Duration::from_secs(30), |p| {
+        let now = p.now;
+        while let Ok(m) = p.server.connection_mut(s).unwrap().recv_msg(now) {
+            got.push(m);
+        }
+        !got.is_empty()
+    });
+    assert!(ok, "the message after the expired one never arrived");
+    assert_eq!(
+        got,
+        vec![numbered(2)],
+        "the expired message must not arrive"
+    );
+    assert!(p.client.connection(c).unwrap().stats().messages_abandoned >= 1);
+    assert!(p.server.connection(s).unwrap().stats().messages_abandoned >= 1);
+}
+
+#[test]
+fn perfmon_counts_match_the_wire_and_intervals_restart_on_clear() {
+    let mut p = udt_pair(12, false);
+    p.to_server.loss = 0.03;
+    let (c, s) = connect(&mut p, &Profile::udt());
+    let payload = data(1 << 20, 5);
+    let (got, eof) = stream_transfer(&mut p, c, s, &payload, Duration::from_secs(120));
+    assert!(eof && got == payload);
+    // Let the last ACKs reach the sender.
+    p.run_until(Duration::from_millis(500), |_| false);
+    let now = p.now;
+    let tx = p.client.connection_mut(c).unwrap().perfmon(now, true);
+    let rx = p.server.connection_mut(s).unwrap().perfmon(now, true);
+    let st = p.client.connection(c).unwrap().stats();
+    assert_eq!(tx.total.pkt_sent, st.segments_sent);
+    assert_eq!(tx.total.pkt_retrans, st.retransmissions);
+    assert_eq!(
+        tx.interval, tx.total,
+        "first query: the interval is the whole life"
+    );
+    // Only data toward the server is lost: what the sender sent and the receiver did not
+    // get was lost on the link, and the receiver noticed the gaps.
+    let lost_on_link = tx.total.pkt_sent - rx.total.pkt_recv;
+    assert!(
+        lost_on_link > 0 && rx.total.pkt_rcv_loss > 0,
+        "{tx:?} {rx:?}"
+    );
+    assert!(tx.total.pkt_recv_ack > 0 && rx.total.pkt_sent_ack > 0);
+    assert!(tx.total.pkt_recv_nak > 0 && rx.total.pkt_sent_nak > 0);
+    assert!(tx.total.us_snd_duration > 0);
+    assert!(tx.ms_timestamp > 0 && tx.mbps_send_rate > 0.0 && rx.mbps_recv_rate > 0.0);
+    assert_eq!(tx.instant.pkt_flight_size, 0, "everything was acknowledged");
+    assert!(tx.instant.pkt_flow_window > 0 && rx.instant.byte_avail_rcv_buf > 0);
+    assert!(tx.instant.ms_rtt > 0.0);
+    // Nothing was sent since the clearing query: the new interval is empty.
+    p.run_until(Duration::from_millis(100), |_| false);
+    let now = p.now;
+    let again = p.client.connection_mut(c).unwrap().perfmon(now, false);
+    assert_eq!(again.interval.pkt_sent, 0);
+    assert_eq!(again.total.pkt_sent, tx.total.pkt_sent);
+    assert!(again.interval_us >= 100_000);
+}
+
+/// The retransmission storm seen through `ctp demo`'s relay (7,311 retransmissions for
+/// 2 MiB) was not the sender: the relay's socket buffer dropped bursts unseen. Guard the
+/// sender anyway: on a lossy long path every retransmission answers a real loss, not a
+/// repeated report of one already being repaired.
+#[test]
+fn retransmissions_stay_near_the_packets_lost_on_the_link() {
+    // At 5 % loss both ways the bound does not hold yet (261 retransmissions for 97 lost:
+    // periodic NAKs re-report packets whose retransmission is still in flight); see
+    // docs/decisions.md.
+    for (seed, loss) in [(13, 0.01), (15, 0.01)] {
+        let mut p = udt_pair(seed, false);
+        let link = LinkModel {
+            delay: Duration::from_millis(30),
+            loss,
+            ..LinkModel::default()
+        };
+        p.to_server = link;
+        p.to_client = link;
+        let (c, s) = connect(&mut p, &Profile::udt());
+        let payload = data(2 << 20, seed);
+        let (got, eof) = stream_transfer(&mut p, c, s, &payload, Duration::from_secs(300));
+        assert!(eof && got == payload);
+        let now = p.now;
+        let tx = p.client.connection_mut(c).unwrap().perfmon(now, false);
+        let rx = p.server.connection_mut(s).unwrap().perfmon(now, false);
+        let lost = tx.total.pkt_sent - rx.total.pkt_recv;
+        assert!(
+            tx.total.pkt_retrans <= 2 * lost + 16,
+            "loss {loss}: {} retransmissions for {lost} packets lost",
+            tx.total.pkt_retrans
+        );
+    }
 }

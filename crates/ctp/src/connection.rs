@@ -4,8 +4,8 @@ use crate::error::ConnectionError;
 use crate::shared::{register, Shared, State};
 use bytes::Bytes;
 use ctp_proto::{
-    CloseReason, ConnectionHandle, ConnectionState, ConnectionStats, MicroSet, Params, ReadError,
-    WriteError,
+    CloseReason, ConnectionHandle, ConnectionState, ConnectionStats, MicroSet, MsgOptions, Params,
+    PerfMon, ReadError, WriteError,
 };
 use std::future::poll_fn;
 use std::io;
@@ -206,6 +206,31 @@ impl Connection {
         self.queue_msg(msg, false, &[]).await.map(|_| ())
     }
 
+    /// Sends one message with per-message options, waiting for room in the send buffer: on
+    /// a `udt` connection a time-to-live (an expired, unacknowledged message is dropped with
+    /// a drop request instead of retransmitted) and the in-order flag, as UDT's `sendmsg`.
+    /// Composed profiles ignore the options (see [`ctp_proto::connection::Connection::send_msg_with`]).
+    pub async fn send_msg_with(&self, msg: Bytes, opts: MsgOptions) -> Result<(), ConnectionError> {
+        poll_fn(|cx| {
+            self.with(Some(cx), |ep, h, now, closing| {
+                let Some(c) = ep.connection_mut(h) else {
+                    return Op::Done(Err(gone()), false);
+                };
+                if closing {
+                    return Op::Done(Err(ConnectionError::Closing), false);
+                }
+                match c.send_msg_with(now, msg.clone(), opts) {
+                    Ok(()) => Op::Done(Ok(()), true),
+                    Err(e) => match write_error(e, c.state(), closing) {
+                        None => Op::Wait,
+                        Some(e) => Op::Done(Err(e), false),
+                    },
+                }
+            })
+        })
+        .await
+    }
+
     /// Sends one message that the receiver delivers only after the earlier messages `after`
     /// (ids returned by previous calls) were delivered; returns its id. With the `causal`
     /// microprotocol a message naming no predecessor is delivered as soon as it is complete.
@@ -371,6 +396,19 @@ impl Connection {
         st.ep
             .connection(self.inner.handle)
             .map(|c| c.stats())
+            .unwrap_or_default()
+    }
+
+    /// The performance monitor (UDT's `perfmon(u, &perf, clear)`): UDT's counters as
+    /// totals, since the last clearing query and the values of the moment; with `clear`
+    /// the next interval starts now. See [`ctp_proto::connection::Connection::perfmon`].
+    pub fn perfmon(&self, clear: bool) -> PerfMon {
+        let shared = &self.inner.shared;
+        let mut st = shared.lock();
+        let now = shared.now();
+        st.ep
+            .connection_mut(self.inner.handle)
+            .map(|c| c.perfmon(now, clear))
             .unwrap_or_default()
     }
 

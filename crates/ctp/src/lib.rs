@@ -50,5 +50,6 @@ pub use error::{ConnectError, ConnectionError};
 
 pub use ctp_proto;
 pub use ctp_proto::{
-    CloseReason, ConnectionStats, EndpointStats, MicroId, MicroSet, Params, Profile, ProfileError,
+    CloseReason, ConnectionStats, EndpointStats, MicroId, MicroSet, MsgOptions, Params,
+    PerfCounters, PerfInstant, PerfMon, Profile, ProfileError,
 };

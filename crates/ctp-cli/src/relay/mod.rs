@@ -64,6 +64,19 @@ pub fn impairments(a: &RelayArgs) -> Result<Impairments, Failure> {
     })
 }
 
+/// Asks for socket buffers as large as an endpoint's ([`ctp::DEFAULT_SOCKET_BUFFER`]).
+/// With the kernel's default (about 200 KiB, some 90 datagrams) a sender's burst overflows
+/// the receive buffer before the relay reads it: losses the relay neither emulates nor
+/// counts, in front of the queue it does emulate. Best effort (capped by
+/// `net.core.rmem_max` / `wmem_max`).
+fn large_buffers(socket: &UdpSocket) {
+    let s = socket2::SockRef::from(socket);
+    let size = ctp::DEFAULT_SOCKET_BUFFER;
+    if s.set_recv_buffer_size(size).is_err() || s.set_send_buffer_size(size).is_err() {
+        tracing::warn!("relay: could not enlarge the socket buffers to {size} bytes");
+    }
+}
+
 /// A running relay's sockets and state.
 pub struct Relay {
     front: UdpSocket,
@@ -94,6 +107,8 @@ impl Relay {
         let back = UdpSocket::bind(back_addr)
             .await
             .context("cannot open the relay's upstream socket")?;
+        large_buffers(&front);
+        large_buffers(&back);
         Ok(Relay {
             front,
             back,

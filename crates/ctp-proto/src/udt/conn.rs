@@ -38,6 +38,7 @@ use super::seq;
 use crate::cc::{self, Ack, AnyCc, CcKind, CongestionControl, Loss, Sent};
 use crate::connection::{ConnectionState, ReadError, WriteError};
 use crate::engine::session::CloseReason;
+use crate::perfmon::{PerfInstant, PerfMon, PerfMonitor};
 use crate::stats::ConnectionStats;
 use crate::time::Instant;
 use bytes::Bytes;
@@ -180,6 +181,12 @@ pub struct UdtConnection {
     peer_closed: bool,
     /// Counters.
     pub stats: ConnectionStats,
+    // performance monitor
+    perf: PerfMonitor,
+    /// Since when the sender has had data (UDT's send duration), if it has.
+    busy_since: Option<Instant>,
+    /// The link capacity the peer's last full ACK reported, packets/s.
+    peer_capacity: u32,
 }
 
 impl UdtConnection {
@@ -252,6 +259,9 @@ impl UdtConnection {
             peer_fin: None,
             peer_closed: false,
             stats: ConnectionStats::default(),
+            perf: PerfMonitor::new(now),
+            busy_since: None,
+            peer_capacity: 0,
             cfg,
         }
     }
@@ -460,6 +470,7 @@ impl UdtConnection {
     }
 
     fn on_data(&mut self, now: Instant, h: &DataHeader, payload: &[u8]) {
+        self.stats.segments_received += 1;
         let reference = self.rcv.next_expected();
         let Some(ext) = Self::ext_near(reference, self.wire_rcv(reference), h.seq) else {
             self.stats.duplicate_segments += 1;
@@ -477,6 +488,7 @@ impl UdtConnection {
             self.stats.out_of_window_segments += 1;
         }
         if let Some((x, y)) = a.new_loss {
+            self.stats.receiver_losses += y - x + 1;
             self.send_nak(now, &[(x, y)]);
         }
         if self.rcv.queued_bytes() > 0 {
@@ -629,6 +641,7 @@ impl UdtConnection {
     }
 
     fn on_ack(&mut self, now: Instant, ack_seq: u32, a: &AckBody) {
+        self.stats.acks_received += 1;
         if let Some((rtt, _var, avail)) = a.lite {
             self.queue_ctrl(ack_seq, ControlBody::Ack2(Some(0)));
             // As UDT4's sender: the ACK's RTT smoothed again; the variance from its own
@@ -643,8 +656,12 @@ impl UdtConnection {
             return;
         };
         let (pkts, bytes) = self.snd.ack(ext);
+        if self.snd.is_empty() {
+            self.stop_busy(now);
+        }
         let (rate, capacity) = a.full.unwrap_or((0, 0));
         if capacity > 0 {
+            self.peer_capacity = capacity;
             let bps = u64::from(capacity) * self.payload as u64;
             match &mut self.cc {
                 AnyCc::Udt(u) | AnyCc::UdtNoisy(u) => u.set_link_capacity(bps),
@@ -950,7 +967,7 @@ impl UdtConnection {
     }
 
     /// Queues stream bytes; returns how many were taken.
-    pub fn stream_write(&mut self, _now: Instant, data: &[u8]) -> Result<usize, WriteError> {
+    pub fn stream_write(&mut self, now: Instant, data: &[u8]) -> Result<usize, WriteError> {
         self.open_for_write()?;
         let n = data.len().min(self.snd.room());
         if n == 0 && !data.is_empty() {
@@ -963,6 +980,7 @@ impl UdtConnection {
             self.snd.push(&b.slice(chunk..end), self.cfg.dgram, None);
         }
         self.stats.app_bytes_sent += n as u64;
+        self.start_busy(now);
         Ok(n)
     }
 
@@ -999,6 +1017,7 @@ impl UdtConnection {
         }
         self.stats.app_bytes_sent += data.len() as u64;
         self.snd.push(&data, in_order, ttl.map(|t| now + t));
+        self.start_busy(now);
         Ok(())
     }
 
@@ -1078,6 +1097,46 @@ impl UdtConnection {
     pub fn congestion_message(&mut self, now: Instant, msg: &[u8]) -> bool {
         self.cc.on_custom(now, msg);
         true
+    }
+
+    fn start_busy(&mut self, now: Instant) {
+        if self.busy_since.is_none() && !self.snd.is_empty() {
+            self.busy_since = Some(now);
+        }
+    }
+
+    fn stop_busy(&mut self, now: Instant) {
+        if let Some(t) = self.busy_since.take() {
+            self.stats.send_duration_us += now.saturating_since(t).as_micros() as u64;
+        }
+    }
+
+    /// The performance monitor (UDT's `perfmon(u, &perf, clear)`): UDT's counters as totals,
+    /// since the last clearing query, and the values of the moment. With `clear` the next
+    /// interval starts now.
+    pub fn perfmon(&mut self, now: Instant, clear: bool) -> PerfMon {
+        let mut s = self.stats();
+        if let Some(t) = self.busy_since {
+            s.send_duration_us += now.saturating_since(t).as_micros() as u64;
+        }
+        let payload = self.payload as u64;
+        let cwnd = self.cc.cwnd();
+        let capacity = if self.peer_capacity > 0 {
+            self.peer_capacity
+        } else {
+            self.rcv.capacity()
+        };
+        let instant = PerfInstant {
+            us_pkt_snd_period: self.cc.pacing_period_us(payload).unwrap_or(0) as f64,
+            pkt_flow_window: self.peer_window.min(self.peer_avail),
+            pkt_congestion_window: if cwnd == u64::MAX { 0 } else { cwnd / payload },
+            pkt_flight_size: self.snd.in_flight(),
+            ms_rtt: self.rtt_us as f64 / 1000.0,
+            mbps_bandwidth: f64::from(capacity) * payload as f64 * 8.0 / 1e6,
+            byte_avail_snd_buf: self.snd.room() as u64,
+            byte_avail_rcv_buf: u64::from(self.rcv.available()) * payload,
+        };
+        self.perf.query(now, &s, instant, clear)
     }
 
     /// Snapshot of the counters.
