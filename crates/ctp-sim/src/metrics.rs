@@ -236,6 +236,7 @@ mod tests {
             packets: 0,
             virtual_us: 0,
             wall_secs: 1.0,
+            cpu_secs: 1.0,
             interval_us: 1_000_000,
             stuck: None,
         };
