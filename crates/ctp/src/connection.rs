@@ -203,7 +203,9 @@ impl Connection {
     /// Sends one message, waiting for room in the send buffer. Messages keep their
     /// boundaries; whether they arrive reliably and in order depends on the profile.
     pub async fn send_msg(&self, msg: Bytes) -> Result<(), ConnectionError> {
-        self.queue_msg(msg, false, &[]).await.map(|_| ())
+        self.queue_msg(|c, now| c.send_msg_after(now, msg.clone(), &[]))
+            .await
+            .map(|_| ())
     }
 
     /// Sends one message with per-message options, waiting for room in the send buffer: on
@@ -211,44 +213,35 @@ impl Connection {
     /// a drop request instead of retransmitted) and the in-order flag, as UDT's `sendmsg`.
     /// Composed profiles ignore the options (see [`ctp_proto::connection::Connection::send_msg_with`]).
     pub async fn send_msg_with(&self, msg: Bytes, opts: MsgOptions) -> Result<(), ConnectionError> {
-        poll_fn(|cx| {
-            self.with(Some(cx), |ep, h, now, closing| {
-                let Some(c) = ep.connection_mut(h) else {
-                    return Op::Done(Err(gone()), false);
-                };
-                if closing {
-                    return Op::Done(Err(ConnectionError::Closing), false);
-                }
-                match c.send_msg_with(now, msg.clone(), opts) {
-                    Ok(()) => Op::Done(Ok(()), true),
-                    Err(e) => match write_error(e, c.state(), closing) {
-                        None => Op::Wait,
-                        Some(e) => Op::Done(Err(e), false),
-                    },
-                }
-            })
-        })
-        .await
+        self.queue_msg(|c, now| c.send_msg_with(now, msg.clone(), opts).map(|()| 0))
+            .await
+            .map(|_| ())
     }
 
     /// Sends one message that the receiver delivers only after the earlier messages `after`
     /// (ids returned by previous calls) were delivered; returns its id. With the `causal`
     /// microprotocol a message naming no predecessor is delivered as soon as it is complete.
     pub async fn send_msg_after(&self, msg: Bytes, after: &[u64]) -> Result<u64, ConnectionError> {
-        self.queue_msg(msg, false, after).await
+        self.queue_msg(|c, now| c.send_msg_after(now, msg.clone(), after))
+            .await
     }
 
     /// Sends one urgent (out-of-band) message: with the `urgent` microprotocol in the
     /// profile the receiver delivers it as soon as it is complete, ahead of the ordering.
     pub async fn send_urgent(&self, msg: Bytes) -> Result<(), ConnectionError> {
-        self.queue_msg(msg, true, &[]).await.map(|_| ())
+        self.queue_msg(|c, now| c.send_urgent(now, msg.clone()).map(|()| 0))
+            .await
+            .map(|_| ())
     }
 
+    /// Queues one message with `send` (which returns its id), waiting for room in the send
+    /// buffer; the one wait loop behind every message-sending call.
     async fn queue_msg(
         &self,
-        msg: Bytes,
-        urgent: bool,
-        after: &[u64],
+        send: impl Fn(
+            &mut ctp_proto::connection::Connection,
+            ctp_proto::Instant,
+        ) -> Result<u64, WriteError>,
     ) -> Result<u64, ConnectionError> {
         poll_fn(|cx| {
             self.with(Some(cx), |ep, h, now, closing| {
@@ -258,12 +251,7 @@ impl Connection {
                 if closing {
                     return Op::Done(Err(ConnectionError::Closing), false);
                 }
-                let sent = if urgent {
-                    c.send_urgent(now, msg.clone()).map(|()| 0)
-                } else {
-                    c.send_msg_after(now, msg.clone(), after)
-                };
-                match sent {
+                match send(c, now) {
                     Ok(id) => Op::Done(Ok(id), true),
                     Err(e) => match write_error(e, c.state(), closing) {
                         None => Op::Wait,
