@@ -1,7 +1,7 @@
 //! The final summary both sides print: human-readable or JSON.
 
 use crate::output::outln;
-use ctp::{ConnectionStats, PerfMon};
+use ctp::{ConnectionStats, PerfCounters, PerfInstant, PerfMon};
 use serde::Serialize;
 use std::path::Path;
 
@@ -47,76 +47,30 @@ pub struct Summary {
     pub perf: Option<PerfReport>,
 }
 
-/// UDT's performance-monitor counters (totals) and the values at the end of a transfer.
+/// UDT's performance-monitor counters (totals) and the values at the end of a transfer: the
+/// proto layer's own records, flattened into one JSON object.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct PerfReport {
-    /// Data packets sent.
-    pub pkt_sent: u64,
-    /// Data packets received.
-    pub pkt_recv: u64,
-    /// Packets the sender found lost.
-    pub pkt_snd_loss: u64,
-    /// Packets the receiver found missing.
-    pub pkt_rcv_loss: u64,
-    /// Packets retransmitted.
-    pub pkt_retrans: u64,
-    /// ACKs sent.
-    pub pkt_sent_ack: u64,
-    /// ACKs received.
-    pub pkt_recv_ack: u64,
-    /// NAKs sent.
-    pub pkt_sent_nak: u64,
-    /// NAKs received.
-    pub pkt_recv_nak: u64,
-    /// Microseconds with data to send.
-    pub us_snd_duration: u64,
+    /// The counters since the connection started.
+    #[serde(flatten)]
+    pub total: PerfCounters,
     /// Sending rate since the start, Mb/s.
     pub mbps_send_rate: f64,
     /// Receiving rate since the start, Mb/s.
     pub mbps_recv_rate: f64,
-    /// Inter-packet period at the end, microseconds.
-    pub us_pkt_snd_period: f64,
-    /// Flow window at the end, packets.
-    pub pkt_flow_window: u64,
-    /// Congestion window at the end, packets.
-    pub pkt_congestion_window: u64,
-    /// Packets in flight at the end.
-    pub pkt_flight_size: u64,
-    /// RTT at the end, milliseconds.
-    pub ms_rtt: f64,
-    /// Estimated link capacity, Mb/s.
-    pub mbps_bandwidth: f64,
-    /// Free send buffer, bytes.
-    pub byte_avail_snd_buf: u64,
-    /// Free receive buffer, bytes.
-    pub byte_avail_rcv_buf: u64,
+    /// The values at the end.
+    #[serde(flatten)]
+    pub instant: PerfInstant,
 }
 
 impl From<&PerfMon> for PerfReport {
     /// The totals and values of the moment of one (non-clearing) query.
     fn from(p: &PerfMon) -> Self {
-        let (t, i) = (&p.total, &p.instant);
         PerfReport {
-            pkt_sent: t.pkt_sent,
-            pkt_recv: t.pkt_recv,
-            pkt_snd_loss: t.pkt_snd_loss,
-            pkt_rcv_loss: t.pkt_rcv_loss,
-            pkt_retrans: t.pkt_retrans,
-            pkt_sent_ack: t.pkt_sent_ack,
-            pkt_recv_ack: t.pkt_recv_ack,
-            pkt_sent_nak: t.pkt_sent_nak,
-            pkt_recv_nak: t.pkt_recv_nak,
-            us_snd_duration: t.us_snd_duration,
+            total: p.total,
             mbps_send_rate: p.mbps_send_rate,
             mbps_recv_rate: p.mbps_recv_rate,
-            us_pkt_snd_period: i.us_pkt_snd_period,
-            pkt_flow_window: i.pkt_flow_window,
-            pkt_congestion_window: i.pkt_congestion_window,
-            pkt_flight_size: i.pkt_flight_size,
-            ms_rtt: i.ms_rtt,
-            mbps_bandwidth: i.mbps_bandwidth,
-            byte_avail_snd_buf: i.byte_avail_snd_buf,
-            byte_avail_rcv_buf: i.byte_avail_rcv_buf,
+            instant: p.instant,
         }
     }
 }
@@ -181,18 +135,19 @@ impl Summary {
             self.profile
         );
         outln!("blake3 {}", self.checksum);
-        if let Some(p) = &self.perf {
+        if let Some(r) = &self.perf {
+            let (p, i) = (&r.total, &r.instant);
             outln!(
                 "perfmon: sent {} recv {} pkts, loss snd {} rcv {}, retrans {}, ACK sent {} recv {}, NAK sent {} recv {}, snd duration {} us, rate send {:.1} recv {:.1} Mb/s",
                 p.pkt_sent, p.pkt_recv, p.pkt_snd_loss, p.pkt_rcv_loss, p.pkt_retrans,
                 p.pkt_sent_ack, p.pkt_recv_ack, p.pkt_sent_nak, p.pkt_recv_nak,
-                p.us_snd_duration, p.mbps_send_rate, p.mbps_recv_rate
+                p.us_snd_duration, r.mbps_send_rate, r.mbps_recv_rate
             );
             outln!(
                 "perfmon now: period {:.1} us, flow window {}, cwnd {}, flight {}, RTT {:.2} ms, bandwidth {:.1} Mb/s, free snd {} B rcv {} B",
-                p.us_pkt_snd_period, p.pkt_flow_window, p.pkt_congestion_window,
-                p.pkt_flight_size, p.ms_rtt, p.mbps_bandwidth, p.byte_avail_snd_buf,
-                p.byte_avail_rcv_buf
+                i.us_pkt_snd_period, i.pkt_flow_window, i.pkt_congestion_window,
+                i.pkt_flight_size, i.ms_rtt, i.mbps_bandwidth, i.byte_avail_snd_buf,
+                i.byte_avail_rcv_buf
             );
         }
     }

@@ -9,7 +9,7 @@ use crate::stats::ConnectionStats;
 use crate::time::Instant;
 
 /// UDT's cumulative counters, over some period.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PerfCounters {
     /// Data packets sent, retransmissions included (`pktSent`).
     pub pkt_sent: u64,
@@ -76,7 +76,7 @@ impl PerfCounters {
 }
 
 /// Values of the moment (UDT's instantaneous `CPerfMon` fields).
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
 pub struct PerfInstant {
     /// Inter-packet period, microseconds (`usPktSndPeriod`; 0 = unpaced).
     pub us_pkt_snd_period: f64,
