@@ -89,7 +89,7 @@ impl Endpoint {
         std_socket.set_nonblocking(true)?;
         let socket = tokio::net::UdpSocket::from_std(std_socket)?;
         let udp = quinn_udp::UdpSocketState::new((&socket).into())?;
-        set_buffers(&socket, opts.socket_buffer);
+        set_socket_buffers(&socket, opts.socket_buffer);
         let local_addr = socket.local_addr()?;
 
         let mut cfg = EndpointConfig::new(random32()?, random32()?);
@@ -243,8 +243,10 @@ impl std::fmt::Debug for Endpoint {
     }
 }
 
-/// Asks for `size`-byte socket buffers; best effort, the result is logged.
-fn set_buffers(socket: &tokio::net::UdpSocket, size: usize) {
+/// Asks for `size`-byte socket buffers (receive and send); best effort, capped by
+/// `net.core.rmem_max` / `wmem_max`, the result is logged. Endpoints call it with
+/// [`EndpointOptions::socket_buffer`]; other UDP sockets next to ctp (a relay) can too.
+pub fn set_socket_buffers(socket: &tokio::net::UdpSocket, size: usize) {
     let s = socket2::SockRef::from(socket);
     if let Err(e) = s.set_recv_buffer_size(size) {
         tracing::warn!("could not set SO_RCVBUF to {size}: {e}");

@@ -45,7 +45,7 @@ mod error;
 mod shared;
 
 pub use connection::Connection;
-pub use endpoint::{Endpoint, EndpointOptions, DEFAULT_SOCKET_BUFFER};
+pub use endpoint::{set_socket_buffers, Endpoint, EndpointOptions, DEFAULT_SOCKET_BUFFER};
 pub use error::{ConnectError, ConnectionError};
 
 pub use ctp_proto;

@@ -70,11 +70,7 @@ pub fn impairments(a: &RelayArgs) -> Result<Impairments, Failure> {
 /// counts, in front of the queue it does emulate. Best effort (capped by
 /// `net.core.rmem_max` / `wmem_max`).
 fn large_buffers(socket: &UdpSocket) {
-    let s = socket2::SockRef::from(socket);
-    let size = ctp::DEFAULT_SOCKET_BUFFER;
-    if s.set_recv_buffer_size(size).is_err() || s.set_send_buffer_size(size).is_err() {
-        tracing::warn!("relay: could not enlarge the socket buffers to {size} bytes");
-    }
+    ctp::set_socket_buffers(socket, ctp::DEFAULT_SOCKET_BUFFER);
 }
 
 /// A running relay's sockets and state.
