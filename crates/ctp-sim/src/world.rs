@@ -70,6 +70,11 @@ enum Ev {
         hop: u8,
         slot: u32,
     },
+    /// Node `node`'s wake (a deadline, or its interface queue draining); skipped unless it
+    /// is still the node's current wake (`World::node_wake`).
+    NodeWake { node: u32 },
+    /// Flow `flow`'s application wake; skipped unless still current (`World::flow_wake`).
+    FlowWake { flow: u32 },
 }
 
 struct FlowState {
@@ -111,6 +116,15 @@ pub struct World {
     chunk: Vec<u8>,
     packets: u64,
     next_sample: Instant,
+    /// Per node, the wake currently in the queue.
+    node_wake: Vec<Option<Instant>>,
+    /// Per flow, the application wake currently in the queue.
+    flow_wake: Vec<Option<Instant>>,
+    /// Flows to step at the current instant, and the same as flags.
+    touched: Vec<u32>,
+    flow_touched: Vec<bool>,
+    /// Nodes whose deadline was already due when they were scheduled.
+    timeouts_due: Vec<u32>,
 }
 
 impl World {
@@ -146,6 +160,7 @@ impl World {
             });
         }
         let next_sample = Instant::ZERO + cfg.interval;
+        let n_flows = flows.len();
         World {
             cfg,
             now: Instant::ZERO,
@@ -162,6 +177,11 @@ impl World {
             chunk: vec![0u8; 16_384],
             packets: 0,
             next_sample,
+            node_wake: vec![None; 2 * n_flows],
+            flow_wake: vec![None; n_flows],
+            touched: Vec::new(),
+            flow_touched: vec![false; n_flows],
+            timeouts_due: Vec::new(),
         }
     }
 
@@ -195,6 +215,7 @@ impl World {
             let from = addr(flow, dir == 1);
             self.nodes[node].handle_datagram(self.now, from, &bytes);
             self.recycle(bytes);
+            self.touch(flow);
             return;
         }
         let l = route[hop];
@@ -270,33 +291,32 @@ impl World {
         }
     }
 
-    fn collect_transmits(&mut self) {
-        for n in 0..self.nodes.len() {
-            let flow = n / 2;
-            let dir = n % 2;
-            let peer = addr(flow, dir == 0);
-            while !self.nic_blocked(n) {
-                let mut bytes = self.pool.pop().unwrap_or_default();
-                let t = self.nodes[n].poll_transmit(self.now, &mut bytes);
-                let Some(t) = t else {
-                    self.recycle(bytes);
-                    break;
-                };
-                self.packets += 1;
-                bytes.truncate(t.size);
-                if t.destination != peer {
-                    let v = format!("node {n} sent to {} (expected {peer})", t.destination);
-                    self.flows[flow].app.res.violations.push(v);
-                    continue;
-                }
-                self.forward(flow, dir, 0, bytes);
+    /// Sends what node `n` has to send, until its interface queue is full.
+    fn collect_transmits(&mut self, n: usize) {
+        let flow = n / 2;
+        let dir = n % 2;
+        let peer = addr(flow, dir == 0);
+        while !self.nic_blocked(n) {
+            let mut bytes = self.pool.pop().unwrap_or_default();
+            let t = self.nodes[n].poll_transmit(self.now, &mut bytes);
+            let Some(t) = t else {
+                self.recycle(bytes);
+                break;
+            };
+            self.packets += 1;
+            bytes.truncate(t.size);
+            if t.destination != peer {
+                let v = format!("node {n} sent to {} (expected {peer})", t.destination);
+                self.flows[flow].app.res.violations.push(v);
+                continue;
             }
+            self.forward(flow, dir, 0, bytes);
         }
     }
 
-    fn handle_events(&mut self) {
-        for n in 0..self.nodes.len() {
-            let f = n / 2;
+    /// Takes the endpoint events of flow `f`'s two nodes.
+    fn handle_events(&mut self, f: usize) {
+        for n in [2 * f, 2 * f + 1] {
             while let Some(e) = self.nodes[n].poll_event() {
                 let fl = &mut self.flows[f];
                 let app = &mut fl.app;
@@ -337,9 +357,10 @@ impl World {
         }
     }
 
-    fn run_apps(&mut self) {
+    /// Runs flow `f`'s application: start, stop, sending, receiving.
+    fn run_app(&mut self, f: usize) {
         let now = self.now;
-        for f in 0..self.flows.len() {
+        {
             let fl = &mut self.flows[f];
             let (senders, receivers) = self.nodes.split_at_mut(2 * f + 1);
             let (client_ep, server_ep) = (&mut senders[2 * f], &mut receivers[0]);
@@ -417,17 +438,24 @@ impl World {
     }
 
     /// Runs to the end; `progress` is called with the virtual time after each interval.
+    ///
+    /// Event-driven: only flows whose nodes received a packet, fired a timer or were woken
+    /// (or whose application has something due) are stepped at an instant; every other node
+    /// sleeps in the event queue until its own deadline. The order of work at one instant is
+    /// the same as stepping every node every time: packets arriving, then due timers (in node
+    /// order), then the applications, transmissions and endpoint events of the touched flows
+    /// (in flow order).
     pub fn run(mut self, progress: &mut dyn FnMut(Duration)) -> RunResult {
         let wall = std::time::Instant::now();
         let cpu = crate::cpu_time::ThreadCpuClock::start();
         let end = Self::at(self.cfg.duration);
         let mut same_time = 0u32;
         let mut stuck = None;
+        for f in 0..self.flows.len() {
+            self.touch(f);
+        }
         loop {
-            self.handle_events();
-            self.run_apps();
-            self.collect_transmits();
-            self.handle_events();
+            self.step_touched();
             if self.cfg.stop_when_done && self.all_done() {
                 break;
             }
@@ -435,39 +463,8 @@ impl World {
             if let Some(t) = self.queue.peek_time() {
                 next = next.min(t);
             }
-            for n in 0..self.nodes.len() {
-                let deadline = self.nodes[n].poll_timeout();
-                if self.nic_blocked(n) {
-                    // Held back by its full interface queue: polled again when it drains. A
-                    // deadline already due (it wants to send) waits for that too, or virtual
-                    // time would stand still while the interface is busy.
-                    let drained = self.links[self.nic(n)].next_departure();
-                    let t = match (deadline, drained) {
-                        (Some(d), Some(q)) if d <= self.now => Some(q),
-                        (Some(d), Some(q)) => Some(d.min(q)),
-                        (d, q) => d.or(q),
-                    };
-                    if let Some(t) = t {
-                        next = next.min(t);
-                    }
-                } else if let Some(t) = deadline {
-                    next = next.min(t);
-                }
-            }
-            for fl in &self.flows {
-                if !fl.started {
-                    next = next.min(Self::at(fl.app.spec.start));
-                }
-                if let (Some(s), false) = (fl.app.spec.stop, fl.stopped) {
-                    next = next.min(Self::at(s));
-                }
-                if let Some(t) = fl
-                    .app
-                    .next_wake(self.now)
-                    .filter(|_| fl.started && !fl.stopped)
-                {
-                    next = next.min(t);
-                }
+            if !self.timeouts_due.is_empty() || !self.touched.is_empty() {
+                next = self.now;
             }
             if next <= self.now {
                 same_time += 1;
@@ -488,22 +485,48 @@ impl World {
                 }
                 break;
             }
-            while let Some((
-                _,
-                Ev::Hop {
-                    flow,
-                    dir,
-                    hop,
-                    slot,
-                },
-            )) = self.queue.pop_due(self.now)
-            {
-                let bytes = self.unstash(slot);
-                self.forward(flow as usize, dir as usize, hop as usize, bytes);
+            let due = std::mem::take(&mut self.timeouts_due);
+            for &n in &due {
+                self.touch(n as usize / 2);
             }
-            for n in &mut self.nodes {
-                if n.poll_timeout().is_some_and(|t| t <= self.now) {
-                    n.handle_timeout(self.now);
+            self.timeouts_due = due;
+            self.timeouts_due.clear();
+            while let Some((at, ev)) = self.queue.pop_due(self.now) {
+                match ev {
+                    Ev::Hop {
+                        flow,
+                        dir,
+                        hop,
+                        slot,
+                    } => {
+                        let bytes = self.unstash(slot);
+                        self.forward(flow as usize, dir as usize, hop as usize, bytes);
+                    }
+                    Ev::NodeWake { node } => {
+                        let n = node as usize;
+                        if self.node_wake[n] == Some(at) {
+                            self.node_wake[n] = None;
+                            self.touch(n / 2);
+                        }
+                    }
+                    Ev::FlowWake { flow } => {
+                        let f = flow as usize;
+                        if self.flow_wake[f] == Some(at) {
+                            self.flow_wake[f] = None;
+                            self.touch(f);
+                        }
+                    }
+                }
+            }
+            // Due timers, in node order (an untouched node has none due: it sleeps in the
+            // queue until its deadline).
+            self.touched.sort_unstable();
+            for i in 0..self.touched.len() {
+                let f = self.touched[i] as usize;
+                for n in [2 * f, 2 * f + 1] {
+                    if self.nodes[n].poll_timeout().is_some_and(|t| t <= self.now) {
+                        self.nodes[n].handle_timeout(self.now);
+                    }
                 }
             }
             while self.now >= self.next_sample && self.next_sample <= end {
@@ -512,6 +535,98 @@ impl World {
             }
         }
         self.finish(wall, cpu, stuck)
+    }
+
+    /// Marks flow `f` (both its nodes and its application) for a step at the current instant.
+    fn touch(&mut self, f: usize) {
+        if !self.flow_touched[f] {
+            self.flow_touched[f] = true;
+            self.touched.push(f as u32);
+        }
+    }
+
+    /// Steps every touched flow: endpoint events, the application, transmissions, endpoint
+    /// events again; then schedules each touched node's and application's next wake.
+    fn step_touched(&mut self) {
+        let mut list = std::mem::take(&mut self.touched);
+        list.sort_unstable();
+        for &f in &list {
+            self.flow_touched[f as usize] = false;
+        }
+        for &f in &list {
+            self.handle_events(f as usize);
+        }
+        for &f in &list {
+            self.run_app(f as usize);
+        }
+        for &f in &list {
+            self.collect_transmits(2 * f as usize);
+            self.collect_transmits(2 * f as usize + 1);
+        }
+        for &f in &list {
+            self.handle_events(f as usize);
+        }
+        for &f in &list {
+            let f = f as usize;
+            self.schedule_node(2 * f);
+            self.schedule_node(2 * f + 1);
+            self.schedule_flow(f);
+        }
+        list.clear();
+        if self.touched.is_empty() {
+            self.touched = list;
+        }
+    }
+
+    /// Puts a node's next wake in the queue: its earliest deadline, or while its interface
+    /// queue is full (it is not polled then) the moment that queue drains. A deadline already
+    /// due fires at the next instant whatever the interface does.
+    fn schedule_node(&mut self, n: usize) {
+        let deadline = self.nodes[n].poll_timeout();
+        if deadline.is_some_and(|d| d <= self.now) {
+            self.timeouts_due.push(n as u32);
+        }
+        let want = if self.nic_blocked(n) {
+            let drained = self.links[self.nic(n)].next_departure();
+            match (deadline, drained) {
+                (Some(d), Some(q)) if d <= self.now => Some(q),
+                (Some(d), Some(q)) => Some(d.min(q)),
+                (d, q) => d.or(q),
+            }
+        } else {
+            deadline
+        };
+        if want != self.node_wake[n] {
+            self.node_wake[n] = want;
+            if let Some(t) = want {
+                self.queue.push(t, Ev::NodeWake { node: n as u32 });
+            }
+        }
+    }
+
+    /// Puts a flow application's next wake in the queue: its start, its stop, or what the
+    /// application itself has due (the next message of a constant-rate source, a deadline).
+    fn schedule_flow(&mut self, f: usize) {
+        let fl = &self.flows[f];
+        let mut want = None::<Instant>;
+        let mut consider = |t: Instant| want = Some(want.map_or(t, |w| w.min(t)));
+        if !fl.started {
+            consider(Self::at(fl.app.spec.start));
+        }
+        if let (Some(s), false) = (fl.app.spec.stop, fl.stopped) {
+            consider(Self::at(s));
+        }
+        if fl.started && !fl.stopped {
+            if let Some(t) = fl.app.next_wake(self.now) {
+                consider(t);
+            }
+        }
+        if want != self.flow_wake[f] {
+            self.flow_wake[f] = want;
+            if let Some(t) = want {
+                self.queue.push(t, Ev::FlowWake { flow: f as u32 });
+            }
+        }
     }
 
     fn finish(
