@@ -1,6 +1,8 @@
 //! Simulator speed: simulated packets per CPU second. Ignored by default (it measures, it
 //! does not assert a speed); run with
 //! `cargo test --release -p ctp-sim --test speed -- --ignored --nocapture`.
+//! `CTP_SIM_SPEED_DURATION=2s` shortens the run (for instruction counts under callgrind,
+//! which, unlike CPU time, do not move with the machine's load).
 
 use ctp_sim::report::run_scenario;
 use ctp_sim::scenario::Scenario;
@@ -29,7 +31,11 @@ start = "1s"
 #[test]
 #[ignore]
 fn simulated_packets_per_cpu_second() {
-    let sc = Scenario::parse(BENCH, "speed.toml").expect("parses");
+    let text = match std::env::var("CTP_SIM_SPEED_DURATION") {
+        Ok(d) => BENCH.replace("duration = \"10s\"", &format!("duration = \"{d}\"")),
+        Err(_) => BENCH.to_string(),
+    };
+    let sc = Scenario::parse(&text, "speed.toml").expect("parses");
     let rep = run_scenario(&sc, None, &mut |_, _, _| {}).expect("runs");
     let r = &rep.runs[0];
     let hops: u64 = r.result.links.iter().map(|l| l.offered).sum();

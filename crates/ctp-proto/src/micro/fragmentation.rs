@@ -14,6 +14,8 @@ use std::collections::BTreeMap;
 
 /// Segments cut per event before yielding, so event queues stay short.
 const BATCH: usize = 32;
+/// Largest reservation made for a message before its size is known.
+const MAX_SIZE_HINT: usize = 256 * 1024;
 /// Incomplete messages kept at once when the profile is unreliable.
 const MAX_PARTIALS_UNRELIABLE: usize = 64;
 
@@ -38,6 +40,9 @@ pub struct Fragmentation {
     /// (CTP-Minimal) every arrival is taken (binds `SegmentArrived`).
     deduplicated: bool,
     partials: BTreeMap<u64, Partial>,
+    /// Size of the last message reassembled from several pieces: a new one reserves that
+    /// much at once instead of growing piece by piece (stream chunks are all alike).
+    size_hint: usize,
 }
 
 impl Fragmentation {
@@ -50,6 +55,7 @@ impl Fragmentation {
             reliable,
             deduplicated,
             partials: BTreeMap::new(),
+            size_hint: 0,
         }
     }
 
@@ -163,7 +169,11 @@ impl Fragmentation {
             );
             return;
         }
-        let p = self.partials.entry(piece.msg).or_default();
+        let hint = self.size_hint;
+        let p = self.partials.entry(piece.msg).or_insert_with(|| Partial {
+            buf: Vec::with_capacity(hint),
+            ..Partial::default()
+        });
         if p.buf.len() < end {
             p.buf.resize(end, 0);
         }
@@ -185,6 +195,7 @@ impl Fragmentation {
             let p = self.partials.remove(&piece.msg).unwrap_or_default();
             let mut buf = p.buf;
             buf.truncate(p.total.unwrap_or(0));
+            self.size_hint = buf.len().min(MAX_SIZE_HINT);
             self.complete(
                 piece.msg,
                 Completed {
