@@ -599,13 +599,16 @@ impl World {
 
     /// Puts a node's next wake in the queue: its earliest deadline, or while its interface
     /// queue is full (it is not polled then) the moment that queue drains. A deadline already
-    /// due fires at the next instant whatever the interface does.
+    /// due fires at this instant again — unless the interface is full: then the deadline is
+    /// one that only sending satisfies (a pacing slot), and it waits for the drain, or
+    /// virtual time would stand still while the interface is busy.
     fn schedule_node(&mut self, n: usize) {
         let deadline = self.nodes[n].poll_timeout();
-        if deadline.is_some_and(|d| d <= self.now) {
+        let blocked = self.nic_blocked(n);
+        if !blocked && deadline.is_some_and(|d| d <= self.now) {
             self.timeouts_due.push(n as u32);
         }
-        let want = if self.nic_blocked(n) {
+        let want = if blocked {
             let drained = self.links[self.nic(n)].next_departure();
             match (deadline, drained) {
                 (Some(d), Some(q)) if d <= self.now => Some(q),
