@@ -185,6 +185,20 @@ impl Connection {
         })
     }
 
+    /// Reads stream bytes into `dst` (not empty), waiting until some are there; `Ok(0)` is
+    /// the end of the stream. The awaitable form of the poll path behind [`AsyncRead`], used by
+    /// the file transfers.
+    pub(crate) async fn read_some(&self, dst: &mut [u8]) -> Result<usize, ConnectionError> {
+        poll_fn(|cx| self.poll_read_bytes(cx, dst)).await
+    }
+
+    /// Hands stream bytes from `src` (not empty) to the protocol, waiting for room in the
+    /// send buffer; returns how many it took. The awaitable form of the poll path behind
+    /// [`AsyncWrite`], used by the file transfers.
+    pub(crate) async fn write_some(&self, src: &[u8]) -> Result<usize, ConnectionError> {
+        poll_fn(|cx| self.poll_write_bytes(cx, src)).await
+    }
+
     fn poll_finish(&self) -> Poll<Result<(), ConnectionError>> {
         self.with(None, |ep, h, now, closing| {
             let Some(c) = ep.connection_mut(h) else {

@@ -56,6 +56,60 @@ impl From<ConnectionError> for io::Error {
     }
 }
 
+/// Why [`crate::Connection::send_file`] or [`crate::Connection::recv_file`] stopped short.
+///
+/// Whatever the error, the caller's offset was advanced by exactly the bytes transferred
+/// before it (none for the range errors, which are checked before anything moves).
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// The offset lies past the end of the file being sent.
+    #[error("offset {offset} is past the end of the file ({len} bytes)")]
+    OffsetPastEnd {
+        /// The offset asked for.
+        offset: u64,
+        /// The file's length.
+        len: u64,
+    },
+    /// The file does not hold `size` bytes from `offset`.
+    #[error("the file ({len} bytes) does not hold {size} bytes from offset {offset}")]
+    RangePastEnd {
+        /// The offset asked for.
+        offset: u64,
+        /// The byte count asked for.
+        size: u64,
+        /// The file's length.
+        len: u64,
+    },
+    /// The peer ended the byte stream (finished it or closed gracefully) before `size`
+    /// bytes arrived; `got` of them were written to the file.
+    #[error("the stream ended after {got} of {size} bytes")]
+    StreamEnded {
+        /// Bytes received and written.
+        got: u64,
+        /// Bytes asked for.
+        size: u64,
+    },
+    /// The connection failed (closed, aborted, closing, stream finished).
+    #[error(transparent)]
+    Connection(#[from] ConnectionError),
+    /// Reading, writing or seeking the file failed (or the file shrank while being sent).
+    #[error("file: {0}")]
+    Io(#[from] io::Error),
+}
+
+impl From<FileError> for io::Error {
+    fn from(e: FileError) -> io::Error {
+        match e {
+            FileError::Io(e) => e,
+            FileError::Connection(e) => e.into(),
+            e @ (FileError::OffsetPastEnd { .. } | FileError::RangePastEnd { .. }) => {
+                io::Error::new(io::ErrorKind::InvalidInput, e)
+            }
+            e @ FileError::StreamEnded { .. } => io::Error::new(io::ErrorKind::UnexpectedEof, e),
+        }
+    }
+}
+
 /// Why [`crate::Endpoint::connect`] failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ConnectError {

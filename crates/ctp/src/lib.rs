@@ -42,11 +42,13 @@ mod connection;
 mod driver;
 mod endpoint;
 mod error;
+mod file;
 mod shared;
 
 pub use connection::Connection;
 pub use endpoint::{set_socket_buffers, Endpoint, EndpointOptions, DEFAULT_SOCKET_BUFFER};
-pub use error::{ConnectError, ConnectionError};
+pub use error::{ConnectError, ConnectionError, FileError};
+pub use file::FILE_BLOCK;
 
 pub use ctp_proto;
 pub use ctp_proto::{

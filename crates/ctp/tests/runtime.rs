@@ -495,3 +495,189 @@ async fn udt_messages_with_options_arrive_whole() {
     assert_eq!(got, want);
     assert_eq!(tx.stats().messages_abandoned, 0);
 }
+
+/// A scratch directory under the system's temporary directory, removed on drop.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let p = std::env::temp_dir().join(format!("ctp-runtime-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).expect("scratch dir");
+        Scratch(p)
+    }
+
+    fn file(&self, name: &str) -> std::path::PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A server and a connected pair speaking `profile` (UDT4 wire for the `udt` profiles).
+async fn wired_pair(profile: &Profile) -> (Endpoint, Endpoint, Connection, Connection) {
+    let opts = |accept| EndpointOptions {
+        accept,
+        wire: profile.wire(),
+        ..Default::default()
+    };
+    let srv = Endpoint::bind(LOCAL.parse().unwrap(), opts(true))
+        .await
+        .unwrap();
+    let addr = srv.local_addr().unwrap();
+    let cli = Endpoint::bind(LOCAL.parse().unwrap(), opts(false))
+        .await
+        .unwrap();
+    let (tx, rx) = tokio::join!(cli.connect(addr, profile), srv.accept());
+    (srv, cli, tx.expect("connect"), rx.expect("accept"))
+}
+
+/// Two ranges of one file, sent by two `send_file` calls with offsets (the second range
+/// first), land byte-exact in the right places of a pre-sized output file; the bytes
+/// outside them stay as they were.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_file_ranges_fill_the_right_places_of_one_file() {
+    for profile in [Profile::reliable(), Profile::udt()] {
+        timeout(Duration::from_secs(60), async {
+            let dir = Scratch::new(&format!("ranges-{}", profile.name));
+            let len = (3 << 20) + 12_345;
+            let src = data(len, 21);
+            std::fs::write(dir.file("src"), &src).unwrap();
+            let out = dir.file("out");
+            std::fs::write(&out, vec![0xAAu8; len]).unwrap();
+            // Range 2 spans several blocks; range 1 is short; a gap stays untouched.
+            let r1 = (1000u64, 70_000u64);
+            let r2 = (200_000u64, (len as u64) - 200_000);
+            let (_srv, _cli, tx, rx) = wired_pair(&profile).await;
+            let sender = tokio::spawn(async move {
+                let mut f = tokio::fs::File::open(dir.file("src")).await.unwrap();
+                let mut off = r2.0;
+                let n = tx.send_file(&mut f, &mut off, r2.1).await.expect("range 2");
+                assert_eq!((n, off), (r2.1, r2.0 + r2.1));
+                let mut off = r1.0;
+                let n = tx.send_file(&mut f, &mut off, r1.1).await.expect("range 1");
+                assert_eq!((n, off), (r1.1, r1.0 + r1.1));
+                tx.close().await.expect("graceful close");
+                dir
+            });
+            let mut f = tokio::fs::OpenOptions::new()
+                .write(true)
+                .open(&out)
+                .await
+                .unwrap();
+            for (start, size) in [r2, r1] {
+                let mut off = start;
+                let n = rx.recv_file(&mut f, &mut off, size).await.expect("recv");
+                assert_eq!((n, off), (size, start + size), "{}", profile.name);
+            }
+            f.sync_all().await.unwrap();
+            drop(f);
+            let _dir = sender.await.unwrap();
+            let got = std::fs::read(&out).unwrap();
+            let mut want = vec![0xAAu8; len];
+            for (start, size) in [r1, r2] {
+                let (a, b) = (start as usize, (start + size) as usize);
+                want[a..b].copy_from_slice(&src[a..b]);
+            }
+            assert_eq!(got.len(), len, "the output file was not resized");
+            assert_eq!(
+                blake3::hash(&got),
+                blake3::hash(&want),
+                "{}: bytes differ",
+                profile.name
+            );
+        })
+        .await
+        .expect("timed out");
+    }
+}
+
+/// A peer that closes before `size` bytes arrived: `recv_file` fails with `StreamEnded`,
+/// and the offset stands exactly where the bytes that did arrive end (written in place).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recv_file_that_ends_early_reports_what_was_written() {
+    for profile in [Profile::reliable(), Profile::udt()] {
+        timeout(Duration::from_secs(30), async {
+            let dir = Scratch::new(&format!("early-{}", profile.name));
+            let (_srv, _cli, tx, rx) = wired_pair(&profile).await;
+            let sent = data(1_500_000, 22);
+            let payload = sent.clone();
+            let sender = tokio::spawn(async move {
+                let mut tx = tx;
+                tx.write_all(&payload).await.unwrap();
+                tx.close().await.expect("graceful close");
+            });
+            let out = dir.file("out");
+            let mut f = tokio::fs::File::create(&out).await.unwrap();
+            let start = 4096u64;
+            let mut off = start;
+            let err = rx.recv_file(&mut f, &mut off, 4_000_000).await.unwrap_err();
+            match err {
+                ctp::FileError::StreamEnded { got, size } => {
+                    assert_eq!((got, size), (1_500_000, 4_000_000), "{}", profile.name)
+                }
+                e => panic!("{}: unexpected {e}", profile.name),
+            }
+            assert_eq!(off, start + 1_500_000, "{}", profile.name);
+            sender.await.unwrap();
+            drop(f);
+            let got = std::fs::read(&out).unwrap();
+            assert_eq!(got.len() as u64, off);
+            assert!(got[..start as usize].iter().all(|&b| b == 0));
+            assert!(got[start as usize..] == sent[..], "{}", profile.name);
+        })
+        .await
+        .expect("timed out");
+    }
+}
+
+/// A range the file does not hold is refused before anything moves: the offset, the file
+/// position and the connection are untouched, and the connection still works afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_file_refuses_a_range_outside_the_file() {
+    timeout(Duration::from_secs(30), async {
+        let (_srv, _cli, tx, rx) = wired_pair(&Profile::reliable()).await;
+        let body = data(10_000, 23);
+        let mut f = std::io::Cursor::new(body.clone());
+        f.set_position(77);
+        let mut off = 10_001;
+        let e = tx.send_file(&mut f, &mut off, 0).await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ctp::FileError::OffsetPastEnd {
+                    offset: 10_001,
+                    len: 10_000
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!((off, f.position()), (10_001, 77));
+        let mut off = 9_000;
+        let e = tx.send_file(&mut f, &mut off, 1_001).await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ctp::FileError::RangePastEnd {
+                    offset: 9_000,
+                    size: 1_001,
+                    len: 10_000
+                }
+            ),
+            "{e}"
+        );
+        assert_eq!((off, f.position()), (9_000, 77));
+        assert_eq!(tx.stats().app_bytes_sent, 0, "nothing was sent");
+        // The whole tail from the same offset is fine, and is all the peer receives.
+        assert_eq!(tx.send_file(&mut f, &mut off, 1_000).await.unwrap(), 1_000);
+        assert_eq!(off, 10_000);
+        let got = stream(tx, rx, Vec::new()).await;
+        assert!(got == body[9_000..]);
+    })
+    .await
+    .expect("timed out");
+}

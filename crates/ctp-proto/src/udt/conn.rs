@@ -5,8 +5,11 @@
 //! - **ACK** every SYN = 10 ms: a full ACK (RTT, RTT variance, available buffer, arrival
 //!   speed, link capacity) when the acknowledgement point moved or, unchanged and not yet
 //!   confirmed by ACK2, after 2 RTT; a *light* ACK every 64 packets in between.
-//! - **NAK**: a gap is reported at once; the whole receiver loss list is reported again
-//!   every `max(RTT + 4·RTTVar, 20 ms)`, the interval doubling while the oldest loss stays.
+//! - **NAK**: a gap is reported at once; each range of the receiver's loss list is
+//!   reported again only once `k`·RTT passed since its last report, `k` = 2, 3, … (capped)
+//!   counting its reports (draft-gg-udt-03, the receiver's loss list), so a loss whose
+//!   retransmission is still on its way is not reported twice, and a lost NAK or a lost
+//!   retransmission is reported again. The timer fires when the next range falls due.
 //! - **EXP**: nothing heard for `count·(RTT + 4·RTTVar) + SYN` (at least `count·300 ms`):
 //!   packets in flight are presumed lost, otherwise a keep-alive goes out; after 16
 //!   expirations and [`UdtConfig::expiry`] of silence the connection is broken.
@@ -28,6 +31,7 @@
 //! shutdown) marks the end of the file, as any UDT4 application expects.
 
 use super::handshake::{check_compatible, Proposal};
+use super::loss::{Wait, FIRST_K};
 use super::packet::{
     nak_ranges, nak_words, req, AckBody, Control, ControlBody, DataHeader, Handshake, Packet,
     HEADER_LEN, MAX_NAK_WORDS,
@@ -52,8 +56,10 @@ pub const SYN_US: u64 = 10_000;
 pub const HANDSHAKE_INTERVAL: Duration = Duration::from_millis(250);
 /// Light ACK after this many packets.
 pub const LIGHT_ACK_PACKETS: u32 = 64;
-/// Smallest periodic NAK interval, microseconds.
-pub const MIN_NAK_US: u64 = 20_000;
+/// Smallest RTT the NAK timer counts with, microseconds: a loss is reported again at the
+/// earliest `2 · NAK_MIN_RTT_US` after its last report (20 ms, the old periodic-NAK floor),
+/// however short the path.
+pub const NAK_MIN_RTT_US: u64 = SYN_US;
 /// Smallest EXP interval per expiration, microseconds (UDT4: 300 ms).
 pub const MIN_EXP_US: u64 = 300_000;
 /// Expirations before the connection may be declared broken (UDT4: 16).
@@ -152,9 +158,8 @@ pub struct UdtConnection {
     hs_next: Option<Instant>,
     hs_give_up: Instant,
     next_ack: Instant,
+    /// When the next receiver loss falls due for a report again (`None`: none lost).
     next_nak: Option<Instant>,
-    nak_backoff: u32,
-    nak_head: Option<u64>,
     exp_count: u32,
     exp_base: Instant,
     last_rsp: Instant,
@@ -235,8 +240,6 @@ impl UdtConnection {
             hs_give_up: now + cfg.handshake_timeout,
             next_ack: now,
             next_nak: None,
-            nak_backoff: 1,
-            nak_head: None,
             exp_count: 1,
             exp_base: now,
             last_rsp: now,
@@ -478,9 +481,13 @@ impl UdtConnection {
         };
         self.rcv.on_arrival(now, h.seq);
         self.cc.on_packet_received(now, payload.len() as u64);
-        let a = self
-            .rcv
-            .on_data(ext, h.boundary, h.in_order, Bytes::copy_from_slice(payload));
+        let a = self.rcv.on_data(
+            now,
+            ext,
+            h.boundary,
+            h.in_order,
+            Bytes::copy_from_slice(payload),
+        );
         if a.duplicate {
             self.stats.duplicate_segments += 1;
         }
@@ -489,7 +496,9 @@ impl UdtConnection {
         }
         if let Some((x, y)) = a.new_loss {
             self.stats.receiver_losses += y - x + 1;
-            self.send_nak(now, &[(x, y)]);
+            self.send_nak(&[(x, y)]);
+            let due = now + Duration::from_micros(self.nak_wait().after(FIRST_K));
+            self.arm_nak(due);
         }
         if self.rcv.queued_bytes() > 0 {
             self.activity = true;
@@ -501,7 +510,7 @@ impl UdtConnection {
         self.check_peer_fin();
     }
 
-    fn send_nak(&mut self, now: Instant, ranges: &[(u64, u64)]) {
+    fn send_nak(&mut self, ranges: &[(u64, u64)]) {
         let mut words = Vec::new();
         let wire: Vec<(u32, u32)> = ranges
             .iter()
@@ -517,12 +526,38 @@ impl UdtConnection {
         }
         self.stats.naks_sent += 1;
         self.queue_ctrl(0, ControlBody::Nak(words));
-        self.next_nak = Some(now + self.nak_interval());
     }
 
-    fn nak_interval(&self) -> Duration {
-        let base = (self.rtt_us + 4 * self.rttvar_us).max(MIN_NAK_US);
-        Duration::from_micros(base * u64::from(self.nak_backoff))
+    /// How long a reported loss waits before it is reported again: `k` RTTs (at least
+    /// [`NAK_MIN_RTT_US`] each), but at most halfway from one RTT to the peer's EXP
+    /// interval (`max(RTT + 4·RTTVar + SYN, 300 ms)`, as [`Self::exp_interval`] computes it
+    /// for one expiration): the sender resends its whole flight when EXP expires, and with
+    /// the head of the window lost and the flow window full it hears nothing else, so the
+    /// report must reach it first. This only shortens the wait on paths whose RTT is near
+    /// or above 150 ms.
+    fn nak_wait(&self) -> Wait {
+        let rtt_us = self.rtt_us.max(NAK_MIN_RTT_US);
+        let exp = (self.rtt_us + 4 * self.rttvar_us + SYN_US).max(MIN_EXP_US);
+        Wait {
+            rtt_us,
+            cap_us: (rtt_us + exp.saturating_sub(rtt_us) / 2).max(rtt_us),
+        }
+    }
+
+    /// Makes the NAK timer fire by `at` at the latest.
+    fn arm_nak(&mut self, at: Instant) {
+        self.next_nak = Some(self.next_nak.map_or(at, |t| t.min(at)));
+    }
+
+    /// The NAK timer: reports the losses that fell due (at most what one NAK carries; the
+    /// rest stay due, so the timer fires again at once) and waits for the next one.
+    fn on_nak_timer(&mut self, now: Instant) {
+        let wait = self.nak_wait();
+        let (ranges, next) = self.rcv.due_losses(now, wait, MAX_NAK_WORDS / 2);
+        if !ranges.is_empty() {
+            self.send_nak(&ranges);
+        }
+        self.next_nak = next;
     }
 
     /// Sends an ACK: a light one (`light`) or a full/lite one as UDT4 does.
@@ -604,6 +639,10 @@ impl UdtConnection {
                     Self::ext_near(reference, rw, b),
                 ) {
                     self.rcv.drop_message(x, y);
+                    if !self.rcv.loss().is_empty() {
+                        // A gap before the dropped message is reported by the timer.
+                        self.arm_nak(now);
+                    }
                     self.stats.messages_abandoned += 1;
                     self.activity = true;
                 }
@@ -801,19 +840,7 @@ impl UdtConnection {
             self.next_ack = now + Duration::from_micros(SYN_US);
         }
         if self.next_nak.is_some_and(|t| t <= now) {
-            let ranges = self.rcv.loss_ranges(MAX_NAK_WORDS / 2);
-            let head = ranges.first().map(|r| r.0);
-            if head.is_none() {
-                self.next_nak = None;
-            } else {
-                self.nak_backoff = if head == self.nak_head {
-                    (self.nak_backoff * 2).min(16)
-                } else {
-                    1
-                };
-                self.nak_head = head;
-                self.send_nak(now, &ranges);
-            }
+            self.on_nak_timer(now);
         }
         if self.exp_deadline() <= now {
             if self.exp_count > MAX_EXP_COUNT

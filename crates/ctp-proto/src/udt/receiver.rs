@@ -5,7 +5,7 @@
 //!
 //! Sequence numbers are extended (64-bit, 0 = the peer's initial sequence number).
 
-use super::loss::LossList;
+use super::loss::{Feedback, RcvLossList, Wait};
 use super::packet::Boundary;
 use crate::time::Instant;
 use bytes::{Bytes, BytesMut};
@@ -75,7 +75,7 @@ pub struct Receiver {
     deliver: u64,
     /// One past the largest sequence number received.
     next_expected: u64,
-    loss: LossList,
+    loss: RcvLossList,
     stream: VecDeque<Bytes>,
     msgs: VecDeque<Bytes>,
     queued_bytes: usize,
@@ -97,7 +97,7 @@ impl Receiver {
             pending: BTreeMap::new(),
             deliver: 0,
             next_expected: 0,
-            loss: LossList::new(),
+            loss: RcvLossList::new(),
             stream: VecDeque::new(),
             msgs: VecDeque::new(),
             queued_bytes: 0,
@@ -135,8 +135,8 @@ impl Receiver {
         self.queued_bytes
     }
 
-    /// The loss list.
-    pub fn loss(&self) -> &LossList {
+    /// The loss list, with each range's report history.
+    pub fn loss(&self) -> &RcvLossList {
         &self.loss
     }
 
@@ -169,11 +169,13 @@ impl Receiver {
         self.pairs.rate()
     }
 
-    /// Takes a data packet. A message sent without the in-order flag is delivered as soon
-    /// as it is complete, ahead of earlier incomplete ones (UDT's `sendmsg(…, inorder =
-    /// false)`).
+    /// Takes a data packet arriving at `now`. A gap it reveals enters the loss list as
+    /// reported at `now` (the caller reports it at once: [`Arrival::new_loss`]). A message
+    /// sent without the in-order flag is delivered as soon as it is complete, ahead of
+    /// earlier incomplete ones (UDT's `sendmsg(…, inorder = false)`).
     pub fn on_data(
         &mut self,
+        now: Instant,
         seq: u64,
         boundary: Boundary,
         in_order: bool,
@@ -191,7 +193,8 @@ impl Receiver {
                 return out;
             }
             if seq > self.next_expected {
-                self.loss.insert(self.next_expected, seq - 1);
+                self.loss
+                    .insert_tagged(self.next_expected, seq - 1, Feedback::reported(Some(now)));
                 out.new_loss = Some((self.next_expected, seq - 1));
             }
             self.next_expected = seq + 1;
@@ -269,7 +272,8 @@ impl Receiver {
         self.advance();
     }
 
-    /// The sender gave up message `first..=last` (a drop request).
+    /// The sender gave up message `first..=last` (a drop request). A gap it leaves before
+    /// the message enters the loss list unreported (due at the next NAK timer).
     pub fn drop_message(&mut self, first: u64, last: u64) {
         if last < first || last < self.deliver || last - first >= self.limit_pkts as u64 {
             return;
@@ -287,7 +291,8 @@ impl Receiver {
         }
         if last >= self.next_expected {
             if first > self.next_expected {
-                self.loss.insert(self.next_expected, first - 1);
+                self.loss
+                    .insert_tagged(self.next_expected, first - 1, Feedback::reported(None));
             }
             self.next_expected = last + 1;
         }
@@ -391,15 +396,23 @@ impl Receiver {
         Some(m)
     }
 
-    /// Loss ranges to report again (the periodic NAK), at most `max` ranges.
-    pub fn loss_ranges(&self, max: usize) -> Vec<(u64, u64)> {
-        self.loss.ranges().take(max).collect()
+    /// Losses due for a report again at `now` (the NAK timer), at most `max` ranges, each
+    /// marked reported; and when the next one falls due (see [`RcvLossList::take_due`]).
+    pub fn due_losses(
+        &mut self,
+        now: Instant,
+        wait: Wait,
+        max: usize,
+    ) -> (Vec<(u64, u64)>, Option<Instant>) {
+        self.loss.take_due(now, wait, max)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const T0: Instant = Instant::ZERO;
 
     fn b(x: &[u8]) -> Bytes {
         Bytes::copy_from_slice(x)
@@ -409,19 +422,19 @@ mod tests {
     fn stream_reorders_and_reports_gaps() {
         let mut r = Receiver::new(false, 100, 1);
         assert_eq!(
-            r.on_data(0, Boundary::Solo, true, b(b"ab")),
+            r.on_data(T0, 0, Boundary::Solo, true, b(b"ab")),
             Arrival::default()
         );
-        let a = r.on_data(3, Boundary::Solo, true, b(b"ef"));
+        let a = r.on_data(T0, 3, Boundary::Solo, true, b(b"ef"));
         assert_eq!(a.new_loss, Some((1, 2)));
         assert_eq!(r.ack_point(), 1);
         assert!(r
-            .on_data(2, Boundary::Solo, true, b(b"d"))
+            .on_data(T0, 2, Boundary::Solo, true, b(b"d"))
             .new_loss
             .is_none());
-        assert!(r.on_data(2, Boundary::Solo, true, b(b"d")).duplicate);
+        assert!(r.on_data(T0, 2, Boundary::Solo, true, b(b"d")).duplicate);
         assert_eq!(r.ack_point(), 1);
-        r.on_data(1, Boundary::Solo, true, b(b"c"));
+        r.on_data(T0, 1, Boundary::Solo, true, b(b"c"));
         assert_eq!(r.ack_point(), 4);
         let mut buf = [0u8; 10];
         assert_eq!(r.read_stream(&mut buf), 6);
@@ -432,12 +445,12 @@ mod tests {
     #[test]
     fn messages_are_whole_and_drop_requests_skip_them() {
         let mut r = Receiver::new(true, 100, 1);
-        r.on_data(0, Boundary::First, true, b(b"he"));
+        r.on_data(T0, 0, Boundary::First, true, b(b"he"));
         assert!(r.read_msg().is_none());
-        r.on_data(1, Boundary::Last, true, b(b"y"));
+        r.on_data(T0, 1, Boundary::Last, true, b(b"y"));
         assert_eq!(r.read_msg().unwrap(), b(b"hey"));
         // Message 2..=3 lost, then dropped by the sender; message 4 delivered.
-        r.on_data(4, Boundary::Solo, true, b(b"x"));
+        r.on_data(T0, 4, Boundary::Solo, true, b(b"x"));
         assert!(r.read_msg().is_none());
         r.drop_message(2, 3);
         assert_eq!(r.ack_point(), 5);
@@ -448,12 +461,12 @@ mod tests {
     #[test]
     fn full_buffer_drops() {
         let mut r = Receiver::new(false, 2, 1);
-        r.on_data(0, Boundary::Solo, true, b(b"a"));
-        r.on_data(1, Boundary::Solo, true, b(b"b"));
-        assert!(r.on_data(2, Boundary::Solo, true, b(b"c")).no_room);
+        r.on_data(T0, 0, Boundary::Solo, true, b(b"a"));
+        r.on_data(T0, 1, Boundary::Solo, true, b(b"b"));
+        assert!(r.on_data(T0, 2, Boundary::Solo, true, b(b"c")).no_room);
         let mut buf = [0u8; 1];
         r.read_stream(&mut buf);
-        assert!(!r.on_data(2, Boundary::Solo, true, b(b"c")).no_room);
+        assert!(!r.on_data(T0, 2, Boundary::Solo, true, b(b"c")).no_room);
     }
 
     #[test]
@@ -477,14 +490,14 @@ mod tests {
     fn unordered_messages_overtake_incomplete_ones_and_in_order_ones_wait() {
         let mut r = Receiver::new(true, 100, 1);
         // Message A (0..=1) misses packet 0; B (2..=3) is out of order; C (4) in order.
-        r.on_data(1, Boundary::Last, false, b(b"a2"));
-        r.on_data(3, Boundary::Last, false, b(b"b2"));
+        r.on_data(T0, 1, Boundary::Last, false, b(b"a2"));
+        r.on_data(T0, 3, Boundary::Last, false, b(b"b2"));
         assert!(r.read_msg().is_none());
-        r.on_data(2, Boundary::First, false, b(b"b1"));
+        r.on_data(T0, 2, Boundary::First, false, b(b"b1"));
         assert_eq!(r.read_msg().unwrap(), b(b"b1b2"));
-        r.on_data(4, Boundary::Solo, true, b(b"c"));
+        r.on_data(T0, 4, Boundary::Solo, true, b(b"c"));
         assert!(r.read_msg().is_none(), "in-order C waits for A");
-        r.on_data(0, Boundary::First, false, b(b"a1"));
+        r.on_data(T0, 0, Boundary::First, false, b(b"a1"));
         assert_eq!(r.read_msg().unwrap(), b(b"a1a2"));
         assert_eq!(r.read_msg().unwrap(), b(b"c"));
         assert!(r.read_msg().is_none(), "B is not delivered twice");
