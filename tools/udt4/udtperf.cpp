@@ -24,6 +24,7 @@
 #include <cstring>
 #include <algorithm>
 #include <csignal>
+#include <set>
 #include <vector>
 
 static volatile std::sig_atomic_t stop_requested = 0;
@@ -108,15 +109,28 @@ int main(int argc, char** argv) {
         std::signal(SIGINT, request_stop);
         int timeout_ms = 200;
         UDT::setsockopt(c, 0, UDT_RCVTIMEO, &timeout_ms, sizeof(timeout_ms));
-        bool drained = false;
+        // Datagram mode reads without blocking and waits in epoll: UDT 4.11's blocking
+        // recvmsg throws away a message it has just read when the peer's SHUTDOWN arrives
+        // during the wait (core.cpp: the broken check after readMsg). The non-blocking path
+        // checks "broken" before reading, and after SHUTDOWN it still hands out the
+        // buffered messages until none is left.
+        int eid = -1;
+        if (dgram) {
+            bool nonblocking = false;
+            UDT::setsockopt(c, 0, UDT_RCVSYN, &nonblocking, sizeof(nonblocking));
+            eid = UDT::epoll_create();
+            int events = UDT_EPOLL_IN | UDT_EPOLL_ERR;
+            if (eid < 0 || UDT::epoll_add_usock(eid, c, &events) == UDT::ERROR)
+                return fail("epoll");
+        }
         while (!stop_requested) {
             int n = dgram ? UDT::recvmsg(c, buf.data(), (int)buf.size())
                           : UDT::recv(c, buf.data(), (int)buf.size(), 0);
             if (n == UDT::ERROR && UDT::getlasterror_code() == UDT::ERRORINFO::ETIMEOUT) continue;
-            // After the peer's shutdown, recvmsg still hands out buffered messages (its
-            // "broken" path) until none is left: keep reading until that fails too.
-            if (dgram && n == UDT::ERROR && !drained) {
-                drained = true;
+            if (dgram && n == UDT::ERROR &&
+                UDT::getlasterror_code() == UDT::ERRORINFO::EASYNCRCV) {
+                std::set<UDTSOCKET> ready;
+                UDT::epoll_wait(eid, &ready, nullptr, timeout_ms);
                 continue;
             }
             if (n == UDT::ERROR || n == 0) break;
@@ -127,6 +141,7 @@ int main(int argc, char** argv) {
                 return 1;
             }
         }
+        if (eid >= 0) UDT::epoll_release(eid);
         if (out != nullptr) std::fclose(out);
         if (c != s) UDT::close(c);
     } else {
