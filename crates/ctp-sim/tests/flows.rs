@@ -274,9 +274,13 @@ send_buffer = 33554432
     for r in &rep.runs {
         let f = &r.result.flows[0];
         let mbps = goodput_mbps(f, 1.0);
+        // Seconds 8-11 at the link rate; BBR's ProbeRTT (4 packets for 200 ms once the
+        // min-RTT estimate is 10 s old) may dent one of them, so the mean is judged, with a
+        // floor per second.
         let late = &mbps[8..12];
+        let mean = late.iter().sum::<f64>() / late.len() as f64;
         assert!(
-            late.iter().all(|&g| g > 180.0),
+            mean > 180.0 && late.iter().all(|&g| g > 150.0),
             "{}: goodput {mbps:?} Mb/s of 200",
             r.cc
         );

@@ -28,8 +28,9 @@ const SEND_BATCH_DATAGRAMS: usize = 512;
 const SEND_BYTES_PER_ROUND: usize = 2 << 20;
 /// Largest payload of one GSO send (the UDP length field bounds the whole train).
 const MAX_GSO_BYTES: usize = 64_000;
-/// Deadlines closer than this are not slept through (timer granularity is ~1 ms); the
-/// driver yields to the scheduler and checks again instead.
+/// Deadlines closer than this are beyond tokio's timer (it ticks in milliseconds): the
+/// driver waits for them on its precise timer (Linux) or yields to the scheduler and checks
+/// again (elsewhere).
 const NEAR_DEADLINE: Duration = Duration::from_millis(1);
 /// Rounds in a row the *same* deadline may stay overdue after firing it before the driver
 /// stops yielding and sleeps a millisecond instead (defends against a deadline that firing
@@ -80,6 +81,20 @@ pub(crate) struct Driver {
     next_group: usize,
     wakers: Vec<Waker>,
     socket_errors: u32,
+    /// Sub-millisecond sleeps (pacing); `None` where unavailable: the driver yields then.
+    #[cfg(target_os = "linux")]
+    precise: Option<crate::precise_timer::PreciseTimer>,
+}
+
+/// What the driver waits for besides the socket and the application.
+enum Wake {
+    /// Nothing: no deadline.
+    Never,
+    /// A deadline at least a millisecond away, on tokio's timer.
+    Coarse(tokio::time::Instant),
+    /// A deadline closer than that, on the precise timer.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+    Precise(std::time::Instant),
 }
 
 impl Driver {
@@ -101,6 +116,10 @@ impl Driver {
             next_group: 0,
             wakers: Vec::new(),
             socket_errors: 0,
+            #[cfg(target_os = "linux")]
+            precise: crate::precise_timer::PreciseTimer::new()
+                .inspect_err(|e| tracing::debug!("no precise timer ({e}): pacing yields"))
+                .ok(),
         }
     }
 
@@ -133,8 +152,8 @@ impl Driver {
             }
             let next = self.shared.lock().ep.poll_timeout();
             let now = self.shared.now();
-            let sleep_until = match next {
-                None => None,
+            let wake = match next {
+                None => Wake::Never,
                 Some(d) if d <= now => {
                     overdue = if overdue.0 == d {
                         (d, overdue.1 + 1)
@@ -145,20 +164,24 @@ impl Driver {
                         tokio::task::yield_now().await;
                         continue;
                     }
-                    Some(tokio::time::Instant::now() + Duration::from_millis(1))
+                    Wake::Coarse(tokio::time::Instant::now() + Duration::from_millis(1))
                 }
-                Some(d) => {
-                    if d - now < NEAR_DEADLINE && tx != Tx::Blocked {
+                Some(d) => match self.shared.deadline(d) {
+                    None => Wake::Never,
+                    Some(at) if d - now >= NEAR_DEADLINE => Wake::Coarse(at),
+                    Some(at) if self.has_precise_timer() => Wake::Precise(at.into_std()),
+                    Some(_) if tx == Tx::Blocked => Wake::Coarse(tokio::time::Instant::now()),
+                    Some(_) => {
                         tokio::task::yield_now().await;
                         continue;
                     }
-                    self.shared.deadline(d)
-                }
+                },
             };
             let sleep = async {
-                match sleep_until {
-                    Some(t) => tokio::time::sleep_until(t).await,
-                    None => std::future::pending().await,
+                match wake {
+                    Wake::Never => std::future::pending().await,
+                    Wake::Coarse(t) => tokio::time::sleep_until(t).await,
+                    Wake::Precise(t) => self.precise_sleep(t).await,
                 }
             };
             tokio::select! {
@@ -177,6 +200,26 @@ impl Driver {
                 _ = sleep => {}
             }
         }
+    }
+
+    fn has_precise_timer(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        return self.precise.is_some();
+        #[cfg(not(target_os = "linux"))]
+        false
+    }
+
+    /// Sleeps until `t` on the precise timer (returns at once if there is none or it fails:
+    /// the driver's loop then checks its deadlines again).
+    async fn precise_sleep(&self, t: std::time::Instant) {
+        #[cfg(target_os = "linux")]
+        if let Some(timer) = &self.precise {
+            if let Err(e) = timer.sleep_until(t).await {
+                tracing::debug!("precise timer: {e}");
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = t;
     }
 
     /// Receives what the socket holds (a bounded number of batches) and feeds it to the

@@ -43,6 +43,7 @@ mod driver;
 mod endpoint;
 mod error;
 mod file;
+mod precise_timer;
 mod shared;
 
 pub use connection::Connection;

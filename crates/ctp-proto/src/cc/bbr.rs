@@ -12,6 +12,16 @@
 //!
 //! Loss is not a congestion signal: losses change nothing. A timeout shrinks the window to
 //! 4 packets until the next ACK recomputes it from the model (simplified recovery).
+//!
+//! Outside ProbeRTT the window carries two allowances on top of `cwnd_gain × BDP`, as Linux
+//! BBR and the later drafts do: the *ACK-aggregation* excess (the most data acknowledged in
+//! one burst beyond what `BtlBw` explains, a max over 10 rounds — draft-cardwell-iccrg-bbr
+//! -congestion-control-02 §4.6.4.5, "extra_acked") and a *quantization budget* of three send
+//! quanta (one quantum: a millisecond at the pacing rate, at least two and at most 64 KiB of
+//! packets). On a path whose propagation delay is tens of microseconds the BDP is a handful
+//! of packets, while acknowledgements arrive in bursts a millisecond or more apart
+//! (delayed ACKs, batched receive): without the allowances the window, not the pacing rate,
+//! limits the flow far below the bottleneck.
 
 use super::{Ack, Config, CongestionControl, Loss};
 use crate::time::Instant;
@@ -27,6 +37,10 @@ const BW_ROUNDS: usize = 10;
 const RTPROP_WINDOW: Duration = Duration::from_secs(10);
 /// ProbeRTT lasts at least this long.
 const PROBE_RTT_TIME: Duration = Duration::from_millis(200);
+/// Largest send quantum, bytes (one GSO train).
+const MAX_SEND_QUANTUM: u64 = 64 * 1024;
+/// Send quanta the window keeps room for beyond the BDP.
+const QUANTIZATION_QUANTA: u64 = 3;
 
 /// BBR's state machine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +75,12 @@ pub struct Bbr {
     init_cwnd: u64,
     pacing_gain: f64,
     cwnd_gain: f64,
+    /// Per-round maximum of the ACK-aggregation excess, indexed like `bw_slots`.
+    extra_acked_slots: [u64; BW_ROUNDS],
+    /// Start of the current aggregation epoch.
+    agg_start: Instant,
+    /// Bytes acknowledged since `agg_start`.
+    agg_delivered: u64,
 }
 
 impl Bbr {
@@ -85,7 +105,42 @@ impl Bbr {
             init_cwnd: init,
             pacing_gain: HIGH_GAIN,
             cwnd_gain: HIGH_GAIN,
+            extra_acked_slots: [0; BW_ROUNDS],
+            agg_start: Instant::ZERO,
+            agg_delivered: 0,
         }
+    }
+
+    /// ACK-aggregation excess, bytes: the most data acknowledged in one burst beyond what
+    /// the bandwidth estimate explains, over the last 10 rounds.
+    pub fn extra_acked(&self) -> u64 {
+        self.extra_acked_slots.iter().copied().max().unwrap_or(0)
+    }
+
+    /// One send quantum, bytes: a millisecond at the pacing rate, 2 packets to 64 KiB.
+    fn send_quantum(&self) -> u64 {
+        (self.pacing_rate() / 1000).clamp(2 * self.mss, MAX_SEND_QUANTUM.max(2 * self.mss))
+    }
+
+    /// Measures how far the acknowledged data runs ahead of `BtlBw` in the current
+    /// aggregation epoch; an epoch ends (and the next starts) when the acknowledgements fall
+    /// back to the expected rate.
+    fn update_ack_aggregation(&mut self, now: Instant, acked: u64) {
+        let bw = self.btl_bw();
+        if bw == 0 {
+            return;
+        }
+        let interval_us = now.saturating_since(self.agg_start).as_micros();
+        let mut expected = (u128::from(bw) * interval_us / 1_000_000) as u64;
+        if self.agg_delivered <= expected {
+            self.agg_delivered = 0;
+            self.agg_start = now;
+            expected = 0;
+        }
+        self.agg_delivered += acked;
+        let extra = (self.agg_delivered - expected).min(self.cwnd);
+        let slot = &mut self.extra_acked_slots[(self.round % BW_ROUNDS as u64) as usize];
+        *slot = (*slot).max(extra);
     }
 
     /// Current mode.
@@ -141,9 +196,11 @@ impl CongestionControl for Bbr {
             self.round += 1;
             self.round_start = Some(now);
             self.bw_slots[(self.round % BW_ROUNDS as u64) as usize] = 0;
+            self.extra_acked_slots[(self.round % BW_ROUNDS as u64) as usize] = 0;
         }
         let slot = &mut self.bw_slots[(self.round % BW_ROUNDS as u64) as usize];
         *slot = (*slot).max(a.delivery_rate);
+        self.update_ack_aggregation(now, a.bytes);
         let rtt = a.rtt_us.max(1);
         let expired =
             self.rtprop_us != u64::MAX && now.saturating_since(self.rtprop_at) > RTPROP_WINDOW;
@@ -191,7 +248,10 @@ impl CongestionControl for Bbr {
         } else if self.btl_bw() == 0 {
             self.init_cwnd.max(self.cwnd)
         } else {
-            ((self.cwnd_gain * self.bdp() as f64) as u64).max(4 * self.mss)
+            let target = (self.cwnd_gain * self.bdp() as f64) as u64
+                + self.extra_acked()
+                + QUANTIZATION_QUANTA * self.send_quantum();
+            target.max(4 * self.mss)
         };
     }
 
@@ -249,7 +309,11 @@ mod tests {
         b.on_ack(&rated(10, now, 100, 1_000_000, 100_000));
         assert_eq!(b.mode(), Mode::ProbeBw);
         assert_eq!(b.pacing_rate(), 1_250_000);
-        assert_eq!(b.cwnd(), 200_000, "cwnd gain 2 × BDP");
+        // cwnd gain 2 × BDP, plus one packet of ACK-aggregation excess (one ACK per round,
+        // far below the expected rate) and three send quanta (1.25 KB rounds up to 2 packets).
+        let window = 2 * 100_000 + MSS + 3 * 2 * MSS;
+        assert_eq!(b.extra_acked(), MSS);
+        assert_eq!(b.cwnd(), window);
         now += 100;
         b.on_ack(&rated(11, now, 100, 1_000_000, 100_000));
         assert_eq!(b.pacing_rate(), 750_000);
@@ -258,12 +322,56 @@ mod tests {
         assert_eq!(b.pacing_rate(), 1_000_000);
         // Loss is not a signal.
         b.on_loss(&loss(13, now, now - 50, 20));
-        assert_eq!((b.pacing_rate(), b.cwnd()), (1_000_000, 200_000));
+        assert_eq!((b.pacing_rate(), b.cwnd()), (1_000_000, window));
         // A timeout shrinks the window to 4 packets until the model speaks again.
         b.on_timeout(ms(now + 10), 1);
         assert_eq!(b.cwnd(), 4 * MSS);
         b.on_ack(&rated(14, now + 20, 100, 1_000_000, 0));
-        assert_eq!(b.cwnd(), 200_000);
+        assert_eq!(b.cwnd(), window);
+    }
+
+    /// A BBR in ProbeBW at 1 MB/s over a 1 ms path (a BDP of one packet).
+    fn probing_at_one_megabyte_per_second() -> (Bbr, u64) {
+        let mut b = Bbr::new(&cfg());
+        let mut pn = 0;
+        for now in 1..=20 {
+            b.on_ack(&rated(pn, now, 1, 1_000_000, 0));
+            pn += 1;
+        }
+        assert_eq!(b.mode(), Mode::ProbeBw);
+        assert_eq!(b.btl_bw(), 1_000_000);
+        (b, pn)
+    }
+
+    #[test]
+    fn bursts_of_acknowledgements_widen_the_window_by_the_burst() {
+        // The same 1 MB/s of acknowledgements, once one per millisecond and once in bursts
+        // of ten every ten milliseconds (delayed, batched ACKs): the bursty path's window
+        // must hold a whole burst beyond what the smooth one needs.
+        let (mut smooth, mut pn) = probing_at_one_megabyte_per_second();
+        let (mut bursty, _) = probing_at_one_megabyte_per_second();
+        for now in 21..=120 {
+            smooth.on_ack(&rated(pn, now, 1, 1_000_000, 0));
+            pn += 1;
+        }
+        for burst in 1..=10u64 {
+            for _ in 0..10 {
+                bursty.on_ack(&rated(pn, 20 + 10 * burst, 1, 1_000_000, 0));
+                pn += 1;
+            }
+        }
+        assert!(smooth.extra_acked() <= MSS, "{}", smooth.extra_acked());
+        assert_eq!(bursty.extra_acked(), 10 * MSS);
+        assert!(
+            bursty.cwnd() >= smooth.cwnd() + 9 * MSS,
+            "bursty {} smooth {}",
+            bursty.cwnd(),
+            smooth.cwnd()
+        );
+        // ProbeRTT still drains to 4 packets whatever the excess.
+        bursty.on_ack(&rated(pn, 11_000, 2, 1_000_000, 0));
+        assert_eq!(bursty.mode(), Mode::ProbeRtt);
+        assert_eq!(bursty.cwnd(), 4 * MSS);
     }
 
     #[test]

@@ -243,6 +243,11 @@ fn congestion_window_bounds_bytes_in_flight() {
 /// Departure times (µs) of the data packets a paced sender (one 1414-byte packet per
 /// millisecond, window open) sends in its first `ms` milliseconds.
 fn paced_departures(pairs: bool, ms: u64) -> Vec<u64> {
+    paced_departures_at(1_414_000, pairs, 100, ms)
+}
+
+/// Departure times (µs) of `segments` full segments paced at `rate` bytes/s for `ms`.
+fn paced_departures_at(rate: u64, pairs: bool, segments: usize, ms: u64) -> Vec<u64> {
     let mut tx = engine(&[
         Sequencing,
         AckTracking,
@@ -254,9 +259,9 @@ fn paced_departures(pairs: bool, ms: u64) -> Vec<u64> {
         NewReno,
     ]);
     tx.st.session.cwnd = u64::MAX / 4;
-    tx.st.session.pacing_rate = 1_414_000;
+    tx.st.session.pacing_rate = rate;
     tx.st.session.pacing_pairs = pairs;
-    queue(&mut tx, t(0), &vec![2u8; 100 * 1374], true);
+    queue(&mut tx, t(0), &vec![2u8; segments * 1374], true);
     let mut now = t(0);
     let mut times = Vec::new();
     let end = t(ms);
@@ -280,6 +285,26 @@ fn pacing_spaces_packets_at_the_session_rate() {
     let count = paced_departures(false, 50).len();
     // 50 ms at one packet per ms, plus the initial quantum of two packets.
     assert!((50..=53).contains(&count), "{count} packets in 50 ms");
+}
+
+#[test]
+fn fast_pacing_sends_trains_without_changing_the_rate() {
+    // 1 Gb/s of 1414-byte packets: a packet every 11.3 µs, a train every 250 µs.
+    let times = paced_departures_at(125_000_000, false, 4000, 20);
+    let count = times.len() as u64;
+    // 20 ms at 88,400 packets/s, plus the initial quantum of 500 µs.
+    assert!(
+        (1768..=1768 + 46).contains(&count),
+        "{count} packets in 20 ms"
+    );
+    let mut instants = times.clone();
+    instants.dedup();
+    // A train every 250 µs plus one packet's gap: 76 in 20 ms, and the initial one.
+    assert!(
+        (74..=80).contains(&instants.len()),
+        "{} wake-ups for {count} packets: trains, not single packets",
+        instants.len()
+    );
 }
 
 #[test]
