@@ -15,6 +15,7 @@ pub mod endpoint;
 pub mod engine;
 pub mod handshake;
 pub mod micro;
+pub mod pace;
 pub mod pair;
 pub mod perfmon;
 pub mod profile;

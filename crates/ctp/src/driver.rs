@@ -32,6 +32,11 @@ const MAX_GSO_BYTES: usize = 64_000;
 /// driver waits for them on its precise timer (Linux) or yields to the scheduler and checks
 /// again (elsewhere).
 const NEAR_DEADLINE: Duration = Duration::from_millis(1);
+/// Deadlines closer than this are within the precise timer's slack (50 µs by default on
+/// Linux): the driver yields and checks again instead of sleeping through them. Only a
+/// packet-by-packet pacer (UDT's, at hundreds of Mb/s) asks for such gaps; trains leave
+/// 250 µs apart and sleep.
+const SPIN_DEADLINE: Duration = Duration::from_micros(50);
 /// Rounds in a row the *same* deadline may stay overdue after firing it before the driver
 /// stops yielding and sleeps a millisecond instead (defends against a deadline that firing
 /// does not clear; a deadline that moves on is progress, not this).
@@ -169,7 +174,9 @@ impl Driver {
                 Some(d) => match self.shared.deadline(d) {
                     None => Wake::Never,
                     Some(at) if d - now >= NEAR_DEADLINE => Wake::Coarse(at),
-                    Some(at) if self.has_precise_timer() => Wake::Precise(at.into_std()),
+                    Some(at) if d - now >= SPIN_DEADLINE && self.has_precise_timer() => {
+                        Wake::Precise(at.into_std())
+                    }
                     Some(_) if tx == Tx::Blocked => Wake::Coarse(tokio::time::Instant::now()),
                     Some(_) => {
                         tokio::task::yield_now().await;

@@ -42,6 +42,7 @@ use super::seq;
 use crate::cc::{self, Ack, AnyCc, CcKind, CongestionControl, Loss, Sent};
 use crate::connection::{ConnectionState, ReadError, WriteError};
 use crate::engine::session::CloseReason;
+use crate::pace::{PaceClock, Spacing};
 use crate::perfmon::{PerfInstant, PerfMon, PerfMonitor};
 use crate::stats::ConnectionStats;
 use crate::time::Instant;
@@ -164,7 +165,8 @@ pub struct UdtConnection {
     exp_base: Instant,
     last_rsp: Instant,
     last_sent: Instant,
-    next_send: Instant,
+    /// When the next data packet may leave (trains at high rates, see [`crate::pace`]).
+    pace: PaceClock,
     linger_until: Option<Instant>,
     shutdown_at: Option<Instant>,
     // RTT (receiver side from ACK/ACK2, sender side from the ACK's fields)
@@ -244,7 +246,7 @@ impl UdtConnection {
             exp_base: now,
             last_rsp: now,
             last_sent: now,
-            next_send: now,
+            pace: PaceClock::new(),
             linger_until: None,
             shutdown_at: None,
             rtt_us: 10 * SYN_US,
@@ -797,7 +799,11 @@ impl UdtConnection {
                     .min(self.last_sent + Duration::from_micros(KEEPALIVE_US)),
             );
             if self.snd.has_work(self.window()) {
-                t[5] = Some(self.next_send);
+                t[5] = Some(self.pace.wake_at(
+                    self.cc.pacing_rate(),
+                    self.packet_bytes(),
+                    Spacing::Strict,
+                ));
             }
         }
         t.into_iter().flatten().min()
@@ -877,7 +883,14 @@ impl UdtConnection {
             self.sent(now, out.len());
             return true;
         }
-        if !self.is_open() || now < self.next_send {
+        if !self.is_open()
+            || !self.pace.ready(
+                now,
+                self.cc.pacing_rate(),
+                self.packet_bytes(),
+                Spacing::Strict,
+            )
+        {
             return false;
         }
         let window = self.window();
@@ -909,7 +922,7 @@ impl UdtConnection {
                     self.stats.retransmissions += 1;
                 }
                 self.sent(now, out.len());
-                self.pace(now, bytes, wire & 0xF == 0 && !retx);
+                self.pace(bytes, wire & 0xF == 0 && !retx);
                 if self.snd.room() > 0 {
                     self.activity = true;
                 }
@@ -936,18 +949,18 @@ impl UdtConnection {
 
     /// Schedules the next data packet after one of `bytes` (a probe's successor leaves at
     /// once).
-    fn pace(&mut self, now: Instant, bytes: u64, probe: bool) {
+    fn pace(&mut self, bytes: u64, probe: bool) {
         if probe {
             return;
         }
-        match self.cc.pacing_period_us(bytes) {
-            Some(p) if p > 0 => {
-                // Allow a little catching up after a late wake-up, not a burst.
-                let floor = Instant::from_micros(now.as_micros().saturating_sub((4 * p).min(1000)));
-                self.next_send = self.next_send.max(floor) + Duration::from_micros(p);
-            }
-            _ => self.next_send = now,
+        if let Some(gap) = self.pace.gap_us(bytes, self.cc.pacing_rate()) {
+            self.pace.delay(gap);
         }
+    }
+
+    /// Bytes of a full data packet (header and payload), the unit of the pacing credit.
+    fn packet_bytes(&self) -> u64 {
+        (self.payload + super::packet::HEADER_LEN) as u64
     }
 
     fn queue_fin(&mut self) {
