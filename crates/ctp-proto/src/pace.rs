@@ -118,45 +118,40 @@ mod tests {
         assert_eq!(c.gap_us(1414, 0), None);
     }
 
-    #[test]
-    fn credit_is_capped_at_one_quantum_and_fast_flows_wake_for_a_train() {
-        let t = |us| Instant::from_micros(1_000_000 + us);
-        let mut c = PaceClock::new();
-        // After a long idle, at most half a millisecond of credit (fast flow).
-        assert!(c.ready(t(0), 125_000_000, 1414, Spacing::Trains));
+    /// Sends at `now` while the clock allows; returns how many packets left.
+    fn send_all(c: &mut PaceClock, now: Instant, rate: u64, packet: u64, sp: Spacing) -> u32 {
         let mut sent = 0;
-        while c.ready(t(0), 125_000_000, 1414, Spacing::Trains) {
-            let g = c.gap_us(1414, 125_000_000).unwrap();
+        while c.ready(now, rate, packet, sp) {
+            let g = c.gap_us(packet, rate).unwrap();
             c.delay(g);
             sent += 1;
         }
+        sent
+    }
+
+    #[test]
+    fn credit_is_capped_at_one_quantum_and_fast_flows_wake_for_a_train() {
+        let t = |us| Instant::from_micros(1_000_000 + us);
+        let gbit = 125_000_000;
+        // After a long idle, at most half a millisecond of credit (fast flow).
+        let mut c = PaceClock::new();
+        let sent = send_all(&mut c, t(0), gbit, 1414, Spacing::Trains);
         assert_eq!(sent, 45, "500 µs of credit at 11.3 µs per packet");
         // The next wake leaves a train's worth of credit.
-        assert_eq!(
-            c.wake_at(125_000_000, 1414, Spacing::Trains),
-            t(9 + TRAIN_US)
-        );
+        assert_eq!(c.wake_at(gbit, 1414, Spacing::Trains), t(9 + TRAIN_US));
         // A slow flow (two packets take more than 250 µs): two packets of credit, the one
         // due now, then a wake for the next single slot.
         let mut slow = PaceClock::new();
-        let mut sent = 0;
-        while slow.ready(t(0), 1_000_000, 1000, Spacing::Trains) {
-            let g = slow.gap_us(1000, 1_000_000).unwrap();
-            slow.delay(g);
-            sent += 1;
-        }
-        assert_eq!(sent, 3);
+        assert_eq!(
+            send_all(&mut slow, t(0), 1_000_000, 1000, Spacing::Trains),
+            3
+        );
         assert_eq!(slow.wake_at(1_000_000, 1000, Spacing::Trains), t(1000));
-        // Strict spacing at 1 Gb/s: four packets of credit, a wake-up for the next slot.
+        // Strict spacing at 1 Gb/s: four packet times (45 µs) of credit, a wake-up for the
+        // next slot.
         let mut spaced = PaceClock::new();
-        let mut sent = 0;
-        while spaced.ready(t(0), 125_000_000, 1414, Spacing::Strict) {
-            let g = spaced.gap_us(1414, 125_000_000).unwrap();
-            spaced.delay(g);
-            sent += 1;
-        }
-        assert_eq!(sent, 4, "four packet times (45 µs) of credit");
-        let next = spaced.wake_at(125_000_000, 1414, Spacing::Strict);
+        assert_eq!(send_all(&mut spaced, t(0), gbit, 1414, Spacing::Strict), 4);
+        let next = spaced.wake_at(gbit, 1414, Spacing::Strict);
         assert!(next > t(0) && next <= t(12), "{next:?}");
     }
 }
