@@ -96,7 +96,7 @@ fn row(c: u8) -> &'static [u8; 256] {
     &MUL[c as usize]
 }
 
-/// dst[i] = c · src[i] (over the shorter of the two).
+/// `dst[i] = c · src[i]` (over the shorter of the two).
 pub fn mul_slice(c: u8, src: &[u8], dst: &mut [u8]) {
     let r = row(c);
     for (d, &s) in dst.iter_mut().zip(src) {
@@ -104,7 +104,7 @@ pub fn mul_slice(c: u8, src: &[u8], dst: &mut [u8]) {
     }
 }
 
-/// dst[i] ^= c · src[i] (over the shorter of the two).
+/// `dst[i] ^= c · src[i]` (over the shorter of the two).
 pub fn mul_add_slice(c: u8, src: &[u8], dst: &mut [u8]) {
     match c {
         0 => {}
