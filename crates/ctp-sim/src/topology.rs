@@ -3,10 +3,10 @@
 //! round-trip times differ.
 //!
 //! Every node reaches the network through an access link of its own that models its network
-//! interface: a finite rate (the `nic_bps` of [`Topology::multipath`]) and a short queue. The simulator does
-//! not poll an endpoint while its interface queue is full — the back-pressure a blocking
-//! socket gives a real sender — so even a protocol without congestion control sends at a
-//! finite rate.
+//! interface: a finite rate (the `nic_bps` of [`Topology::multipath`]) and a short queue.
+//! The simulator does not poll an endpoint while its interface queue is full — the
+//! back-pressure a blocking socket gives a real sender — so even a protocol without
+//! congestion control sends at a finite rate.
 
 use crate::link::LinkConfig;
 use core::time::Duration;
