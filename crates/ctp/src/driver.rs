@@ -177,7 +177,8 @@ impl Driver {
                     Some(at) if d - now >= SPIN_DEADLINE && self.has_precise_timer() => {
                         Wake::Precise(at.into_std())
                     }
-                    Some(_) if tx == Tx::Blocked => Wake::Coarse(tokio::time::Instant::now()),
+                    // Waiting for the socket to drain anyway: no spinning meanwhile.
+                    Some(at) if tx == Tx::Blocked => Wake::Coarse(at),
                     Some(_) => {
                         tokio::task::yield_now().await;
                         continue;
