@@ -33,6 +33,33 @@ pub const HIGH_GAIN: f64 = 2.885;
 pub const CYCLE: [f64; 8] = [1.25, 0.75, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
 /// Rounds the bandwidth max filter spans.
 const BW_ROUNDS: usize = 10;
+
+/// A maximum over the last [`BW_ROUNDS`] rounds: one slot per round, the oldest reused.
+#[derive(Clone, Copy, Debug, Default)]
+struct RoundMax {
+    slots: [u64; BW_ROUNDS],
+}
+
+impl RoundMax {
+    fn slot(&mut self, round: u64) -> &mut u64 {
+        &mut self.slots[(round % BW_ROUNDS as u64) as usize]
+    }
+
+    /// Starts `round`: forgets the value of the round it replaces.
+    fn start(&mut self, round: u64) {
+        *self.slot(round) = 0;
+    }
+
+    /// Takes `v` into `round`'s maximum.
+    fn update(&mut self, round: u64, v: u64) {
+        let s = self.slot(round);
+        *s = (*s).max(v);
+    }
+
+    fn max(&self) -> u64 {
+        self.slots.iter().copied().max().unwrap_or(0)
+    }
+}
 /// RTprop expires after this long.
 const RTPROP_WINDOW: Duration = Duration::from_secs(10);
 /// ProbeRTT lasts at least this long.
@@ -61,7 +88,8 @@ pub struct Bbr {
     mss: u64,
     mode: Mode,
     /// Per-round maximum delivery rate, indexed by round % 10.
-    bw_slots: [u64; BW_ROUNDS],
+    /// Delivery-rate maximum per round (BtlBw is its maximum).
+    bw: RoundMax,
     round: u64,
     round_start: Option<Instant>,
     rtprop_us: u64,
@@ -75,8 +103,8 @@ pub struct Bbr {
     init_cwnd: u64,
     pacing_gain: f64,
     cwnd_gain: f64,
-    /// Per-round maximum of the ACK-aggregation excess, indexed like `bw_slots`.
-    extra_acked_slots: [u64; BW_ROUNDS],
+    /// ACK-aggregation excess maximum per round.
+    extra_acked: RoundMax,
     /// Start of the current aggregation epoch.
     agg_start: Instant,
     /// Bytes acknowledged since `agg_start`.
@@ -91,7 +119,7 @@ impl Bbr {
         Bbr {
             mss,
             mode: Mode::Startup,
-            bw_slots: [0; BW_ROUNDS],
+            bw: RoundMax::default(),
             round: 0,
             round_start: None,
             rtprop_us: u64::MAX,
@@ -105,7 +133,7 @@ impl Bbr {
             init_cwnd: init,
             pacing_gain: HIGH_GAIN,
             cwnd_gain: HIGH_GAIN,
-            extra_acked_slots: [0; BW_ROUNDS],
+            extra_acked: RoundMax::default(),
             agg_start: Instant::ZERO,
             agg_delivered: 0,
         }
@@ -114,7 +142,7 @@ impl Bbr {
     /// ACK-aggregation excess, bytes: the most data acknowledged in one burst beyond what
     /// the bandwidth estimate explains, over the last 10 rounds.
     pub fn extra_acked(&self) -> u64 {
-        self.extra_acked_slots.iter().copied().max().unwrap_or(0)
+        self.extra_acked.max()
     }
 
     /// One send quantum, bytes: a millisecond at the pacing rate, 2 packets to 64 KiB.
@@ -139,8 +167,7 @@ impl Bbr {
         }
         self.agg_delivered += acked;
         let extra = (self.agg_delivered - expected).min(self.cwnd);
-        let slot = &mut self.extra_acked_slots[(self.round % BW_ROUNDS as u64) as usize];
-        *slot = (*slot).max(extra);
+        self.extra_acked.update(self.round, extra);
     }
 
     /// Current mode.
@@ -150,7 +177,7 @@ impl Bbr {
 
     /// Bottleneck-bandwidth estimate, bytes per second.
     pub fn btl_bw(&self) -> u64 {
-        self.bw_slots.iter().copied().max().unwrap_or(0)
+        self.bw.max()
     }
 
     /// Round-trip propagation estimate, microseconds.
@@ -195,11 +222,10 @@ impl CongestionControl for Bbr {
         if new_round {
             self.round += 1;
             self.round_start = Some(now);
-            self.bw_slots[(self.round % BW_ROUNDS as u64) as usize] = 0;
-            self.extra_acked_slots[(self.round % BW_ROUNDS as u64) as usize] = 0;
+            self.bw.start(self.round);
+            self.extra_acked.start(self.round);
         }
-        let slot = &mut self.bw_slots[(self.round % BW_ROUNDS as u64) as usize];
-        *slot = (*slot).max(a.delivery_rate);
+        self.bw.update(self.round, a.delivery_rate);
         self.update_ack_aggregation(now, a.bytes);
         let rtt = a.rtt_us.max(1);
         let expired =
