@@ -38,6 +38,10 @@ pub struct Summary {
     pub retransmissions: u64,
     /// Packets declared lost.
     pub packets_lost: u64,
+    /// Packets declared lost that an acknowledgement later showed had arrived.
+    pub spurious_losses: u64,
+    /// Retransmission timeouts (no acknowledgement for a whole RTO).
+    pub timeouts: u64,
     /// Smoothed RTT at the end, milliseconds.
     pub rtt_ms: f64,
     /// BLAKE3 of the content, hex.
@@ -98,6 +102,8 @@ impl Summary {
             },
             retransmissions: m.stats.retransmissions,
             packets_lost: m.stats.packets_lost,
+            spurious_losses: m.stats.spurious_losses,
+            timeouts: m.stats.rto_expiries,
             rtt_ms: m.stats.srtt_us as f64 / 1000.0,
             checksum: hex(m.checksum),
             perf: None,
@@ -211,6 +217,8 @@ mod tests {
             "goodput_mbps",
             "retransmissions",
             "packets_lost",
+            "spurious_losses",
+            "timeouts",
             "rtt_ms",
             "checksum",
         ] {
