@@ -90,16 +90,20 @@ impl Fragmentation {
                 } else {
                     Deps::NONE
                 };
-                let overhead = Piece::wire_len(msg, out.cut as u64, left) - left
-                    + stamp.map_or(0, crate::wire::varint::len)
-                    + deps.wire_len();
-                if room <= overhead {
+                // A piece that fills the rest of the segment runs to its end without a
+                // length field; one that leaves room says how long it is.
+                let extra = stamp.map_or(0, crate::wire::varint::len) + deps.wire_len();
+                let to_end_overhead = Piece::wire_len_to_end(msg, out.cut as u64, 0) + extra;
+                if room <= to_end_overhead {
                     break;
                 }
-                let take = left.min(room - overhead);
-                if take == 0 && left > 0 {
-                    break;
-                }
+                let overhead = Piece::wire_len(msg, out.cut as u64, left) - left + extra;
+                let to_end = left + overhead > room;
+                let take = if to_end {
+                    left.min(room - to_end_overhead)
+                } else {
+                    left
+                };
                 let last = take == left;
                 let mut flags = 0;
                 if out.stream {
@@ -122,13 +126,18 @@ impl Fragmentation {
                     ts: stamp,
                     deps,
                 };
-                piece.emit(&mut s.payload);
+                if to_end {
+                    piece.emit_to_end(&mut s.payload);
+                } else {
+                    piece.emit(&mut s.payload);
+                }
                 out.cut += take;
                 st.app.tx_bytes -= take;
                 st.stats.app_bytes_sent += take as u64;
                 if last {
                     st.app.tx.pop_front();
-                } else {
+                }
+                if to_end || !last {
                     break;
                 }
             }

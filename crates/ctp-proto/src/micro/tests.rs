@@ -143,6 +143,34 @@ fn fragmentation_coalesces_small_messages_and_splits_large_ones() {
     assert_eq!(&got[2][..], &big[..]);
 }
 
+#[test]
+fn bulk_data_fills_packets_but_for_the_control_reserve() {
+    let mut tx = reliable();
+    tx.st.session.cwnd = u64::MAX / 4;
+    queue(&mut tx, t(0), &vec![9u8; 100_000], true);
+    let max = Params::default().max_udp_payload as usize;
+    assert_eq!(
+        tx.st.session.max_segment_payload,
+        max - crate::profile::SEGMENT_OVERHEAD
+    );
+    let packets = data_packets(&drain(&mut tx, t(0)));
+    let full = &packets[..packets.len() - 1];
+    assert!(full.len() >= 60, "{} packets", full.len());
+    for body in full {
+        let mut r = Reader::new(body);
+        let d = loop {
+            if let Frame::Data(d) = Frame::parse(&mut r).expect("well-formed") {
+                break d;
+            }
+        };
+        // One piece filling the whole segment, without a length field.
+        assert_eq!(d.payload_len(), tx.st.session.max_segment_payload);
+        let pieces: Vec<_> = d.pieces().collect();
+        assert_eq!(pieces.len(), 1);
+        assert!(pieces[0].flags.has(PieceFlags::TO_END));
+    }
+}
+
 fn reliable_set() -> MicroSet {
     MicroSet(
         MicroSet::of(&[
@@ -289,13 +317,17 @@ fn pacing_spaces_packets_at_the_session_rate() {
 
 #[test]
 fn fast_pacing_sends_trains_without_changing_the_rate() {
-    // 1 Gb/s of 1414-byte packets: a packet every 11.3 µs, a train every 250 µs.
+    // 1 Gb/s of full packets (1446 bytes as the pacer counts them: the segment and 40
+    // bytes of overhead): a packet every 11.6 µs, a train every 250 µs.
     let times = paced_departures_at(125_000_000, false, 4000, 20);
     let count = times.len() as u64;
-    // 20 ms at 88,400 packets/s, plus the initial quantum of 500 µs.
+    let packet =
+        (Params::default().max_udp_payload as usize - crate::profile::SEGMENT_OVERHEAD + 40) as u64;
+    // 20 ms at the rate, plus the initial quantum of 500 µs.
+    let expected = 125_000_000 / 50 / packet;
     assert!(
-        (1768..=1768 + 46).contains(&count),
-        "{count} packets in 20 ms"
+        (expected..=expected + 46).contains(&count),
+        "{count} packets in 20 ms, {expected} expected"
     );
     let mut instants = times.clone();
     instants.dedup();

@@ -980,8 +980,16 @@ pub fn negotiate(
 }
 
 /// Bytes of header and framing a packet spends around one segment's payload, plus room
-/// reserved for control frames riding along.
-pub const SEGMENT_OVERHEAD: usize = 1 + 8 + 8 + 4 + 1 + 8 + 48;
+/// for control frames riding along: the short header (flags, connection id, a packet number
+/// below 2^30), the DATA frame's type and segment number (below 2^30), the CRC32C trailer,
+/// and [`CONTROL_RESERVE`]. Numbers past 2^30 take 4 more bytes each; the reserve covers
+/// them, so a segment always fits a packet of its own.
+pub const SEGMENT_OVERHEAD: usize = (1 + 8 + 4) + (1 + 4) + 4 + CONTROL_RESERVE;
+
+/// Room a data packet keeps for control frames (an ACK of a few ranges, the ACK floor).
+/// A packet whose control frames need more carries them alone and the segment goes in the
+/// next one; a larger reserve would cost every data packet those bytes instead.
+pub const CONTROL_RESERVE: usize = 24;
 
 /// The congestion-control library's configuration from a profile's parameters.
 fn cc_config(p: &Params) -> crate::cc::Config {

@@ -76,7 +76,10 @@ impl PieceFlags {
     pub const URGENT: u8 = 0x10;
     /// A list of predecessor message ids follows the message id (causal ordering).
     pub const DEPS: u8 = 0x20;
-    const KNOWN: u8 = 0x3f;
+    /// The piece runs to the end of its segment and carries no length field: set on a piece
+    /// that fills the rest of the segment, the common case of bulk data (set by [`Piece::emit`]).
+    pub const TO_END: u8 = 0x40;
+    const KNOWN: u8 = 0x7f;
 
     /// True when `bit` is set.
     pub fn has(self, bit: u8) -> bool {
@@ -177,13 +180,29 @@ impl<'a> Deps<'a> {
 }
 
 impl Piece<'_> {
-    /// Bytes the piece takes on the wire.
+    /// Bytes the piece takes on the wire with an explicit length.
     pub fn wire_len(msg: u64, offset: u64, len: usize) -> usize {
-        1 + varint::len(msg) + varint::len(offset) + varint::len(len as u64) + len
+        Self::wire_len_to_end(msg, offset, len) + varint::len(len as u64)
     }
 
-    /// Appends the piece to `out` (the TIMESTAMP and DEPS flags follow `ts` and `deps`).
+    /// Bytes the piece takes on the wire as the segment's last piece (no length field).
+    pub fn wire_len_to_end(msg: u64, offset: u64, len: usize) -> usize {
+        1 + varint::len(msg) + varint::len(offset) + len
+    }
+
+    /// Appends the piece to `out` with an explicit length (the TIMESTAMP and DEPS flags
+    /// follow `ts` and `deps`); more pieces may follow it in the segment.
     pub fn emit(&self, out: &mut Vec<u8>) {
+        self.emit_as(out, false);
+    }
+
+    /// Appends the piece to `out` as the last of its segment: it runs to the end, so it
+    /// carries no length field. Nothing may be appended to the segment after it.
+    pub fn emit_to_end(&self, out: &mut Vec<u8>) {
+        self.emit_as(out, true);
+    }
+
+    fn emit_as(&self, out: &mut Vec<u8>, to_end: bool) {
         let mut flags = match self.ts {
             Some(_) => self.flags.0 | PieceFlags::TIMESTAMP,
             None => self.flags.0 & !PieceFlags::TIMESTAMP,
@@ -192,6 +211,11 @@ impl Piece<'_> {
             flags &= !PieceFlags::DEPS;
         } else {
             flags |= PieceFlags::DEPS;
+        }
+        if to_end {
+            flags |= PieceFlags::TO_END;
+        } else {
+            flags &= !PieceFlags::TO_END;
         }
         out.push(flags);
         if let Some(ts) = self.ts {
@@ -203,7 +227,9 @@ impl Piece<'_> {
             out.extend_from_slice(self.deps.raw);
         }
         varint::put(out, self.offset);
-        varint::put(out, self.data.len() as u64);
+        if !to_end {
+            varint::put(out, self.data.len() as u64);
+        }
         out.extend_from_slice(self.data);
     }
 
@@ -224,11 +250,15 @@ impl Piece<'_> {
             Deps::NONE
         };
         let offset = r.varint()?;
-        let len = r.varint()?;
-        if len > r.remaining() as u64 {
-            return Err(WireError::Truncated);
-        }
-        let data = r.bytes(len as usize)?;
+        let data = if flags & PieceFlags::TO_END != 0 {
+            r.rest()
+        } else {
+            let len = r.varint()?;
+            if len > r.remaining() as u64 {
+                return Err(WireError::Truncated);
+            }
+            r.bytes(len as usize)?
+        };
         Ok(Piece {
             flags: PieceFlags(flags),
             msg,
@@ -706,6 +736,49 @@ mod tests {
         let p: Vec<_> = d.pieces().collect();
         assert_eq!(p.len(), 1);
         assert_eq!(p[0].data, b"hi");
+    }
+
+    #[test]
+    fn a_piece_running_to_the_end_of_its_segment_carries_no_length() {
+        let data = [7u8; 300];
+        let bulk = Piece {
+            flags: PieceFlags(PieceFlags::STREAM),
+            msg: 3,
+            offset: 1 << 20,
+            data: &data,
+            ts: None,
+            deps: Deps::NONE,
+        };
+        let (mut explicit, mut to_end) = (Vec::new(), Vec::new());
+        bulk.emit(&mut explicit);
+        bulk.emit_to_end(&mut to_end);
+        assert_eq!(explicit.len(), Piece::wire_len(3, 1 << 20, 300));
+        assert_eq!(to_end.len(), Piece::wire_len_to_end(3, 1 << 20, 300));
+        assert_eq!(explicit.len() - to_end.len(), varint::len(300));
+        // A short piece with its length, then one running to the end of the frame.
+        let mut out = Vec::new();
+        Frame::emit_data_header(&mut out, 9);
+        Piece {
+            flags: PieceFlags(PieceFlags::LAST),
+            msg: 2,
+            data: b"tail",
+            offset: 0,
+            ..bulk
+        }
+        .emit(&mut out);
+        bulk.emit_to_end(&mut out);
+        let f = parse_all(&out).unwrap();
+        let Frame::Data(d) = f[0] else { panic!() };
+        let p: Vec<_> = d.pieces().collect();
+        assert_eq!(p.len(), 2);
+        assert_eq!((p[0].msg, p[0].data), (2, &b"tail"[..]));
+        assert!(!p[0].flags.has(PieceFlags::TO_END));
+        assert_eq!((p[1].msg, p[1].offset, p[1].data), (3, 1 << 20, &data[..]));
+        assert!(p[1].flags.has(PieceFlags::TO_END));
+        // Without the flag the same bytes lack their length field: malformed.
+        let flags_at = out.len() - to_end.len();
+        out[flags_at] &= !PieceFlags::TO_END;
+        assert!(parse_all(&out).is_err());
     }
 
     #[test]

@@ -11,7 +11,7 @@
 use super::{varint, Reader, WireError};
 
 /// The only version this implementation speaks.
-pub const VERSION: u32 = 0xc7a0_0001;
+pub const VERSION: u32 = 0xc7a0_0002;
 
 const LONG: u8 = 0x80;
 const FIXED: u8 = 0x40;
