@@ -3,14 +3,15 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ctp_proto::wire::frame::{AckFrame, Frame, Piece, PieceFlags, PnRange};
 use ctp_proto::wire::header::Header;
+use ctp_proto::wire::truncated::Truncated;
 use ctp_proto::wire::{integrity, Reader};
 use std::hint::black_box;
 
 fn build(out: &mut Vec<u8>, payload: &[u8], pn: u64) {
     out.clear();
     Header::Short {
-        dcid: 0x1234_5678_9abc_def0,
-        pn,
+        dcid: 0x1234_5678,
+        pn: Truncated::encode(pn, Some(40)),
     }
     .emit(out);
     let ranges = [
@@ -24,7 +25,7 @@ fn build(out: &mut Vec<u8>, payload: &[u8], pn: u64) {
         },
     ];
     AckFrame::emit(out, 250, ranges.iter().copied());
-    Frame::emit_data_header(out, pn * 2);
+    Frame::emit_data_header(out, Truncated::whole(pn * 2));
     Piece {
         flags: PieceFlags(PieceFlags::STREAM),
         msg: 77,
@@ -58,7 +59,7 @@ fn bench(c: &mut Criterion) {
             let h = Header::parse(&mut r).expect("valid");
             let mut n = 0usize;
             while !r.is_empty() {
-                match Frame::parse(&mut r).expect("valid") {
+                match Frame::parse(&mut r, 0).expect("valid") {
                     Frame::Ack(a) => n += a.ranges().count(),
                     Frame::Data(d) => n += d.pieces().map(|p| p.data.len()).sum::<usize>(),
                     _ => {}

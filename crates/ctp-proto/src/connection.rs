@@ -11,6 +11,7 @@ use crate::stats::ConnectionStats;
 use crate::time::Instant;
 use crate::wire::frame::{close_code, Frame, MAX_DEPS};
 use crate::wire::header::ConnectionId;
+use crate::wire::truncated::Truncated;
 use bytes::Bytes;
 use core::time::Duration;
 use std::net::SocketAddr;
@@ -229,7 +230,7 @@ impl Connection {
     ) -> Self {
         let remote = u.remote();
         Connection {
-            local_cid: u64::from(u.socket_id()),
+            local_cid: u.socket_id(),
             peer_cid: 0,
             remote,
             state: u.state.clone(),
@@ -710,7 +711,13 @@ impl Connection {
     }
 
     /// Handles the connection-level parts of a received short packet.
-    pub(crate) fn on_short_packet(&mut self, now: Instant, pn: u64, body: &[u8], wire_len: usize) {
+    pub(crate) fn on_short_packet(
+        &mut self,
+        now: Instant,
+        pn: Truncated,
+        body: &[u8],
+        wire_len: usize,
+    ) {
         if matches!(self.state, ConnectionState::Closed(_)) {
             return;
         }
@@ -732,6 +739,7 @@ impl Connection {
             return;
         };
         let reference = self.largest_peer_pn.unwrap_or(self.peer_pn_isn);
+        let pn = pn.expand(self.largest_peer_pn.map_or(self.peer_pn_isn, |l| l + 1));
         if pn < self.peer_pn_isn || pn > reference.saturating_add(MAX_PN_JUMP) {
             self.malformed += 1;
             return;
@@ -836,7 +844,7 @@ impl Connection {
             out.clear();
             crate::wire::header::Header::Short {
                 dcid: self.peer_cid,
-                pn: e.st.next_pn,
+                pn: e.st.pn_on_wire(),
             }
             .emit(out);
             Frame::emit_close(out, code, &reason);

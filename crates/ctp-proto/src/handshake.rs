@@ -111,8 +111,8 @@ pub fn open(
         return Err(CookieError::BadMac);
     }
     let mut r = Reader::new(body);
-    let local_cid = r.u64()?;
-    let peer_cid = r.u64()?;
+    let local_cid = r.u32()?;
+    let peer_cid = r.u32()?;
     let (micros, mut params, peer_isn) = decode_offer(&mut r, local)?;
     params.keepalive_ms =
         u32::try_from(r.varint()?).map_err(|_| WireError::Invalid("keepalive"))?;

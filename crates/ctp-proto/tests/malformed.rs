@@ -7,6 +7,7 @@ use core::time::Duration;
 use ctp_proto::pair::{Pair, Side};
 use ctp_proto::wire::frame::{ty, Frame};
 use ctp_proto::wire::header::{Header, LongType, VERSION};
+use ctp_proto::wire::truncated::Truncated;
 use ctp_proto::wire::{integrity, varint};
 use ctp_proto::{Endpoint, EndpointConfig, Instant, Profile};
 use proptest::prelude::*;
@@ -17,12 +18,12 @@ fn sealed(mut p: Vec<u8>) -> Vec<u8> {
 }
 
 /// Packets for connection `cid` that pass the integrity check but carry bad contents.
-fn hostile_packets(cid: u64) -> Vec<Vec<u8>> {
+fn hostile_packets(cid: u32) -> Vec<Vec<u8>> {
     let short = |frames: &[u8]| {
         let mut p = Vec::new();
         Header::Short {
             dcid: cid,
-            pn: 1 << 40,
+            pn: Truncated::whole(1 << 40),
         }
         .emit(&mut p);
         p.extend_from_slice(frames);
@@ -33,7 +34,7 @@ fn hostile_packets(cid: u64) -> Vec<Vec<u8>> {
     v.push(short(&[0x3f, 1, 2, 3]));
     // DATA piece whose length runs past the packet.
     let mut f = Vec::new();
-    Frame::emit_data_header(&mut f, 5);
+    Frame::emit_data_header(&mut f, Truncated::whole(5));
     f.extend_from_slice(&[0x02, 0, 0]);
     varint::put(&mut f, 1 << 30);
     f.extend_from_slice(b"short");
@@ -77,7 +78,7 @@ fn hostile_packets(cid: u64) -> Vec<Vec<u8>> {
     let mut p = Vec::new();
     Header::Short {
         dcid: cid ^ 0x5555,
-        pn: 3,
+        pn: Truncated::whole(3),
     }
     .emit(&mut p);
     Frame::emit_simple(&mut p, ty::PING, None);

@@ -326,7 +326,7 @@ mod fuzz {
         ) {
             let mut p = udt_pair(9, false);
             let (c, s) = connect(&mut p, &Profile::udt());
-            let sid = p.server.connection(s).unwrap().local_cid() as u32;
+            let sid = p.server.connection(s).unwrap().local_cid();
             let (now, from) = (p.now, p.client_addr);
             for (head, info, body) in &junk {
                 let mut d = head.to_be_bytes().to_vec();

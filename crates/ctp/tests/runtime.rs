@@ -221,8 +221,8 @@ async fn malformed_datagrams_are_dropped_and_counted() {
                 1 => {
                     let mut p = Vec::new();
                     ctp_proto::wire::header::Header::Short {
-                        dcid: 0xdead_beef_0000 + i,
-                        pn: i,
+                        dcid: 0xdead_0000 + i as u32,
+                        pn: ctp_proto::wire::truncated::Truncated::whole(i),
                     }
                     .emit(&mut p);
                     p.extend_from_slice(&data(40, i));
@@ -233,8 +233,8 @@ async fn malformed_datagrams_are_dropped_and_counted() {
                 _ => {
                     let mut p = Vec::new();
                     ctp_proto::wire::header::Header::Short {
-                        dcid: 0x1234_5678 + i,
-                        pn: i,
+                        dcid: 0x1234_5678 + i as u32,
+                        pn: ctp_proto::wire::truncated::Truncated::whole(i),
                     }
                     .emit(&mut p);
                     p.extend_from_slice(&data(40, i));

@@ -18,6 +18,7 @@ use crate::stats::ConnectionStats;
 use crate::time::Instant;
 use crate::wire::frame::{DataFrame, Frame};
 use crate::wire::header::{ConnectionId, Header};
+use crate::wire::truncated::Truncated;
 use crate::wire::{integrity, Reader, WireError};
 use app::AppIo;
 use event::{Event, EventKind, PacketInfo, EVENT_KINDS};
@@ -113,6 +114,42 @@ pub struct State {
     /// Frames recovered locally (by forward error correction) that must re-enter the
     /// receive path as if they had arrived.
     pub reinject: Vec<Vec<u8>>,
+}
+
+/// A segment number further than this beyond the largest seen does not move the reference
+/// truncated segment numbers are recovered against (no flow window is that large; a stray
+/// number must not derail the recovery of the real ones).
+const MAX_SEG_JUMP: u64 = 1 << 22;
+
+impl State {
+    /// The next packet number as it goes on the wire: as few low bits as let the peer
+    /// recover it, given the largest number it has acknowledged.
+    pub fn pn_on_wire(&self) -> Truncated {
+        let pn = self.next_pn;
+        Truncated::encode(
+            pn,
+            self.session.largest_acked_pn.map(|a| pn.saturating_sub(a)),
+        )
+    }
+
+    /// Segment number `seq` as it goes on the wire. The peer's reference (one past the
+    /// largest segment it has seen) lies between one past the largest segment it
+    /// acknowledged and our next new segment number.
+    pub fn seg_on_wire(&self, seq: u64) -> Truncated {
+        let s = &self.session;
+        let distance = s
+            .largest_acked_seg
+            .map(|a| seq.abs_diff(a).max(s.next_seg_seq.saturating_sub(seq)));
+        Truncated::encode(seq, distance)
+    }
+
+    /// Notes a peer segment number seen in a valid packet.
+    fn saw_peer_seg(&mut self, seq: u64) {
+        let next = &mut self.session.recv_seg_next;
+        if seq >= *next && seq - *next < MAX_SEG_JUMP {
+            *next = seq + 1;
+        }
+    }
 }
 
 /// The context a handler runs in: the time, the shared state and the event queues.
@@ -427,8 +464,9 @@ impl Engine {
         if r.is_empty() {
             return Err(WireError::Invalid("empty packet"));
         }
+        let seg_next = self.st.session.recv_seg_next;
         while !r.is_empty() {
-            let f = Frame::parse(&mut r)?;
+            let f = Frame::parse(&mut r, seg_next)?;
             match f {
                 Frame::Ping => ping = true,
                 Frame::Padding => padding = true,
@@ -467,7 +505,14 @@ impl Engine {
         self.run(now, &mut ring);
         let mut r = Reader::new(frames);
         while !r.is_empty() {
-            let Ok(f) = Frame::parse(&mut r) else { break };
+            let Ok(f) = Frame::parse(&mut r, seg_next) else {
+                break;
+            };
+            match f {
+                Frame::Data(d) => self.st.saw_peer_seg(d.seg),
+                Frame::DataZ(z) => self.st.saw_peer_seg(z.seg),
+                _ => {}
+            }
             let ev = match f {
                 Frame::Ping => Event::Ping,
                 Frame::Ack(a) => Event::AckFrame(a),
@@ -502,7 +547,7 @@ impl Engine {
     fn reinject(&mut self, now: Instant) {
         while let Some(buf) = self.st.reinject.pop() {
             let mut r = Reader::new(&buf);
-            if let Ok(Frame::Data(d)) = Frame::parse(&mut r) {
+            if let Ok(Frame::Data(d)) = Frame::parse(&mut r, self.st.session.recv_seg_next) {
                 let mut ring = BorrowedRing::default();
                 ring.push(Event::SegmentArrived(d));
                 self.run(now, &mut ring);
@@ -521,8 +566,11 @@ impl Engine {
         out: &mut Vec<u8>,
     ) -> bool {
         out.clear();
-        let pn = self.st.next_pn;
-        Header::Short { dcid, pn }.emit(out);
+        Header::Short {
+            dcid,
+            pn: self.st.pn_on_wire(),
+        }
+        .emit(out);
         let header_len = out.len();
         let limit = max_len.saturating_sub(integrity::TRAILER_LEN);
         let mut w = FrameWriter {
@@ -557,7 +605,8 @@ impl Engine {
                 self.owned.push_back(Event::SegmentDiscarded(seg));
                 continue;
             };
-            let need = 1 + crate::wire::varint::len(s.seq) + s.payload.len();
+            let seq = self.st.seg_on_wire(s.seq);
+            let need = 1 + seq.wire_len() + s.payload.len();
             // Within the path MTU with the control frames written so far; otherwise the
             // segment waits for the next packet, unless it is alone (cut for a larger path
             // MTU before a black hole shrank it).
@@ -567,9 +616,9 @@ impl Engine {
                 break;
             }
             if s.compressed {
-                Frame::emit_compressed_header(w.buf, s.seq);
+                Frame::emit_compressed_header(w.buf, seq);
             } else {
-                Frame::emit_data_header(w.buf, s.seq);
+                Frame::emit_data_header(w.buf, seq);
             }
             w.buf.extend_from_slice(&s.payload);
             carried = Some(seg);
@@ -588,6 +637,7 @@ impl Engine {
             self.st.session.ping_owed = false;
         }
         integrity::seal(out);
+        let pn = self.st.next_pn;
         self.st.next_pn += 1;
         let bytes = out.len();
         let stats = &mut self.st.stats;

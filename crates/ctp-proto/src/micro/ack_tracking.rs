@@ -39,6 +39,8 @@ enum SentState {
 struct Sent {
     info: PacketInfo,
     state: SentState,
+    /// Sequence number of the segment carried (when it was still stored at sending).
+    seq: Option<u64>,
 }
 
 /// The acknowledgement-tracking microprotocol.
@@ -117,7 +119,8 @@ impl AckTracking {
         } else {
             SentState::Acked
         };
-        self.sent.push_back(Sent { info, state });
+        let seq = info.seg.and_then(|id| cx.st.segs.get(id)).map(|s| s.seq);
+        self.sent.push_back(Sent { info, state, seq });
         if info.in_flight {
             self.outstanding_in_flight += 1;
             self.last_eliciting_sent = info.sent_at;
@@ -153,8 +156,10 @@ impl AckTracking {
         }
         s.state = to;
         let info = s.info;
+        let seq = s.seq;
         self.outstanding_in_flight -= 1;
         if to == SentState::Acked {
+            note_acked_seg(seq, cx);
             cx.raise(Event::PacketAcked(info));
         } else if info.probe {
             cx.raise(Event::ProbeLost(info));
@@ -190,6 +195,7 @@ impl AckTracking {
         let Some(s) = self.entry(pn) else { return };
         s.state = SentState::Acked;
         let info = s.info;
+        note_acked_seg(s.seq, cx);
         cx.st.stats.spurious_losses += 1;
         cx.raise(Event::LateAck(info));
     }
@@ -241,6 +247,7 @@ impl AckTracking {
         self.scratch_ranges = prev;
         if newly_largest {
             self.largest_acked = Some(ack.largest);
+            cx.st.session.largest_acked_pn = Some(ack.largest);
         }
         if any_new {
             self.backoff = 0;
@@ -420,8 +427,14 @@ impl AckTracking {
     }
 }
 
-/// Inserts `pn` into ranges kept in descending order, merging neighbours and keeping at
-/// most [`MAX_RECV_RANGES`] (the oldest are forgotten).
+/// Records that the peer has segment `seq` (truncated segment numbers are sized by it).
+fn note_acked_seg(seq: Option<u64>, cx: &mut Cx<'_, '_>) {
+    if let Some(q) = seq {
+        let l = &mut cx.st.session.largest_acked_seg;
+        *l = Some(l.map_or(q, |l| l.max(q)));
+    }
+}
+
 /// Calls `f` for every packet number from `hi` down to `lo` that none of `covered` (disjoint
 /// ranges, highest first) contains, highest first.
 fn for_each_uncovered(hi: u64, lo: u64, covered: &[PnRange], mut f: impl FnMut(u64)) {
@@ -457,6 +470,8 @@ fn for_each_uncovered(hi: u64, lo: u64, covered: &[PnRange], mut f: impl FnMut(u
     walk(cur, lo);
 }
 
+/// Inserts `pn` into ranges kept in descending order, merging neighbours and keeping at
+/// most [`MAX_RECV_RANGES`] (the oldest are forgotten).
 fn insert_range(ranges: &mut Vec<PnRange>, pn: u64) {
     // Ranges before `i` end at or above `pn`.
     let i = ranges

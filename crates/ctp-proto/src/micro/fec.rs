@@ -18,6 +18,7 @@ use crate::engine::segment::SegId;
 use crate::engine::timer::TimerId;
 use crate::engine::{Cx, FrameWriter, Microprotocol, Setup, SetupError};
 use crate::wire::frame::{Frame, RepairFrame};
+use crate::wire::truncated::Truncated;
 use core::time::Duration;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -55,9 +56,12 @@ pub struct Fec {
     pool: Vec<Vec<u8>>,
 }
 
+/// The DATA frame a block protects. Both sides rebuild it from the segment number and
+/// payload, so the number is written whole (not truncated as on the wire): the frame must not
+/// depend on what either side has seen.
 fn frame_bytes(seq: u64, payload: &[u8], out: &mut Vec<u8>) {
     out.clear();
-    Frame::emit_data_header(out, seq);
+    Frame::emit_data_header(out, Truncated::whole(seq));
     out.extend_from_slice(payload);
 }
 

@@ -19,10 +19,8 @@ use crate::engine::segment::SegId;
 use crate::engine::timer::TimerId;
 use crate::engine::{Cx, Microprotocol, Setup, SetupError};
 use crate::pace::{PaceClock, Spacing};
+use crate::profile::PACKET_OVERHEAD;
 use std::collections::VecDeque;
-
-/// Assumed wire overhead of one segment's packet.
-const PACKET_OVERHEAD: u64 = 40;
 
 /// The pacing microprotocol.
 #[derive(Debug)]

@@ -9,6 +9,7 @@ use crate::profile::{compose, Isn, MicroId, MicroSet, Params, MANDATORY};
 use crate::time::Instant;
 use crate::wire::frame::{ty, AckFrame, Frame, Piece, PieceFlags, PnRange};
 use crate::wire::header::Header;
+use crate::wire::truncated::Truncated;
 use crate::wire::{integrity, varint, Reader};
 use bytes::Bytes;
 use core::time::Duration;
@@ -73,7 +74,7 @@ fn data_packets(frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
 fn contains_data(body: &[u8]) -> bool {
     let mut r = Reader::new(body);
     while !r.is_empty() {
-        if let Ok(Frame::Data(_)) = Frame::parse(&mut r) {
+        if let Ok(Frame::Data(_)) = Frame::parse(&mut r, 0) {
             return true;
         }
     }
@@ -82,7 +83,7 @@ fn contains_data(body: &[u8]) -> bool {
 
 fn data_frame(seg: u64, pieces: &[(u8, u64, u64, &[u8])]) -> Vec<u8> {
     let mut f = Vec::new();
-    Frame::emit_data_header(&mut f, seg);
+    Frame::emit_data_header(&mut f, Truncated::whole(seg));
     for &(flags, msg, offset, data) in pieces {
         Piece {
             flags: PieceFlags(flags),
@@ -159,7 +160,7 @@ fn bulk_data_fills_packets_but_for_the_control_reserve() {
     for body in full {
         let mut r = Reader::new(body);
         let d = loop {
-            if let Frame::Data(d) = Frame::parse(&mut r).expect("well-formed") {
+            if let Frame::Data(d) = Frame::parse(&mut r, 0).expect("well-formed") {
                 break d;
             }
         };
@@ -169,6 +170,56 @@ fn bulk_data_fills_packets_but_for_the_control_reserve() {
         assert_eq!(pieces.len(), 1);
         assert!(pieces[0].flags.has(PieceFlags::TO_END));
     }
+}
+
+/// Builds one packet; returns its packet number (recovered against `expected_pn`), the
+/// bytes its packet number and (if it carries data) its segment number took, and its body.
+fn numbered_packet(e: &mut Engine, now: Instant, expected_pn: u64) -> (u64, usize, usize, Vec<u8>) {
+    let mut buf = Vec::new();
+    assert!(e.build_packet(now, 9, 1452, &mut buf), "nothing to send");
+    let body = integrity::open(&buf).expect("sealed");
+    let mut r = Reader::new(body);
+    let Header::Short { pn, .. } = Header::parse(&mut r).expect("header") else {
+        panic!("not a short header")
+    };
+    let frames = r.rest().to_vec();
+    let mut seg_len = 0;
+    let mut f = Reader::new(&frames);
+    while !f.is_empty() {
+        let before = f.remaining();
+        if let Frame::Data(d) = Frame::parse(&mut f, 0).expect("frame") {
+            seg_len = before - f.remaining() - 1 - d.payload_len();
+        }
+    }
+    (pn.expand(expected_pn), pn.wire_len(), seg_len, frames)
+}
+
+#[test]
+fn packet_and_segment_numbers_shrink_once_the_peer_acknowledges() {
+    let mut tx = reliable();
+    let mut rx = compose(reliable_set(), &Params::default(), PEER, LOCAL).unwrap();
+    tx.st.session.cwnd = u64::MAX / 4;
+    queue(&mut tx, t(0), &vec![1u8; 20_000], true);
+    // Nothing acknowledged yet: 30 bits of each number.
+    let (pn, pn_len, seg_len, body) = numbered_packet(&mut tx, t(0), LOCAL.pn);
+    assert_eq!((pn, pn_len, seg_len), (LOCAL.pn, 4, 4));
+    rx.receive(t(1), pn, &body, body.len()).unwrap();
+    rx.handle_timeout(t(20));
+    let (ack_pn, _, _, ack) = numbered_packet(&mut rx, t(20), PEER.pn);
+    tx.receive(t(21), ack_pn, &ack, ack.len()).unwrap();
+    assert_eq!(tx.st.session.largest_acked_pn, Some(LOCAL.pn));
+    assert_eq!(tx.st.session.largest_acked_seg, Some(LOCAL.seg));
+    // The next packets are a few numbers past what the peer has: one byte each.
+    let (pn, pn_len, seg_len, body) = numbered_packet(&mut tx, t(21), LOCAL.pn + 1);
+    assert_eq!((pn, pn_len, seg_len), (LOCAL.pn + 1, 1, 1));
+    // The receiver recovers the segment number from one byte.
+    rx.receive(t(22), pn, &body, body.len()).unwrap();
+    assert_eq!(rx.st.session.recv_seg_next, LOCAL.seg + 2);
+    assert_eq!(
+        rx.st.session.recv_seg_cum,
+        LOCAL.seg + 2,
+        "both segments accepted"
+    );
 }
 
 fn reliable_set() -> MicroSet {
@@ -257,7 +308,7 @@ fn congestion_window_bounds_bytes_in_flight() {
     let sent_packets = data_packets(&drain(&mut tx, t(0))).len();
     let cwnd = tx.st.session.cwnd;
     assert_eq!(cwnd, 10 * 1452, "initial window of 10 packets");
-    let per_packet = tx.st.session.max_segment_payload as u64 + 40;
+    let per_packet = tx.st.session.max_segment_payload as u64 + crate::profile::PACKET_OVERHEAD;
     assert_eq!(
         sent_packets as u64,
         cwnd / per_packet,
@@ -317,12 +368,13 @@ fn pacing_spaces_packets_at_the_session_rate() {
 
 #[test]
 fn fast_pacing_sends_trains_without_changing_the_rate() {
-    // 1 Gb/s of full packets (1446 bytes as the pacer counts them: the segment and 40
-    // bytes of overhead): a packet every 11.6 µs, a train every 250 µs.
+    // 1 Gb/s of full packets (1428 bytes as the pacer counts them): a packet every 11.4 µs,
+    // a train every 250 µs.
     let times = paced_departures_at(125_000_000, false, 4000, 20);
     let count = times.len() as u64;
-    let packet =
-        (Params::default().max_udp_payload as usize - crate::profile::SEGMENT_OVERHEAD + 40) as u64;
+    let packet = (Params::default().max_udp_payload as usize - crate::profile::SEGMENT_OVERHEAD)
+        as u64
+        + crate::profile::PACKET_OVERHEAD;
     // 20 ms at the rate, plus the initial quantum of 500 µs.
     let expected = 125_000_000 / 50 / packet;
     assert!(
@@ -496,7 +548,7 @@ fn ack_tracking_reports_acks_losses_and_naks_holes() {
     for body in &frames {
         let mut r = Reader::new(body);
         while !r.is_empty() {
-            if let Ok(Frame::Nak(n)) = Frame::parse(&mut r) {
+            if let Ok(Frame::Nak(n)) = Frame::parse(&mut r, 0) {
                 naks.extend(n.ranges());
             }
         }
@@ -558,7 +610,7 @@ fn flow_credit_is_announced_as_soon_as_the_application_reads() {
                 let mut r = Reader::new(b);
                 let mut v = Vec::new();
                 while !r.is_empty() {
-                    if let Ok(Frame::MaxSeg(m)) = Frame::parse(&mut r) {
+                    if let Ok(Frame::MaxSeg(m)) = Frame::parse(&mut r, 0) {
                         v.push(m);
                     }
                 }
@@ -689,7 +741,7 @@ fn repair_count(frames: &[Vec<u8>]) -> usize {
             let mut r = Reader::new(b);
             let mut n = 0;
             while !r.is_empty() {
-                if let Ok(Frame::Repair(_)) = Frame::parse(&mut r) {
+                if let Ok(Frame::Repair(_)) = Frame::parse(&mut r, 0) {
                     n += 1;
                 }
             }
@@ -1083,7 +1135,7 @@ fn cc_feeds_delivery_rate_samples_and_custom_messages() {
 fn causal_frame(seg: u64, msg: u64, deps: &[u64]) -> Vec<u8> {
     let mut f = Vec::new();
     let mut buf = Vec::new();
-    Frame::emit_data_header(&mut f, seg);
+    Frame::emit_data_header(&mut f, Truncated::whole(seg));
     Piece {
         flags: PieceFlags(PieceFlags::LAST),
         msg,
@@ -1222,7 +1274,7 @@ fn malformed_predecessor_lists_drop_the_packet() {
     let mut rx = causal_rx(true);
     let piece = |deps: &[u64]| {
         let mut f = Vec::new();
-        Frame::emit_data_header(&mut f, LOCAL.seg);
+        Frame::emit_data_header(&mut f, Truncated::whole(LOCAL.seg));
         f.push(PieceFlags::LAST | PieceFlags::DEPS);
         varint::put(&mut f, LOCAL.msg + 3);
         for &d in deps {
@@ -1250,8 +1302,12 @@ fn compressed_count(frames: &[Vec<u8>]) -> usize {
         .iter()
         .filter(|f| {
             let mut r = Reader::new(f);
-            core::iter::from_fn(|| (!r.is_empty()).then(|| Frame::parse(&mut r).ok()).flatten())
-                .any(|fr| matches!(fr, Frame::DataZ(_)))
+            core::iter::from_fn(|| {
+                (!r.is_empty())
+                    .then(|| Frame::parse(&mut r, 0).ok())
+                    .flatten()
+            })
+            .any(|fr| matches!(fr, Frame::DataZ(_)))
         })
         .count()
 }
@@ -1301,7 +1357,7 @@ fn a_forged_compressed_segment_is_dropped_whole_and_counted() {
     let mut rx = compose(set, &Params::default(), PEER, LOCAL).unwrap();
     let forged = |len: u64, block: &[u8]| {
         let mut f = Vec::new();
-        Frame::emit_compressed_header(&mut f, LOCAL.seg);
+        Frame::emit_compressed_header(&mut f, Truncated::whole(LOCAL.seg));
         varint::put(&mut f, len);
         f.extend_from_slice(block);
         f
@@ -1321,12 +1377,9 @@ fn a_forged_compressed_segment_is_dropped_whole_and_counted() {
     assert!(rx.st.app.rx_msgs.is_empty());
     // Without the compression microprotocol a compressed segment is malformed.
     let mut plain = compose(reliable_set(), &Params::default(), PEER, LOCAL).unwrap();
-    let ok_block =
-        lz4_flex::block::compress(&data_frame(0, &[(PieceFlags::LAST, LOCAL.msg, 0, b"hi")])[2..]);
-    let f = forged(
-        data_frame(0, &[(PieceFlags::LAST, LOCAL.msg, 0, b"hi")]).len() as u64 - 2,
-        &ok_block,
-    );
+    let frame = data_frame(0, &[(PieceFlags::LAST, LOCAL.msg, 0, b"hi")]);
+    let pieces = &frame[1 + Truncated::whole(0).wire_len()..];
+    let f = forged(pieces.len() as u64, &lz4_flex::block::compress(pieces));
     rx.receive(t(1), LOCAL.pn, &f, 60).unwrap();
     assert_eq!(rx.st.app.rx_msgs.len(), 1, "a well-formed one goes through");
     assert!(plain.receive(t(1), LOCAL.pn, &f, 60).is_err());
@@ -1348,7 +1401,7 @@ fn pmtud_probes_are_padded_pings_and_their_loss_leaves_the_window_alone() {
     let mut r = Reader::new(&body);
     Header::parse(&mut r).unwrap();
     let frames: Vec<_> =
-        core::iter::from_fn(|| (!r.is_empty()).then(|| Frame::parse(&mut r).unwrap())).collect();
+        core::iter::from_fn(|| (!r.is_empty()).then(|| Frame::parse(&mut r, 0).unwrap())).collect();
     assert_eq!(frames, [Frame::Ping, Frame::Padding], "no data in a probe");
     let cwnd = tx.st.session.cwnd;
     let probe = PacketInfo {

@@ -7,10 +7,8 @@ use crate::engine::event::{Event, EventKind, HoldBit};
 use crate::engine::hold::{Barrier, Rearm};
 use crate::engine::segment::SegId;
 use crate::engine::{Cx, Microprotocol, Setup, SetupError};
+use crate::profile::PACKET_OVERHEAD;
 use std::collections::VecDeque;
-
-/// Bytes a segment is assumed to add on the wire beyond its payload, for reservations.
-const PACKET_OVERHEAD: u64 = 40;
 
 /// The congestion-window mechanism.
 #[derive(Debug)]

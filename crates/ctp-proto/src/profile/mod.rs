@@ -980,11 +980,17 @@ pub fn negotiate(
 }
 
 /// Bytes of header and framing a packet spends around one segment's payload, plus room
-/// for control frames riding along: the short header (flags, connection id, a packet number
-/// below 2^30), the DATA frame's type and segment number (below 2^30), the CRC32C trailer,
-/// and [`CONTROL_RESERVE`]. Numbers past 2^30 take 4 more bytes each; the reserve covers
-/// them, so a segment always fits a packet of its own.
-pub const SEGMENT_OVERHEAD: usize = (1 + 8 + 4) + (1 + 4) + 4 + CONTROL_RESERVE;
+/// for control frames riding along: the short header (flags, 4-byte connection id, packet number
+/// truncated to 2 bytes — the common case, up to 8191 packets unacknowledged), the DATA
+/// frame's type and segment number (2 bytes likewise), the CRC32C trailer, and
+/// [`CONTROL_RESERVE`]. Numbers that need 4 or 8 bytes take the difference from the reserve,
+/// so a segment always fits a packet of its own.
+pub const SEGMENT_OVERHEAD: usize = PACKET_OVERHEAD as usize + CONTROL_RESERVE;
+
+/// Bytes a data packet adds to its segment's payload in the common case (the short header
+/// with a 2-byte packet number, the DATA frame's type and 2-byte segment number, the
+/// CRC32C): what window reservations and the pacer count a segment's packet as.
+pub const PACKET_OVERHEAD: u64 = (1 + 4 + 2) + (1 + 2) + 4;
 
 /// Room a data packet keeps for control frames (an ACK of a few ranges, the ACK floor).
 /// A packet whose control frames need more carries them alone and the segment goes in the
@@ -1010,6 +1016,7 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
         peer_seg_isn: peer.seg,
         peer_msg_isn: peer.msg,
         recv_seg_cum: peer.seg,
+        recv_seg_next: peer.seg,
         rto_us: 200_000.max(p.min_rto_us as u64),
         plpmtu: p.max_udp_payload as usize,
         ..Session::default()

@@ -66,7 +66,7 @@ impl Endpoint {
     fn fresh_socket_id(&mut self) -> u32 {
         loop {
             let id = (self.rng.next_u32() & MAX_SEQ).max(1);
-            if !self.by_cid.contains_key(&u64::from(id)) {
+            if !self.by_cid.contains_key(&id) {
                 return id;
             }
         }
@@ -147,7 +147,7 @@ impl Endpoint {
             Packet::Control(c) => c.dst,
         };
         let idx = if dst != 0 {
-            self.by_cid.get(&u64::from(dst)).copied()
+            self.by_cid.get(&dst).copied()
         } else {
             match &p {
                 Packet::Control(Control {

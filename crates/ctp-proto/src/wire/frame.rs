@@ -3,6 +3,7 @@
 //! A profile's packets carry only the frames its microprotocols use. `DATA` must be the last
 //! frame of a packet (it runs to the end), so it needs no length field.
 
+use super::truncated::Truncated;
 use super::{varint, Reader, WireError};
 
 /// Most ranges one ACK or NAK frame may carry.
@@ -512,8 +513,10 @@ pub enum Frame<'a> {
 }
 
 impl<'a> Frame<'a> {
-    /// Parses the next frame. The caller loops until the reader is empty.
-    pub fn parse(r: &mut Reader<'a>) -> Result<Frame<'a>, WireError> {
+    /// Parses the next frame. The caller loops until the reader is empty. Segment numbers
+    /// travel truncated; `seg_next` (one past the largest peer segment number seen) is what
+    /// they are recovered against.
+    pub fn parse(r: &mut Reader<'a>, seg_next: u64) -> Result<Frame<'a>, WireError> {
         let t = r.varint()?;
         Ok(match t {
             ty::PADDING => {
@@ -581,7 +584,7 @@ impl<'a> Frame<'a> {
                 Frame::Close { code, reason }
             }
             ty::DATA => {
-                let seg = r.varint()?;
+                let seg = Truncated::read(r)?.expand(seg_next);
                 let raw = r.rest();
                 let mut check = Reader::new(raw);
                 if check.is_empty() {
@@ -593,7 +596,7 @@ impl<'a> Frame<'a> {
                 Frame::Data(DataFrame { seg, raw })
             }
             ty::DATA_Z => {
-                let seg = r.varint()?;
+                let seg = Truncated::read(r)?.expand(seg_next);
                 let len = r.varint()?;
                 if len == 0 || len > MAX_INFLATED as u64 {
                     return Err(WireError::TooLarge("inflated segment"));
@@ -656,15 +659,15 @@ impl<'a> Frame<'a> {
     }
 
     /// Appends the header of a `DATA` frame; pieces follow with [`Piece::emit`].
-    pub fn emit_data_header(out: &mut Vec<u8>, seg: u64) {
+    pub fn emit_data_header(out: &mut Vec<u8>, seg: Truncated) {
         varint::put(out, ty::DATA);
-        varint::put(out, seg);
+        seg.put(out);
     }
 
     /// Appends the header of a `DATA_Z` frame; the inflated length and block follow.
-    pub fn emit_compressed_header(out: &mut Vec<u8>, seg: u64) {
+    pub fn emit_compressed_header(out: &mut Vec<u8>, seg: Truncated) {
         varint::put(out, ty::DATA_Z);
-        varint::put(out, seg);
+        seg.put(out);
     }
 }
 
@@ -681,7 +684,7 @@ mod tests {
         let mut r = Reader::new(buf);
         let mut v = Vec::new();
         while !r.is_empty() {
-            v.push(Frame::parse(&mut r)?);
+            v.push(Frame::parse(&mut r, 0)?);
         }
         Ok(v)
     }
@@ -710,7 +713,7 @@ mod tests {
         NakFrame::emit(&mut out, &[PnRange { lo: 7, hi: 9 }]);
         Frame::emit_simple(&mut out, ty::MAX_SEG, Some(12345));
         Frame::emit_close(&mut out, close_code::ABORT, "disk full");
-        Frame::emit_data_header(&mut out, 42);
+        Frame::emit_data_header(&mut out, Truncated::whole(42));
         Piece {
             flags: PieceFlags(PieceFlags::LAST),
             msg: 3,
@@ -757,7 +760,7 @@ mod tests {
         assert_eq!(explicit.len() - to_end.len(), varint::len(300));
         // A short piece with its length, then one running to the end of the frame.
         let mut out = Vec::new();
-        Frame::emit_data_header(&mut out, 9);
+        Frame::emit_data_header(&mut out, Truncated::whole(9));
         Piece {
             flags: PieceFlags(PieceFlags::LAST),
             msg: 2,
@@ -810,7 +813,7 @@ mod tests {
         assert_eq!(parse_all(&out), Err(WireError::Invalid("ack range")));
         // Piece longer than the packet.
         let mut out = Vec::new();
-        Frame::emit_data_header(&mut out, 1);
+        Frame::emit_data_header(&mut out, Truncated::whole(1));
         out.extend_from_slice(&[0, 1, 0, 50, 1, 2]);
         assert_eq!(parse_all(&out), Err(WireError::Truncated));
         // Unknown frame type.

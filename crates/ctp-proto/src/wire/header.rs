@@ -1,14 +1,15 @@
 //! Packet headers.
 //!
 //! ```text
-//! long header (handshake):  1 1 0 0 T T T T | version u32 | dcid u64 | scid u64 | body…  | crc32c
-//! short header (data):      0 1 0 0 0 0 0 0 | dcid u64 | packet number (varint) | frames… | crc32c
+//! long header (handshake):  1 1 0 0 T T T T | version u32 | dcid u32 | scid u32 | body…  | crc32c
+//! short header (data):      0 1 0 0 0 0 0 0 | dcid u32 | packet number (truncated) | frames… | crc32c
 //! ```
 //! The second-highest bit is always set so that a datagram of another protocol that happens
 //! to arrive (a zero byte, for instance) is rejected at the first byte. Connection ids are
 //! chosen by the side that receives packets carrying them, so demultiplexing is one lookup.
 
-use super::{varint, Reader, WireError};
+use super::truncated::Truncated;
+use super::{Reader, WireError};
 
 /// The only version this implementation speaks.
 pub const VERSION: u32 = 0xc7a0_0002;
@@ -16,8 +17,10 @@ pub const VERSION: u32 = 0xc7a0_0002;
 const LONG: u8 = 0x80;
 const FIXED: u8 = 0x40;
 
-/// A connection id: 64 random bits chosen by the endpoint that will receive it.
-pub type ConnectionId = u64;
+/// A connection id: 32 random bits chosen by the endpoint that will receive it (as UDT's
+/// socket id). With the peer's address, which the endpoint checks too, it is what a blind
+/// attacker would have to guess.
+pub type ConnectionId = u32;
 
 /// Kinds of long-header (handshake) packets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,8 +65,9 @@ pub enum Header {
     Short {
         /// Destination connection id.
         dcid: ConnectionId,
-        /// Packet number, unique per connection and direction, never reused.
-        pn: u64,
+        /// Packet number, unique per connection and direction, never reused; its low bits
+        /// as sent (the connection recovers the whole number).
+        pn: Truncated,
     },
 }
 
@@ -90,8 +94,8 @@ impl Header {
             if version != VERSION {
                 return Err(WireError::UnsupportedVersion(version));
             }
-            let dcid = r.u64()?;
-            let scid = r.u64()?;
+            let dcid = r.u32()?;
+            let scid = r.u32()?;
             Ok(Header::Long {
                 ty,
                 version,
@@ -102,8 +106,8 @@ impl Header {
             if first & 0x3f != 0 {
                 return Err(WireError::Invalid("reserved bits"));
             }
-            let dcid = r.u64()?;
-            let pn = r.varint()?;
+            let dcid = r.u32()?;
+            let pn = Truncated::read(r)?;
             Ok(Header::Short { dcid, pn })
         }
     }
@@ -125,7 +129,7 @@ impl Header {
             Header::Short { dcid, pn } => {
                 out.push(FIXED);
                 out.extend_from_slice(&dcid.to_be_bytes());
-                varint::put(out, pn);
+                pn.put(out);
             }
         }
     }
@@ -133,8 +137,8 @@ impl Header {
     /// Bytes the header takes on the wire.
     pub fn wire_len(&self) -> usize {
         match *self {
-            Header::Long { .. } => 1 + 4 + 8 + 8,
-            Header::Short { pn, .. } => 1 + 8 + varint::len(pn),
+            Header::Long { .. } => 1 + 4 + 4 + 4,
+            Header::Short { pn, .. } => 1 + 4 + pn.wire_len(),
         }
     }
 }
@@ -150,11 +154,11 @@ mod tests {
                 ty: LongType::CookieEcho,
                 version: VERSION,
                 dcid: 7,
-                scid: u64::MAX,
+                scid: u32::MAX,
             },
             Header::Short {
                 dcid: 0xdead_beef,
-                pn: 1 << 33,
+                pn: Truncated::encode(1 << 33, Some(100)),
             },
         ] {
             let mut out = Vec::new();

@@ -7,6 +7,7 @@
 pub mod frame;
 pub mod header;
 pub mod integrity;
+pub mod truncated;
 pub mod varint;
 
 /// Why a packet could not be parsed.
@@ -52,6 +53,11 @@ impl<'a> Reader<'a> {
     /// Bytes not yet consumed.
     pub fn remaining(&self) -> usize {
         self.buf.len()
+    }
+
+    /// The next byte, without reading it.
+    pub fn peek(&self) -> Option<&u8> {
+        self.buf.first()
     }
 
     /// Reads one byte.
