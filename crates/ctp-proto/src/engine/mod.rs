@@ -122,25 +122,23 @@ pub struct State {
 const MAX_SEG_JUMP: u64 = 1 << 22;
 
 impl State {
-    /// The next packet number as it goes on the wire: as few low bits as let the peer
-    /// recover it, given the largest number it has acknowledged.
+    /// The next packet number as it goes on the wire: its low 30 bits.
+    ///
+    /// Not fewer, although what the peer acknowledged would allow 6 or 14 bits most of the
+    /// time: a copy of a packet that arrives late (duplicated, or reordered behind many
+    /// others) is recovered against the receiver's *current* expectation, and with a short
+    /// encoding it aliases to another packet's number. QUIC can use short numbers because
+    /// its AEAD, keyed with the whole number, rejects such a copy; ctp's CRC32C does not
+    /// cover the whole number (yet), so 30 bits keep aliasing out of reach (a copy 2^29
+    /// packets late).
     pub fn pn_on_wire(&self) -> Truncated {
-        let pn = self.next_pn;
-        Truncated::encode(
-            pn,
-            self.session.largest_acked_pn.map(|a| pn.saturating_sub(a)),
-        )
+        Truncated::encode(self.next_pn, None)
     }
 
-    /// Segment number `seq` as it goes on the wire. The peer's reference (one past the
-    /// largest segment it has seen) lies between one past the largest segment it
-    /// acknowledged and our next new segment number.
+    /// Segment number `seq` as it goes on the wire: its low 30 bits (see
+    /// [`State::pn_on_wire`]).
     pub fn seg_on_wire(&self, seq: u64) -> Truncated {
-        let s = &self.session;
-        let distance = s
-            .largest_acked_seg
-            .map(|a| seq.abs_diff(a).max(s.next_seg_seq.saturating_sub(seq)));
-        Truncated::encode(seq, distance)
+        Truncated::encode(seq, None)
     }
 
     /// Notes a peer segment number seen in a valid packet.

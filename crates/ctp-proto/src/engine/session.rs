@@ -68,10 +68,6 @@ pub struct Session {
     /// One past the largest peer segment number seen: the reference truncated segment
     /// numbers are recovered against.
     pub recv_seg_next: u64,
-    /// The largest of our packet numbers the peer has acknowledged.
-    pub largest_acked_pn: Option<u64>,
-    /// The largest of our segment numbers the peer has acknowledged.
-    pub largest_acked_seg: Option<u64>,
     /// Smoothed round-trip time, microseconds (0 until the first sample).
     pub srtt_us: u64,
     /// Round-trip-time variation, microseconds.
@@ -117,8 +113,6 @@ impl Default for Session {
             peer_msg_isn: 0,
             recv_seg_cum: 0,
             recv_seg_next: 0,
-            largest_acked_pn: None,
-            largest_acked_seg: None,
             srtt_us: 0,
             rttvar_us: 0,
             min_rtt_us: u64::MAX,

@@ -39,8 +39,6 @@ enum SentState {
 struct Sent {
     info: PacketInfo,
     state: SentState,
-    /// Sequence number of the segment carried (when it was still stored at sending).
-    seq: Option<u64>,
 }
 
 /// The acknowledgement-tracking microprotocol.
@@ -119,8 +117,7 @@ impl AckTracking {
         } else {
             SentState::Acked
         };
-        let seq = info.seg.and_then(|id| cx.st.segs.get(id)).map(|s| s.seq);
-        self.sent.push_back(Sent { info, state, seq });
+        self.sent.push_back(Sent { info, state });
         if info.in_flight {
             self.outstanding_in_flight += 1;
             self.last_eliciting_sent = info.sent_at;
@@ -156,10 +153,8 @@ impl AckTracking {
         }
         s.state = to;
         let info = s.info;
-        let seq = s.seq;
         self.outstanding_in_flight -= 1;
         if to == SentState::Acked {
-            note_acked_seg(seq, cx);
             cx.raise(Event::PacketAcked(info));
         } else if info.probe {
             cx.raise(Event::ProbeLost(info));
@@ -195,7 +190,6 @@ impl AckTracking {
         let Some(s) = self.entry(pn) else { return };
         s.state = SentState::Acked;
         let info = s.info;
-        note_acked_seg(s.seq, cx);
         cx.st.stats.spurious_losses += 1;
         cx.raise(Event::LateAck(info));
     }
@@ -247,7 +241,6 @@ impl AckTracking {
         self.scratch_ranges = prev;
         if newly_largest {
             self.largest_acked = Some(ack.largest);
-            cx.st.session.largest_acked_pn = Some(ack.largest);
         }
         if any_new {
             self.backoff = 0;
@@ -424,14 +417,6 @@ impl AckTracking {
         });
         self.nak_horizon = self.nak_horizon.max(floor);
         self.pending_naks.retain(|r| r.hi >= floor);
-    }
-}
-
-/// Records that the peer has segment `seq` (truncated segment numbers are sized by it).
-fn note_acked_seg(seq: Option<u64>, cx: &mut Cx<'_, '_>) {
-    if let Some(q) = seq {
-        let l = &mut cx.st.session.largest_acked_seg;
-        *l = Some(l.map_or(q, |l| l.max(q)));
     }
 }
 

@@ -7,7 +7,7 @@ use crate::engine::event::{Event, EventKind, HoldBit};
 use crate::engine::hold::{Barrier, Rearm};
 use crate::engine::segment::SegId;
 use crate::engine::{Cx, Microprotocol, Setup, SetupError};
-use crate::profile::PACKET_OVERHEAD;
+use crate::profile::SEGMENT_OVERHEAD;
 use std::collections::VecDeque;
 
 /// The congestion-window mechanism.
@@ -33,7 +33,9 @@ impl CongestionWindow {
     }
 
     fn try_release(&mut self, cx: &mut Cx<'_, '_>) {
-        let per_segment = cx.st.session.max_segment_payload as u64 + PACKET_OVERHEAD;
+        // The most a segment's packet can take (control frames riding along included): the
+        // window is a bound, so a released segment is counted at its largest.
+        let per_segment = (cx.st.session.max_segment_payload + SEGMENT_OVERHEAD) as u64;
         loop {
             let from_retx = !self.retx.is_empty();
             let Some(&seg) = self.retx.front().or(self.fresh.front()) else {

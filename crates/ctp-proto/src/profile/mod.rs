@@ -980,17 +980,15 @@ pub fn negotiate(
 }
 
 /// Bytes of header and framing a packet spends around one segment's payload, plus room
-/// for control frames riding along: the short header (flags, 4-byte connection id, packet number
-/// truncated to 2 bytes — the common case, up to 8191 packets unacknowledged), the DATA
-/// frame's type and segment number (2 bytes likewise), the CRC32C trailer, and
-/// [`CONTROL_RESERVE`]. Numbers that need 4 or 8 bytes take the difference from the reserve,
-/// so a segment always fits a packet of its own.
+/// for control frames riding along: [`PACKET_OVERHEAD`] and [`CONTROL_RESERVE`].
 pub const SEGMENT_OVERHEAD: usize = PACKET_OVERHEAD as usize + CONTROL_RESERVE;
 
-/// Bytes a data packet adds to its segment's payload in the common case (the short header
-/// with a 2-byte packet number, the DATA frame's type and 2-byte segment number, the
-/// CRC32C): what window reservations and the pacer count a segment's packet as.
-pub const PACKET_OVERHEAD: u64 = (1 + 4 + 2) + (1 + 2) + 4;
+/// Bytes a data packet adds to its segment's payload: the short header (flags, 4-byte
+/// connection id, packet number as 4 bytes), the DATA frame's type and segment number (4
+/// bytes), the CRC32C. Numbers carry their low 30 bits (see `State::pn_on_wire`); one whole
+/// (8 bytes) takes 4 more, which the control reserve covers, so a segment always fits a
+/// packet of its own. The pacer counts a segment's packet as its payload plus this.
+pub const PACKET_OVERHEAD: u64 = (1 + 4 + 4) + (1 + 4) + 4;
 
 /// Room a data packet keeps for control frames (an ACK of a few ranges, the ACK floor).
 /// A packet whose control frames need more carries them alone and the segment goes in the
