@@ -23,6 +23,10 @@ pub enum EventKind {
     SegmentReady,
     /// Only one send bit is still unset on a segment.
     HoldLast,
+    /// Every once-per-segment send bit of a segment is set (flow control let it go): only
+    /// per-transmission bits (congestion window, pacing) still hold it, so it will leave
+    /// as soon as they allow. Raised for every transmission that has such bits pending.
+    SegmentCleared,
     /// A packet left the connection.
     PacketSent,
     /// A packet was acknowledged.
@@ -101,6 +105,13 @@ pub enum Event<'a> {
         seg: SegId,
         /// The one bit still unset.
         bit: HoldBit,
+    },
+    /// See [`EventKind::SegmentCleared`].
+    SegmentCleared {
+        /// The segment.
+        seg: SegId,
+        /// True when this is a retransmission.
+        retransmit: bool,
     },
     /// See [`EventKind::PacketSent`].
     PacketSent(PacketInfo),
@@ -182,6 +193,7 @@ impl Event<'_> {
             Event::UserData => EventKind::UserData,
             Event::SegmentReady { .. } => EventKind::SegmentReady,
             Event::HoldLast { .. } => EventKind::HoldLast,
+            Event::SegmentCleared { .. } => EventKind::SegmentCleared,
             Event::PacketSent(_) => EventKind::PacketSent,
             Event::PacketAcked(_) => EventKind::PacketAcked,
             Event::PacketLost(_) => EventKind::PacketLost,
@@ -252,6 +264,7 @@ impl<'a> Event<'a> {
             Event::UserData => Event::UserData,
             Event::SegmentReady { seg, retransmit } => Event::SegmentReady { seg, retransmit },
             Event::HoldLast { seg, bit } => Event::HoldLast { seg, bit },
+            Event::SegmentCleared { seg, retransmit } => Event::SegmentCleared { seg, retransmit },
             Event::PacketSent(p) => Event::PacketSent(p),
             Event::PacketAcked(p) => Event::PacketAcked(p),
             Event::PacketLost(p) => Event::PacketLost(p),

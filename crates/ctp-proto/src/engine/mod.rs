@@ -203,15 +203,26 @@ impl<'a> Cx<'_, 'a> {
 
     /// Sets a hold bit on a segment and raises what follows from it.
     pub fn release(&mut self, seg: SegId, barrier: Barrier, bit: event::HoldBit) {
+        let rearm = self.st.holds.send_rearm;
         let Some(s) = self.st.segs.get_mut(seg) else {
             return;
         };
-        match (s.holds.set(barrier, bit), barrier) {
+        let released = s.holds.set(barrier, bit);
+        // The last once-per-segment send bit went: only per-transmission gates are left.
+        let cleared = barrier == Barrier::Send
+            && matches!(released, Release::LastLeft(_) | Release::Pending)
+            && rearm & (1 << bit) == 0
+            && s.holds.send & !rearm == 0;
+        let retransmit = s.transmissions > 0;
+        match (released, barrier) {
             (Release::Complete, Barrier::Send) => self.st.segs.sendable.push_back(seg),
             (Release::LastLeft(b), Barrier::Send) => self.raise(Event::HoldLast { seg, bit: b }),
             (Release::Complete, Barrier::Done) => self.raise(Event::SegmentDone(seg)),
             (Release::Complete, Barrier::Deallocate) => self.st.segs.free(seg),
             _ => {}
+        }
+        if cleared {
+            self.raise(Event::SegmentCleared { seg, retransmit });
         }
     }
 
@@ -235,7 +246,9 @@ impl<'a> Cx<'_, 'a> {
         let Some(s) = self.st.segs.get(seg) else {
             return;
         };
-        match s.holds.send.count_ones() {
+        let pending = s.holds.send;
+        let cleared = pending != 0 && pending & !self.st.holds.send_rearm == 0;
+        match pending.count_ones() {
             0 => self.st.segs.sendable.push_back(seg),
             1 => {
                 let bit = s.holds.send.trailing_zeros() as event::HoldBit;
@@ -243,6 +256,9 @@ impl<'a> Cx<'_, 'a> {
                 self.raise(Event::HoldLast { seg, bit });
             }
             _ => self.raise(Event::SegmentReady { seg, retransmit }),
+        }
+        if cleared {
+            self.raise(Event::SegmentCleared { seg, retransmit });
         }
     }
 

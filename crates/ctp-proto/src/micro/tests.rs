@@ -636,6 +636,48 @@ fn flow_credit_is_announced_as_soon_as_the_application_reads() {
     assert_eq!(credit_of(&drain(&mut rx, t(1))), Some(LOCAL.seg + 60 + 64));
 }
 
+/// Fresh segments that flow control holds must not take room in the congestion window: a
+/// retransmission the receiver needs to open its window again would otherwise wait behind
+/// them forever (a deadlock seen on loopback after a loss halved the window).
+#[test]
+fn segments_held_by_flow_control_take_no_room_in_the_congestion_window() {
+    let mut tx = engine(&[
+        Sequencing,
+        AckTracking,
+        Rtt,
+        Arq,
+        Fifo,
+        FlowWindow,
+        CongestionWindow,
+        NewReno,
+    ]);
+    // Credit for three segments; data for ten; a window of ten packets.
+    tx.st.session.peer_max_seg = LOCAL.seg + 3;
+    queue(&mut tx, t(0), &vec![7u8; 10 * 1374], true);
+    assert_eq!(data_packets(&drain(&mut tx, t(0))).len(), 3);
+    // The first is lost; NewReno halves the window. The receiver cannot move its credit
+    // before the lost segment arrives, so only the retransmission can break the stall.
+    let mut f = Vec::new();
+    crate::wire::frame::NakFrame::emit(
+        &mut f,
+        &[PnRange {
+            lo: LOCAL.pn,
+            hi: LOCAL.pn,
+        }],
+    );
+    tx.receive(t(1), PEER.pn, &f, 20).unwrap();
+    assert!(tx.st.session.cwnd < 10 * 1452, "the loss shrank the window");
+    let again = data_packets(&drain(&mut tx, t(1)));
+    assert_eq!(again.len(), 1, "the retransmission leaves at once");
+    let mut r = Reader::new(&again[0]);
+    let seg = loop {
+        if let Ok(Frame::Data(d)) = Frame::parse(&mut r, LOCAL.seg) {
+            break d.seg;
+        }
+    };
+    assert_eq!(seg, LOCAL.seg, "it carries the lost segment");
+}
+
 #[test]
 fn a_retransmission_made_unnecessary_while_paced_releases_its_window_reservation() {
     let mut tx = engine(&[

@@ -2,6 +2,12 @@
 //! while the bytes in flight stay within `cwnd`. Policies (NewReno, …) change `cwnd`; this
 //! microprotocol only enforces it, and owns the `bytes_in_flight` variable.
 //! Retransmissions are released before new data.
+//!
+//! The window sees a segment only once flow control (and any other once-per-segment gate)
+//! has let it go ([`Event::SegmentCleared`]): a released segment must leave promptly, or the
+//! room reserved for it is lost to segments that can. Reserving room for segments flow
+//! control still held deadlocked a connection: after a loss halved the window, the
+//! retransmission the receiver needed to move its credit waited behind them forever.
 
 use crate::engine::event::{Event, EventKind, HoldBit};
 use crate::engine::hold::{Barrier, Rearm};
@@ -68,7 +74,7 @@ impl CongestionWindow {
 impl Microprotocol for CongestionWindow {
     fn bindings(&self) -> &'static [EventKind] {
         &[
-            EventKind::SegmentReady,
+            EventKind::SegmentCleared,
             EventKind::PacketSent,
             EventKind::SegmentDiscarded,
             EventKind::PacketAcked,
@@ -80,7 +86,7 @@ impl Microprotocol for CongestionWindow {
 
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
         match *ev {
-            Event::SegmentReady { seg, retransmit } => {
+            Event::SegmentCleared { seg, retransmit } => {
                 if retransmit {
                     self.retx.push_back(seg);
                 } else {
