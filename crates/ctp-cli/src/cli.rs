@@ -35,6 +35,32 @@ pub enum Command {
     Bench(BenchArgs),
     /// Run a simulator scenario (a TOML file, or a name under scenarios/), or `chaos`.
     Sim(SimArgs),
+    /// Measure a path memory to memory, as iperf3 does: the sender generates the bytes,
+    /// the receiver (`--listen`) reads and discards them; no files, no checksum.
+    Perf(PerfArgs),
+}
+
+/// `ctp perf`.
+#[derive(Debug, Args)]
+pub struct PerfArgs {
+    /// Send to this `ctp perf --listen` address (e.g. 127.0.0.1:9000).
+    #[arg(required_unless_present = "listen", conflicts_with = "listen")]
+    pub addr: Option<SocketAddr>,
+    /// Receive instead: listen on this address, report each stream as it ends.
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// Bytes to send (e.g. 1GiB, 64MiB).
+    #[arg(long, default_value = "1GiB")]
+    pub bytes: String,
+    /// With `--listen`: exit after one stream (status 0 if it ended in an orderly close).
+    #[arg(long)]
+    pub once: bool,
+    /// Congestion control for the sender (see `ctp send --cc`).
+    #[arg(long, value_name = "NAME")]
+    pub cc: Option<String>,
+    /// Transport options.
+    #[command(flatten)]
+    pub transport: TransportArgs,
 }
 
 /// `ctp bench`.
@@ -76,6 +102,10 @@ pub struct BenchArgs {
     /// Only delete the network namespaces left by benches that are no longer running.
     #[arg(long)]
     pub cleanup: bool,
+    /// Run ctp as a file transfer (`ctp send`/`recv`: the file read, verified with BLAKE3
+    /// and written on tmpfs) instead of memory to memory (`ctp perf`) as every peer runs.
+    #[arg(long)]
+    pub ctp_files: bool,
 }
 
 /// `ctp relay`.

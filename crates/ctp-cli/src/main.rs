@@ -4,6 +4,7 @@ mod bench;
 mod cli;
 mod demo;
 mod output;
+mod perf;
 mod profiles;
 mod progress;
 mod relay;
@@ -55,8 +56,10 @@ fn main() -> ExitCode {
     };
     let result = rt.block_on(async {
         match cli.command {
-            // The relay stops at Ctrl-C by itself, to print its counters.
+            // The relay stops at Ctrl-C by itself, to print its counters; so does `perf`,
+            // to report what arrived before it.
             Command::Relay(a) => relay::run(a).await,
+            Command::Perf(a) => perf::run(a).await,
             // Dropping the command's future on Ctrl-C or SIGTERM runs its clean-ups (the
             // bench's namespaces, child processes) before the exit with status 130.
             cmd => tokio::select! {
@@ -129,6 +132,7 @@ async fn run(cmd: Command) -> Result<(), Failure> {
         Command::Demo(a) => demo::run(a).await,
         Command::Relay(a) => relay::run(a).await,
         Command::Bench(a) => bench::run(a).await,
+        Command::Perf(a) => perf::run(a).await,
         // CPU-bound: off the async workers, so Ctrl-C still interrupts.
         Command::Sim(a) => tokio::task::spawn_blocking(move || sim::run(a))
             .await
@@ -163,21 +167,8 @@ async fn send(a: SendArgs) -> Result<(), Failure> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "file".into());
-    let ep = Endpoint::bind(
-        a.bind.unwrap_or_else(|| unspecified_like(a.addr)),
-        endpoint_options(t, &profile, false)?,
-    )
-    .await
-    .context("cannot open a UDP socket")?;
     let start = Instant::now();
-    let connecting = if a.rendezvous {
-        rendezvous(&ep, a.addr, &profile)
-    } else {
-        Box::pin(ep.connect(a.addr, &profile))
-    };
-    let mut conn = connecting
-        .await
-        .map_err(|e| anyhow!("cannot connect to {}: {e}", a.addr))?;
+    let mut conn = open_connection(a.addr, a.bind, a.rendezvous, t, &profile).await?;
     let pb = progress::bar(meta.len(), "send", t.json);
     let sending = if t.raw {
         transfer::send::send_raw(
@@ -214,6 +205,31 @@ async fn send(a: SendArgs) -> Result<(), Failure> {
     .with_perf(perf.as_ref())
     .print(t.json);
     Ok(())
+}
+
+/// Connects to `addr` (or rendezvous with it) from a fresh endpoint bound to `bind` (any
+/// port by default).
+async fn open_connection(
+    addr: SocketAddr,
+    bind: Option<SocketAddr>,
+    rendezvous_with: bool,
+    t: &cli::TransportArgs,
+    profile: &ctp::Profile,
+) -> Result<Connection, Failure> {
+    let ep = Endpoint::bind(
+        bind.unwrap_or_else(|| unspecified_like(addr)),
+        endpoint_options(t, profile, false)?,
+    )
+    .await
+    .context("cannot open a UDP socket")?;
+    let connecting = if rendezvous_with {
+        rendezvous(&ep, addr, profile)
+    } else {
+        Box::pin(ep.connect(addr, profile))
+    };
+    Ok(connecting
+        .await
+        .map_err(|e| anyhow!("cannot connect to {addr}: {e}"))?)
 }
 
 async fn recv(a: RecvArgs) -> Result<(), Failure> {

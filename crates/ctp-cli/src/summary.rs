@@ -140,7 +140,9 @@ impl Summary {
             self.rtt_ms,
             self.profile
         );
-        outln!("blake3 {}", self.checksum);
+        if !self.checksum.is_empty() {
+            outln!("blake3 {}", self.checksum);
+        }
         if let Some(r) = &self.perf {
             let (p, i) = (&r.total, &r.instant);
             outln!(

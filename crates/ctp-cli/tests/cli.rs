@@ -284,6 +284,12 @@ fn usage_errors_exit_2_with_one_line_saying_what_is_wrong() {
             ],
             "does not exist",
         ),
+        (&["perf", "127.0.0.1:9", "--raw"], "--raw does not apply"),
+        (&["perf", "127.0.0.1:9", "--bytes", "lots"], "--bytes"),
+        (
+            &["perf", "127.0.0.1:9", "--profile", "datagram"],
+            "not reliable",
+        ),
     ];
     for (args, needle) in cases {
         let o = wait_output(spawn(args), Duration::from_secs(10));
@@ -841,4 +847,48 @@ fn udt_files_with_the_ctp_header_and_raw_files_arrive_verified() {
             "stored file differs (raw: {raw})"
         );
     }
+}
+
+#[test]
+fn perf_moves_exactly_the_bytes_asked_and_an_interrupted_receiver_reports_what_arrived() {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let recv = spawn(&["perf", "--listen", &listen, "--once", "--json"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let s = wait_output(
+        spawn(&["perf", &listen, "--bytes", "24MiB", "--json"]),
+        Duration::from_secs(60),
+    );
+    let r = wait_output(recv, Duration::from_secs(30));
+    assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    for out in [&s.stdout, &r.stdout] {
+        let v: serde_json::Value = serde_json::from_slice(out).unwrap();
+        assert_eq!(v["bytes"], 24 << 20, "{v}");
+        assert!(v["goodput_mbps"].as_f64().unwrap() > 0.0, "{v}");
+    }
+
+    // A receiver stopped mid-stream prints what arrived so far, then exits with 130.
+    let listen = format!("127.0.0.1:{}", free_port());
+    let recv = spawn(&["perf", "--listen", &listen, "--once", "--json"]);
+    std::thread::sleep(Duration::from_millis(300));
+    // Through a 20 Mbit/s relay, 64 MiB take half a minute: the stop comes first.
+    let relay_at = format!("127.0.0.1:{}", free_port());
+    let relay = spawn(&[
+        "relay", "--listen", &relay_at, "--to", &listen, "--rate", "20mbit",
+    ]);
+    std::thread::sleep(Duration::from_millis(300));
+    let send = spawn(&["perf", &relay_at, "--bytes", "64MiB", "--json"]);
+    std::thread::sleep(Duration::from_secs(2));
+    let pid = recv.0.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let r = wait_output(recv, Duration::from_secs(10));
+    assert_eq!(r.status.code(), Some(130));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let got = v["bytes"].as_u64().unwrap();
+    assert!(got > 0 && got < 64 << 20, "{v}");
+    drop((send, relay));
 }

@@ -187,7 +187,7 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
         }
     }
 
-    let env = peers::Env::prepare(bytes, a.timeout, &peers)
+    let env = peers::Env::prepare(bytes, a.timeout, &peers, a.ctp_files)
         .await
         .map_err(Failure::Transfer)?;
     // The table is printed a path at a time, so a long run shows results as they come.

@@ -110,6 +110,8 @@ enum Partial {
     StopReceiver,
     /// SIGINT to the iperf3 client; the server prints its JSON.
     StopSender,
+    /// SIGINT to the `ctp perf` receiver, which prints its summary as JSON.
+    StopCtpReceiver,
 }
 
 struct Plan {
@@ -128,6 +130,8 @@ pub struct Env {
     ctp: PathBuf,
     udtperf: Result<PathBuf, String>,
     quinn: Result<PathBuf, String>,
+    /// ctp moves a file (`send`/`recv`) instead of running memory to memory (`perf`).
+    ctp_files: bool,
 }
 
 impl Drop for Env {
@@ -349,7 +353,12 @@ fn last_line(s: &str) -> &str {
 impl Env {
     /// Writes the source file (on tmpfs when there is one) and builds or finds the peers
     /// among `peers` that need it.
-    pub async fn prepare(bytes: u64, timeout_s: u64, peers: &[String]) -> anyhow::Result<Env> {
+    pub async fn prepare(
+        bytes: u64,
+        timeout_s: u64,
+        peers: &[String],
+        ctp_files: bool,
+    ) -> anyhow::Result<Env> {
         let base = if Path::new("/dev/shm").is_dir() {
             PathBuf::from("/dev/shm")
         } else {
@@ -379,6 +388,7 @@ impl Env {
             ctp,
             udtperf,
             quinn,
+            ctp_files,
         })
     }
 
@@ -406,18 +416,23 @@ impl Env {
         Ok(match c {
             Contender::Ctp { profile, cc } => {
                 let mut r = place.command(false, &self.ctp);
-                r.args(["recv", "--listen", &addr, "--once", "--json", "--profile"])
-                    .arg(profile)
-                    .arg("--out")
-                    .arg(self.rx());
                 let mut s = place.command(true, &self.ctp);
-                s.arg("send")
-                    .arg(&self.source)
-                    .args([&addr, "--json", "--profile", profile]);
+                let partial = if self.ctp_files {
+                    r.args(["recv", "--listen", &addr, "--once", "--out"])
+                        .arg(self.rx());
+                    s.arg("send").arg(&self.source).arg(&addr);
+                    Partial::RxDir
+                } else {
+                    r.args(["perf", "--listen", &addr, "--once"]);
+                    s.args(["perf", &addr, "--bytes", &bytes]);
+                    Partial::StopCtpReceiver
+                };
+                r.args(["--json", "--profile", profile]);
+                s.args(["--json", "--profile", profile]);
                 if let Some(cc) = cc {
                     s.args(["--cc", cc]);
                 }
-                plan(r, s, Report::CtpJson, Partial::RxDir)
+                plan(r, s, Report::CtpJson, partial)
             }
             Contender::Peer(p) if p.starts_with("tcp-") => {
                 let iperf = which("iperf3")
@@ -525,6 +540,13 @@ impl Env {
                 Partial::RxDir => {}
                 Partial::StopReceiver => signal(&r, Signal::SIGTERM),
                 Partial::StopSender => signal(&s, Signal::SIGINT),
+                Partial::StopCtpReceiver => {
+                    // The receiver first, so that it reports before the sender's end
+                    // could break its stream.
+                    signal(&r, Signal::SIGINT);
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    signal(&s, Signal::SIGINT);
+                }
             }
             finish(&mut s, grace).await;
             let c1 = cpu_children();
@@ -537,6 +559,7 @@ impl Env {
                 Partial::StopSender => {
                     json_field(&r_out, &["end", "sum_received", "bytes"]).map(|b| b as u64)
                 }
+                Partial::StopCtpReceiver => json_field(&r_out, &["bytes"]).map(|b| b as u64),
             }
             .ok_or_else(|| {
                 anyhow!(
@@ -617,12 +640,7 @@ fn write_pseudo_random(path: &Path, bytes: u64) -> std::io::Result<()> {
     let mut buf = vec![0u8; 1 << 20];
     let mut left = bytes;
     while left > 0 {
-        for w in buf.chunks_exact_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            w.copy_from_slice(&x.to_le_bytes());
-        }
+        crate::perf::fill_pseudo_random(&mut buf, &mut x);
         let n = left.min(buf.len() as u64) as usize;
         f.write_all(&buf[..n])?;
         left -= n as u64;

@@ -109,6 +109,19 @@ fn sent(pn: u64, at: Instant) -> PacketInfo {
     }
 }
 
+/// The peer reports the sender's first packet lost (a NAK from packet `PEER.pn`).
+fn nak_first_packet(tx: &mut Engine, now: Instant) {
+    let mut f = Vec::new();
+    crate::wire::frame::NakFrame::emit(
+        &mut f,
+        &[PnRange {
+            lo: LOCAL.pn,
+            hi: LOCAL.pn,
+        }],
+    );
+    tx.receive(now, PEER.pn, &f, 20).unwrap();
+}
+
 #[test]
 fn fragmentation_coalesces_small_messages_and_splits_large_ones() {
     let mut tx = reliable();
@@ -472,15 +485,7 @@ fn arq_retransmits_lost_segments_and_frees_acknowledged_ones() {
     assert_eq!(data_packets(&drain(&mut tx, t(0))).len(), 1);
     assert_eq!(tx.st.segs.live(), 1, "kept until acknowledged");
     // A NAK of that packet reports it lost; ARQ sends the segment again in a new packet.
-    let mut f = Vec::new();
-    crate::wire::frame::NakFrame::emit(
-        &mut f,
-        &[PnRange {
-            lo: LOCAL.pn,
-            hi: LOCAL.pn,
-        }],
-    );
-    tx.receive(t(5), PEER.pn, &f, 20).unwrap();
+    nak_first_packet(&mut tx, t(5));
     let again = data_packets(&drain(&mut tx, t(5)));
     assert_eq!(again.len(), 1);
     assert_eq!(tx.st.stats.retransmissions, 1);
@@ -657,15 +662,7 @@ fn segments_held_by_flow_control_take_no_room_in_the_congestion_window() {
     assert_eq!(data_packets(&drain(&mut tx, t(0))).len(), 3);
     // The first is lost; NewReno halves the window. The receiver cannot move its credit
     // before the lost segment arrives, so only the retransmission can break the stall.
-    let mut f = Vec::new();
-    crate::wire::frame::NakFrame::emit(
-        &mut f,
-        &[PnRange {
-            lo: LOCAL.pn,
-            hi: LOCAL.pn,
-        }],
-    );
-    tx.receive(t(1), PEER.pn, &f, 20).unwrap();
+    nak_first_packet(&mut tx, t(1));
     assert!(tx.st.session.cwnd < 10 * 1452, "the loss shrank the window");
     let again = data_packets(&drain(&mut tx, t(1)));
     assert_eq!(again.len(), 1, "the retransmission leaves at once");
@@ -695,15 +692,7 @@ fn a_retransmission_made_unnecessary_while_paced_releases_its_window_reservation
     queue(&mut tx, t(0), &[1u8; 1300], false);
     assert_eq!(data_packets(&drain(&mut tx, t(0))).len(), 1);
     // The first is declared lost (NAK) and requeued; pacing holds the retransmission.
-    let mut f = Vec::new();
-    crate::wire::frame::NakFrame::emit(
-        &mut f,
-        &[PnRange {
-            lo: LOCAL.pn,
-            hi: LOCAL.pn,
-        }],
-    );
-    tx.receive(t(1), PEER.pn, &f, 20).unwrap();
+    nak_first_packet(&mut tx, t(1));
     assert!(
         data_packets(&drain(&mut tx, t(1))).is_empty(),
         "held by pacing"
