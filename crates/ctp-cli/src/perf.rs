@@ -9,6 +9,7 @@ use crate::summary::{Measured, Summary};
 use crate::transfer::{endpoint_options, profile_for_files};
 use crate::{profiles, progress, Failure};
 use anyhow::{anyhow, Context};
+use bytes::Bytes;
 use ctp::{Connection, Endpoint};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -65,7 +66,8 @@ async fn send(
     let mut sent = 0u64;
     while sent < bytes {
         let n = (bytes - sent).min(BLOCK as u64) as usize;
-        conn.write_all(&block[..n])
+        // Zero-copy: the connection keeps references to the block, never copies of it.
+        conn.write_bytes(block.slice(..n))
             .await
             .with_context(|| format!("sending to {addr} failed after {sent} bytes"))?;
         sent += n as u64;
@@ -174,10 +176,10 @@ fn summary(
 }
 
 /// One block of pseudo-random bytes (fixed seed): incompressible, cheap.
-fn generated_block() -> Vec<u8> {
+fn generated_block() -> Bytes {
     let mut block = vec![0u8; BLOCK];
     fill_pseudo_random(&mut block, &mut 0x2545_f491_4f6c_dd1d);
-    block
+    block.into()
 }
 
 /// Fills `buf` with xorshift64 output continuing from `state` (a trailing part shorter than

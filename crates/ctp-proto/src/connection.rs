@@ -412,6 +412,25 @@ impl Connection {
     /// Queues bytes of the ordered byte stream; returns how many were accepted.
     pub fn stream_write(&mut self, now: Instant, data: &[u8]) -> Result<usize, WriteError> {
         udt_forward!(self, u => u.stream_write(now, data));
+        self.stream_write_with(now, data.len(), |n| Bytes::copy_from_slice(&data[..n]))
+    }
+
+    /// Queues bytes of the ordered byte stream without copying them (the connection keeps
+    /// a reference to `data` until they are acknowledged); returns how many were accepted,
+    /// a prefix of `data`.
+    pub fn stream_write_bytes(&mut self, now: Instant, data: &Bytes) -> Result<usize, WriteError> {
+        udt_forward!(self, u => u.stream_write(now, data));
+        self.stream_write_with(now, data.len(), |n| data.slice(..n))
+    }
+
+    /// Queues the first bytes of a stream write of `len` bytes, as many as there is room
+    /// for; `take(n)` yields those `n` bytes.
+    fn stream_write_with(
+        &mut self,
+        now: Instant,
+        len: usize,
+        take: impl FnOnce(usize) -> Bytes,
+    ) -> Result<usize, WriteError> {
         if self.stream_finished {
             return Err(WriteError::Finished);
         }
@@ -421,14 +440,14 @@ impl Connection {
         if room == 0 {
             return Err(WriteError::Blocked);
         }
-        let n = data.len().min(room);
+        let n = len.min(room);
         if n == 0 {
             return Ok(0);
         }
-        // One copy for the whole write, shared by chunks of at most STREAM_CHUNK bytes:
+        // One buffer for the whole write, shared by chunks of at most STREAM_CHUNK bytes:
         // the receiver delivers a stream chunk once it is complete, so small chunks keep
         // delivery prompt and the receive buffer's accounting fine-grained.
-        let bytes = Bytes::copy_from_slice(&data[..n]);
+        let bytes = take(n);
         let stamp = e.st.session.stamp_messages.then_some(now.as_micros());
         let mut at = 0;
         while at < n {

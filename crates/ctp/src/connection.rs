@@ -2,7 +2,7 @@
 
 use crate::error::ConnectionError;
 use crate::shared::{register, Shared, State};
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use ctp_proto::{
     CloseReason, ConnectionHandle, ConnectionState, ConnectionStats, MicroSet, MsgOptions, Params,
     PerfMon, ReadError, WriteError,
@@ -168,6 +168,19 @@ impl Connection {
         cx: &mut Context<'_>,
         src: &[u8],
     ) -> Poll<Result<usize, ConnectionError>> {
+        self.poll_stream_write(cx, |c, now| c.stream_write(now, src))
+    }
+
+    /// Runs one stream write (`write`) on the proto connection, or registers to be woken
+    /// when there is room.
+    fn poll_stream_write(
+        &self,
+        cx: &mut Context<'_>,
+        write: impl FnOnce(
+            &mut ctp_proto::connection::Connection,
+            ctp_proto::Instant,
+        ) -> Result<usize, WriteError>,
+    ) -> Poll<Result<usize, ConnectionError>> {
         self.with(Some(cx), |ep, h, now, closing| {
             let Some(c) = ep.connection_mut(h) else {
                 return Op::Done(Err(gone()), false);
@@ -175,7 +188,7 @@ impl Connection {
             if closing {
                 return Op::Done(Err(ConnectionError::Closing), false);
             }
-            match c.stream_write(now, src) {
+            match write(c, now) {
                 Ok(n) => Op::Done(Ok(n), true),
                 Err(e) => match write_error(e, c.state(), closing) {
                     None => Op::Wait,
@@ -190,6 +203,19 @@ impl Connection {
     /// the file transfers.
     pub(crate) async fn read_some(&self, dst: &mut [u8]) -> Result<usize, ConnectionError> {
         poll_fn(|cx| self.poll_read_bytes(cx, dst)).await
+    }
+
+    /// Writes all of `data` on the byte stream without copying it (the connection keeps
+    /// references to it until acknowledged), waiting for room in the send buffer as
+    /// needed. The zero-copy form of [`tokio::io::AsyncWriteExt::write_all`].
+    pub async fn write_bytes(&self, mut data: Bytes) -> Result<(), ConnectionError> {
+        while !data.is_empty() {
+            let n =
+                poll_fn(|cx| self.poll_stream_write(cx, |c, now| c.stream_write_bytes(now, &data)))
+                    .await?;
+            data.advance(n);
+        }
+        Ok(())
     }
 
     /// Hands stream bytes from `src` (not empty) to the protocol, waiting for room in the

@@ -95,6 +95,40 @@ async fn reliable_byte_stream_moves_16_mib_intact() {
     .expect("timed out");
 }
 
+/// `write_bytes` hands the buffer itself to the connection; slices of one buffer, each
+/// larger than the send buffer, arrive whole and in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_bytes_moves_slices_of_a_shared_buffer_intact() {
+    timeout(Duration::from_secs(40), async {
+        let (srv, addr) = server().await;
+        let (_c, tx, rx) = pair(&srv, addr, &Profile::reliable()).await;
+        let payload = Bytes::from(data(20 << 20, 7));
+        let want = blake3::hash(&payload);
+        let writer = tokio::spawn({
+            let (tx, payload) = (tx.clone(), payload.clone());
+            async move {
+                let mut tx = tx;
+                for range in [0..(9 << 20), (9 << 20)..(18 << 20), (18 << 20)..(20 << 20)] {
+                    tx.write_bytes(payload.slice(range))
+                        .await
+                        .expect("write_bytes");
+                }
+                tx.shutdown().await.expect("shutdown");
+            }
+        });
+        let mut rx = rx;
+        let mut got = Vec::new();
+        rx.read_to_end(&mut got).await.expect("read_to_end");
+        writer.await.unwrap();
+        assert_eq!(got.len(), 20 << 20);
+        assert_eq!(blake3::hash(&got), want, "bytes differ");
+        assert_eq!(tx.stats().app_bytes_sent, 20 << 20);
+        tx.close().await.expect("graceful close");
+    })
+    .await
+    .expect("timed out");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_keep_boundaries_and_order() {
     timeout(Duration::from_secs(40), async {

@@ -3,6 +3,7 @@
 use super::header::{FileHeader, Reply, DIGEST_LEN};
 use super::CHUNK;
 use anyhow::{bail, Context, Result};
+use bytes::BytesMut;
 use ctp::Connection;
 use indicatif::ProgressBar;
 use std::path::Path;
@@ -34,29 +35,15 @@ pub async fn send_file(
     )
     .await
     .context("sending the header")?;
-    let mut hasher = blake3::Hasher::new();
-    let mut buf = vec![0u8; CHUNK];
-    let mut sent = 0u64;
-    while sent < size {
-        let want = (size - sent).min(CHUNK as u64) as usize;
-        let n = file
-            .read(&mut buf[..want])
-            .await
-            .with_context(|| format!("reading {}", path.display()))?;
-        if n == 0 {
-            bail!(
-                "{} shrank while being sent ({} of {} bytes read)",
-                path.display(),
-                sent,
-                size
-            );
-        }
-        hasher.update(&buf[..n]);
-        conn.write_all(&buf[..n]).await.context("sending")?;
-        sent += n as u64;
-        progress.set_position(sent);
+    let (sent, digest) = stream_file(conn, &mut file, path, size, progress).await?;
+    if sent < size {
+        bail!(
+            "{} shrank while being sent ({} of {} bytes read)",
+            path.display(),
+            sent,
+            size
+        );
     }
-    let digest: [u8; DIGEST_LEN] = *hasher.finalize().as_bytes();
     conn.write_all(&digest)
         .await
         .context("sending the checksum")?;
@@ -93,27 +80,46 @@ pub async fn send_raw(
         .with_context(|| format!("cannot open {}", path.display()))?;
     let size = file.metadata().await?.len();
     progress.set_length(size);
-    let mut hasher = blake3::Hasher::new();
-    let mut buf = vec![0u8; CHUNK];
-    let mut sent = 0u64;
-    loop {
-        let n = file
-            .read(&mut buf)
-            .await
-            .with_context(|| format!("reading {}", path.display()))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        conn.write_all(&buf[..n]).await.context("sending")?;
-        sent += n as u64;
-        progress.set_position(sent);
-    }
+    let (_, digest) = stream_file(conn, &mut file, path, u64::MAX, progress).await?;
     if finish_first {
         conn.shutdown().await.context("finishing the stream")?;
     }
     conn.close()
         .await
         .context("closing (the receiver did not acknowledge everything)")?;
-    Ok(*hasher.finalize().as_bytes())
+    Ok(digest)
+}
+
+/// Streams `file` from its current position until its end or `limit` bytes, hashing what
+/// it sends; returns the bytes sent and their BLAKE3 digest. The blocks read go to the
+/// connection without another copy (it keeps them until acknowledged); a block's memory is
+/// reused once the connection let go of it.
+async fn stream_file(
+    conn: &Connection,
+    file: &mut File,
+    path: &Path,
+    limit: u64,
+    progress: &ProgressBar,
+) -> Result<(u64, [u8; DIGEST_LEN])> {
+    let mut hasher = blake3::Hasher::new();
+    let mut buf = BytesMut::with_capacity(CHUNK);
+    let mut sent = 0u64;
+    while sent < limit {
+        buf.reserve(CHUNK);
+        let want = (limit - sent).min(CHUNK as u64) as usize;
+        let n = (&mut *file)
+            .take(want as u64)
+            .read_buf(&mut buf)
+            .await
+            .with_context(|| format!("reading {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        let block = buf.split().freeze();
+        hasher.update(&block);
+        conn.write_bytes(block).await.context("sending")?;
+        sent += n as u64;
+        progress.set_position(sent);
+    }
+    Ok((sent, *hasher.finalize().as_bytes()))
 }
