@@ -50,7 +50,7 @@ pub struct PerfArgs {
     #[arg(long)]
     pub listen: Option<SocketAddr>,
     /// Bytes to send (e.g. 1GiB, 64MiB).
-    #[arg(long, default_value = "1GiB")]
+    #[arg(long, default_value = "1GiB", conflicts_with = "listen")]
     pub bytes: String,
     /// With `--listen`: exit after one stream (status 0 if it ended in an orderly close).
     #[arg(long)]

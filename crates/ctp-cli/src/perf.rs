@@ -26,6 +26,11 @@ const DISCARDED: &str = "(discarded)";
 
 /// Runs the sender or, with `--listen`, the receiver.
 pub async fn run(a: PerfArgs) -> Result<(), Failure> {
+    if a.once && a.listen.is_none() {
+        return Err(Failure::Usage(
+            "--once applies to a receiver: use it with --listen".into(),
+        ));
+    }
     if a.transport.raw {
         return Err(Failure::Usage(
             "--raw does not apply to `ctp perf`: it always sends a plain stream".into(),

@@ -287,6 +287,11 @@ fn usage_errors_exit_2_with_one_line_saying_what_is_wrong() {
         (&["perf", "127.0.0.1:9", "--raw"], "--raw does not apply"),
         (&["perf", "127.0.0.1:9", "--bytes", "lots"], "--bytes"),
         (
+            &["perf", "--listen", "127.0.0.1:0", "--bytes", "1MiB"],
+            "cannot be used with",
+        ),
+        (&["perf", "127.0.0.1:9", "--once"], "use it with --listen"),
+        (
             &["perf", "127.0.0.1:9", "--profile", "datagram"],
             "not reliable",
         ),
