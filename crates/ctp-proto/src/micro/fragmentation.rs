@@ -183,10 +183,15 @@ impl Fragmentation {
             buf: Vec::with_capacity(hint),
             ..Partial::default()
         });
-        if p.buf.len() < end {
-            p.buf.resize(end, 0);
+        if off == p.buf.len() {
+            // In order, the common case: append without zero-filling first.
+            p.buf.extend_from_slice(piece.data);
+        } else {
+            if p.buf.len() < end {
+                p.buf.resize(end, 0);
+            }
+            p.buf[off..end].copy_from_slice(piece.data);
         }
-        p.buf[off..end].copy_from_slice(piece.data);
         p.got += piece.data.len();
         p.stream = stream;
         if piece.ts.is_some() {
