@@ -168,19 +168,19 @@ impl Connection {
         cx: &mut Context<'_>,
         src: &[u8],
     ) -> Poll<Result<usize, ConnectionError>> {
-        self.poll_stream_write(cx, |c, now| c.stream_write(now, src))
+        self.poll_send(cx, |c, now| c.stream_write(now, src))
     }
 
-    /// Runs one stream write (`write`) on the proto connection, or registers to be woken
-    /// when there is room.
-    fn poll_stream_write(
+    /// Runs one send operation (`write`: a stream write or a queued message) on the proto
+    /// connection, or registers to be woken when there is room.
+    fn poll_send<T>(
         &self,
         cx: &mut Context<'_>,
         write: impl FnOnce(
             &mut ctp_proto::connection::Connection,
             ctp_proto::Instant,
-        ) -> Result<usize, WriteError>,
-    ) -> Poll<Result<usize, ConnectionError>> {
+        ) -> Result<T, WriteError>,
+    ) -> Poll<Result<T, ConnectionError>> {
         self.with(Some(cx), |ep, h, now, closing| {
             let Some(c) = ep.connection_mut(h) else {
                 return Op::Done(Err(gone()), false);
@@ -211,8 +211,7 @@ impl Connection {
     pub async fn write_bytes(&self, mut data: Bytes) -> Result<(), ConnectionError> {
         while !data.is_empty() {
             let n =
-                poll_fn(|cx| self.poll_stream_write(cx, |c, now| c.stream_write_bytes(now, &data)))
-                    .await?;
+                poll_fn(|cx| self.poll_send(cx, |c, now| c.stream_write_bytes(now, &data))).await?;
             data.advance(n);
         }
         Ok(())
@@ -283,24 +282,7 @@ impl Connection {
             ctp_proto::Instant,
         ) -> Result<u64, WriteError>,
     ) -> Result<u64, ConnectionError> {
-        poll_fn(|cx| {
-            self.with(Some(cx), |ep, h, now, closing| {
-                let Some(c) = ep.connection_mut(h) else {
-                    return Op::Done(Err(gone()), false);
-                };
-                if closing {
-                    return Op::Done(Err(ConnectionError::Closing), false);
-                }
-                match send(c, now) {
-                    Ok(id) => Op::Done(Ok(id), true),
-                    Err(e) => match write_error(e, c.state(), closing) {
-                        None => Op::Wait,
-                        Some(e) => Op::Done(Err(e), false),
-                    },
-                }
-            })
-        })
-        .await
+        poll_fn(|cx| self.poll_send(cx, &send)).await
     }
 
     /// Receives the next message. Fails with the close reason once the connection ended

@@ -213,7 +213,7 @@ impl<'a> Cx<'_, 'a> {
             && matches!(released, Release::LastLeft(_) | Release::Pending)
             && rearm & (1 << bit) == 0
             && s.holds.send & !rearm == 0;
-        let retransmit = s.transmissions > 0;
+        let retransmit = cleared && s.transmissions > 0;
         match (released, barrier) {
             (Release::Complete, Barrier::Send) => self.st.segs.sendable.push_back(seg),
             (Release::LastLeft(b), Barrier::Send) => self.raise(Event::HoldLast { seg, bit: b }),
@@ -251,7 +251,7 @@ impl<'a> Cx<'_, 'a> {
         match pending.count_ones() {
             0 => self.st.segs.sendable.push_back(seg),
             1 => {
-                let bit = s.holds.send.trailing_zeros() as event::HoldBit;
+                let bit = pending.trailing_zeros() as event::HoldBit;
                 self.raise(Event::SegmentReady { seg, retransmit });
                 self.raise(Event::HoldLast { seg, bit });
             }
