@@ -85,7 +85,15 @@ async fn send(
         .await
         .context("closing (the receiver did not acknowledge everything)")?;
     pb.finish_and_clear();
-    summary("send", GENERATED, &conn, &a.transport, bytes, start).print(t.json);
+    summary(
+        "send",
+        GENERATED,
+        &conn,
+        &a.transport,
+        bytes,
+        start.elapsed(),
+    )
+    .print(t.json);
     Ok(())
 }
 
@@ -118,14 +126,20 @@ async fn receive(
             _ = crate::interrupted() => None,
         };
         let bytes = got.load(Ordering::Relaxed);
-        let s = summary("recv", DISCARDED, &conn, t, bytes, start);
+        // Timed to the stream's end, as the file receiver and iperf3 time theirs: the close
+        // handshake after it moves no data.
+        let end = match &outcome {
+            Some(Ok(end)) => *end,
+            _ => Instant::now(),
+        };
+        let s = summary("recv", DISCARDED, &conn, t, bytes, end - start);
         match outcome {
             // Interrupted: report what arrived (the bench reads it when it caps a run).
             None => {
                 s.print(t.json);
                 return Err(Failure::Interrupted);
             }
-            Some(Ok(())) => s.print(t.json),
+            Some(Ok(_)) => s.print(t.json),
             Some(Err(e)) if a.once => return Err(e.into()),
             Some(Err(e)) => eprintln!("ctp: stream from {} failed: {e:#}", conn.remote_addr()),
         }
@@ -135,8 +149,9 @@ async fn receive(
     }
 }
 
-/// Reads `conn` until its orderly end, counting into `got`.
-async fn drain(mut conn: Connection, got: &AtomicU64, quiet: bool) -> anyhow::Result<()> {
+/// Reads `conn` until its orderly end, counting into `got`, then closes it; returns when
+/// the stream ended.
+async fn drain(mut conn: Connection, got: &AtomicU64, quiet: bool) -> anyhow::Result<Instant> {
     let pb = progress::bar(0, "perf", quiet);
     let mut buf = vec![0u8; BLOCK];
     loop {
@@ -150,9 +165,10 @@ async fn drain(mut conn: Connection, got: &AtomicU64, quiet: bool) -> anyhow::Re
         let total = got.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
         pb.set_position(total);
     }
+    let end = Instant::now();
     pb.finish_and_clear();
     let _ = conn.close().await;
-    Ok(())
+    Ok(end)
 }
 
 fn summary(
@@ -161,7 +177,7 @@ fn summary(
     conn: &Connection,
     t: &crate::cli::TransportArgs,
     bytes: u64,
-    start: Instant,
+    elapsed: std::time::Duration,
 ) -> Summary {
     let stats = conn.stats();
     let perf = t.stats.then(|| conn.perfmon(false));
@@ -172,7 +188,7 @@ fn summary(
         &t.profile,
         Measured {
             bytes,
-            seconds: start.elapsed().as_secs_f64(),
+            seconds: elapsed.as_secs_f64(),
             stats: &stats,
             checksum: &[],
         },

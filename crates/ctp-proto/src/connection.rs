@@ -157,6 +157,7 @@ impl Connection {
         local_isn: Isn,
         handshake_timeout: Duration,
     ) -> Self {
+        let params = profile.params.for_peer(remote);
         Connection {
             local_cid,
             peer_cid: 0,
@@ -164,9 +165,9 @@ impl Connection {
             state: ConnectionState::Initiating,
             engine: None,
             micros: profile.micros,
-            params: profile.params,
+            params,
             local_isn,
-            requested: (profile.micros, profile.params),
+            requested: (profile.micros, params),
             cookie: Vec::new(),
             handshake_deadline: Some(now + HANDSHAKE_RTO),
             handshake_give_up: now + handshake_timeout,

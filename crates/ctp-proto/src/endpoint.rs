@@ -313,7 +313,8 @@ impl Endpoint {
         if r.rest().iter().any(|&b| b != 0) {
             return false;
         }
-        let reply = match profile::negotiate(micros, &asked, self.cfg.supported, &self.cfg.params) {
+        let local = self.cfg.params.for_peer(from);
+        let reply = match profile::negotiate(micros, &asked, self.cfg.supported, &local) {
             Negotiated::Refuse(reason) => {
                 self.stats.refused += 1;
                 let mut b = Vec::new();

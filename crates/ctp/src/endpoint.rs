@@ -123,7 +123,9 @@ impl Endpoint {
         addr: SocketAddr,
         profile: &Profile,
     ) -> impl Future<Output = Result<Connection, ConnectError>> + Send + 'static {
-        let started = self.start_connection(|ep, now| ep.connect(now, addr, profile));
+        // As TCP sizes its segments: no datagram larger than the route's MTU carries.
+        let profile = crate::route_mtu::fit_to_route(profile, addr);
+        let started = self.start_connection(|ep, now| ep.connect(now, addr, &profile));
         Self::established(self.inner.shared.clone(), started)
     }
 

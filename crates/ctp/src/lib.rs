@@ -44,6 +44,7 @@ mod endpoint;
 mod error;
 mod file;
 mod precise_timer;
+mod route_mtu;
 mod shared;
 
 pub use connection::Connection;

@@ -620,7 +620,7 @@ impl Engine {
                 continue;
             };
             let seq = self.st.seg_on_wire(s.seq);
-            let need = 1 + seq.wire_len() + s.payload.len();
+            let need = 1 + seq.wire_len() + s.body_len();
             // Within the path MTU with the control frames written so far; otherwise the
             // segment waits for the next packet, unless it is alone (cut for a larger path
             // MTU before a black hole shrank it).
@@ -635,6 +635,7 @@ impl Engine {
                 Frame::emit_data_header(w.buf, seq);
             }
             w.buf.extend_from_slice(&s.payload);
+            w.buf.extend_from_slice(&s.tail);
             carried = Some(seg);
             ack_eliciting = true;
             break;

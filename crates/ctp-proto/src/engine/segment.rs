@@ -2,6 +2,7 @@
 //! of payload buffers, so that the steady-state data path allocates nothing.
 
 use super::hold::{HoldRegistry, Holds};
+use bytes::Bytes;
 use std::collections::VecDeque;
 
 /// A handle to a segment. Stale handles (to a freed and reused slot) are detected.
@@ -16,8 +17,11 @@ pub struct SegId {
 pub struct Segment {
     /// Segment sequence number, kept across retransmissions.
     pub seq: u64,
-    /// Encoded pieces (the body of a DATA frame).
+    /// Encoded pieces (the body of a DATA frame), up to [`Segment::tail`].
     pub payload: Vec<u8>,
+    /// The data of the last piece when it runs to the end of the segment, referenced from
+    /// the application's buffer instead of copied; on the wire it follows `payload`.
+    pub tail: Bytes,
     /// Hold bits not yet set.
     pub holds: Holds,
     /// Times the segment was put in a packet.
@@ -28,6 +32,22 @@ pub struct Segment {
     pub compressed: bool,
     gen: u32,
     live: bool,
+}
+
+impl Segment {
+    /// Bytes of the DATA frame's body: `payload` then `tail`.
+    pub fn body_len(&self) -> usize {
+        self.payload.len() + self.tail.len()
+    }
+
+    /// Moves the tail into `payload`, for a microprotocol that needs the body in one piece
+    /// (an erasure code, a compressor).
+    pub fn join_tail(&mut self) {
+        if !self.tail.is_empty() {
+            self.payload.extend_from_slice(&self.tail);
+            self.tail = Bytes::new();
+        }
+    }
 }
 
 /// Slab of live segments plus the queue of segments whose send barrier is open.
@@ -80,6 +100,7 @@ impl SegmentStore {
         s.seq = seq;
         s.payload = payload;
         s.payload.clear();
+        s.tail = Bytes::new();
         s.holds = Holds::new(reg);
         s.transmissions = 0;
         s.acked = false;
@@ -107,6 +128,8 @@ impl SegmentStore {
         if let Some(s) = self.get_mut(id) {
             s.live = false;
             let buf = std::mem::take(&mut s.payload);
+            // Lets go of the application's buffer at once (a writer may be waiting to reuse it).
+            s.tail = Bytes::new();
             self.pool.push(buf);
             self.free.push(id.idx);
             self.live -= 1;

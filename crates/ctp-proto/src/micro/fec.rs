@@ -130,11 +130,11 @@ impl Fec {
         let mut frames: Vec<Vec<u8>> = Vec::with_capacity(k);
         for &(seg, seq) in &self.block {
             let mut f = self.pool.pop().unwrap_or_default();
-            frame_bytes(
-                seq,
-                cx.st.segs.get(seg).map_or(&[][..], |s| &s.payload),
-                &mut f,
-            );
+            let s = cx.st.segs.get_mut(seg).map(|s| {
+                s.join_tail();
+                &*s
+            });
+            frame_bytes(seq, s.map_or(&[][..], |s| &s.payload), &mut f);
             frames.push(f);
         }
         let len = 2 + frames.iter().map(Vec::len).max().unwrap_or(0);

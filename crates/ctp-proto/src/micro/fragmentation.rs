@@ -127,7 +127,10 @@ impl Fragmentation {
                     deps,
                 };
                 if to_end {
-                    piece.emit_to_end(&mut s.payload);
+                    // The data stays in the application's buffer; the packet takes it
+                    // from there (one copy fewer on the bulk path).
+                    piece.emit_header_to_end(&mut s.payload);
+                    s.tail = out.data.slice(out.cut..out.cut + take);
                 } else {
                     piece.emit(&mut s.payload);
                 }

@@ -68,7 +68,7 @@ impl Pacing {
                 cx.set_timer(self.timer, self.clock.wake_at(rate, mss, spacing));
                 return;
             }
-            let size = s.payload.len() as u64 + PACKET_OVERHEAD;
+            let size = s.body_len() as u64 + PACKET_OVERHEAD;
             self.queue.pop_front();
             self.released += 1;
             if let Some(gap) = self.clock.gap_us(size, rate) {

@@ -54,7 +54,7 @@ fn queue(e: &mut Engine, now: Instant, data: &[u8], stream: bool) {
 fn drain(e: &mut Engine, now: Instant) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     let mut buf = Vec::new();
-    while e.build_packet(now, 9, 1452, &mut buf) {
+    while e.build_packet(now, 9, 1472, &mut buf) {
         let body = integrity::open(&buf).expect("sealed").to_vec();
         let mut r = Reader::new(&body);
         Header::parse(&mut r).expect("header");
@@ -185,11 +185,59 @@ fn bulk_data_fills_packets_but_for_the_control_reserve() {
     }
 }
 
+/// A segment whose last piece runs to its end keeps that piece's data as a slice of the
+/// application's buffer (no copy until the packet is built), and the packet carries it
+/// after the piece header intact.
+#[test]
+fn bulk_segments_reference_the_application_buffer() {
+    let mut tx = reliable();
+    tx.st.session.cwnd = u64::MAX / 4;
+    let chunk: Vec<u8> = (0..50_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    let chunk = Bytes::from(chunk);
+    let range = chunk.as_ptr_range();
+    tx.st
+        .app
+        .tx
+        .push_back(Outgoing::new(chunk.clone(), true, false, None));
+    tx.st.app.tx_bytes += chunk.len();
+    tx.dispatch(t(0), Event::UserData);
+    let sendable: Vec<_> = tx.st.segs.sendable.iter().copied().collect();
+    assert!(sendable.len() > 30, "{} segments", sendable.len());
+    let mut referenced = 0;
+    for &seg in &sendable {
+        let s = tx.st.segs.get(seg).expect("live");
+        if s.tail.is_empty() {
+            continue;
+        }
+        let tail = s.tail.as_ptr_range();
+        assert!(range.start <= tail.start && tail.end <= range.end);
+        referenced += 1;
+    }
+    assert!(
+        referenced >= sendable.len() - 1,
+        "{referenced} of {}",
+        sendable.len()
+    );
+    // What arrives is the chunk, byte for byte.
+    let mut got = Vec::new();
+    for body in data_packets(&drain(&mut tx, t(0))) {
+        let mut r = Reader::new(&body);
+        while let Ok(f) = Frame::parse(&mut r, 0) {
+            if let Frame::Data(d) = f {
+                for p in d.pieces() {
+                    assert_eq!(p.offset as usize, got.len());
+                    got.extend_from_slice(p.data);
+                }
+            }
+        }
+    }
+    assert_eq!(got, &chunk[..]);
+}
 /// Builds one packet; returns its packet number (recovered against `expected_pn`), the
 /// bytes its packet number and (if it carries data) its segment number took, and its body.
 fn numbered_packet(e: &mut Engine, now: Instant, expected_pn: u64) -> (u64, usize, usize, Vec<u8>) {
     let mut buf = Vec::new();
-    assert!(e.build_packet(now, 9, 1452, &mut buf), "nothing to send");
+    assert!(e.build_packet(now, 9, 1472, &mut buf), "nothing to send");
     let body = integrity::open(&buf).expect("sealed");
     let mut r = Reader::new(body);
     let Header::Short { pn, .. } = Header::parse(&mut r).expect("header") else {
@@ -325,7 +373,7 @@ fn congestion_window_bounds_bytes_in_flight() {
     queue(&mut tx, t(0), &vec![1u8; 200_000], true);
     let sent_packets = data_packets(&drain(&mut tx, t(0))).len();
     let cwnd = tx.st.session.cwnd;
-    assert_eq!(cwnd, 10 * 1452, "initial window of 10 packets");
+    assert_eq!(cwnd, 10 * 1472, "initial window of 10 packets");
     let per_packet = (tx.st.session.max_segment_payload + crate::profile::SEGMENT_OVERHEAD) as u64;
     assert_eq!(
         sent_packets as u64,
@@ -457,11 +505,11 @@ fn newreno_grows_halves_once_per_window_and_collapses_on_timeout() {
     for i in 0..halved.div_ceil(1000) {
         tx.dispatch(t(4), Event::PacketAcked(sent(10 + i, t(3))));
     }
-    assert_eq!(tx.st.session.cwnd, halved + 1452);
+    assert_eq!(tx.st.session.cwnd, halved + 1472);
     tx.dispatch(t(5), Event::RtoExpired { backoff: 1 });
     assert_eq!(
         tx.st.session.cwnd,
-        2 * 1452,
+        2 * 1472,
         "timeout collapses to the minimum window"
     );
 }
@@ -663,7 +711,7 @@ fn segments_held_by_flow_control_take_no_room_in_the_congestion_window() {
     // The first is lost; NewReno halves the window. The receiver cannot move its credit
     // before the lost segment arrives, so only the retransmission can break the stall.
     nak_first_packet(&mut tx, t(1));
-    assert!(tx.st.session.cwnd < 10 * 1452, "the loss shrank the window");
+    assert!(tx.st.session.cwnd < 10 * 1472, "the loss shrank the window");
     let again = data_packets(&drain(&mut tx, t(1)));
     assert_eq!(again.len(), 1, "the retransmission leaves at once");
     let mut r = Reader::new(&again[0]);
@@ -909,16 +957,16 @@ fn scp_drives_rate_and_window_from_rtt() {
     tx.dispatch(t(45), Event::PacketAcked(sent(6, t(35))));
     assert_eq!(
         tx.st.session.pacing_rate,
-        measured / 2 + 1452 * 1_000_000 / 10_000
+        measured / 2 + 1472 * 1_000_000 / 10_000
     );
     // A queue (RTT +60%) with a rate above what comes back (these sparse acks): the rate
     // steps down to drain it instead of holding.
     tx.st.session.srtt_us = 16_000;
     tx.dispatch(t(62), Event::PacketAcked(sent(7, t(50))));
-    let before = measured / 2 + 1452 * 100;
+    let before = measured / 2 + 1472 * 100;
     let after = tx.st.session.pacing_rate;
     assert!(
-        after < before && after >= 1452 * 1_000_000 / 16_000,
+        after < before && after >= 1472 * 1_000_000 / 16_000,
         "{after} vs {before}"
     );
     // Below the rate acknowledgements come back at, it holds.
@@ -1002,7 +1050,7 @@ fn tfrc_slow_starts_then_follows_the_loss_event_rate() {
         now += 1;
     }
     let heavy = tx.st.session.pacing_rate;
-    let expected = super::tfrc::throughput_equation(1452.0, 0.1, 1.0 / 5.0) as u64;
+    let expected = super::tfrc::throughput_equation(1472.0, 0.1, 1.0 / 5.0) as u64;
     assert!(
         heavy < after_first,
         "{heavy} should fall below {after_first}"
@@ -1105,7 +1153,7 @@ fn cc_running_newreno_matches_the_newreno_microprotocol() {
             "after {ev:?}"
         );
     }
-    assert_eq!(new.st.session.cwnd, 2 * 1452 + 1000);
+    assert_eq!(new.st.session.cwnd, 2 * 1472 + 1000);
 }
 
 #[test]
@@ -1427,10 +1475,10 @@ fn pmtud_probes_are_padded_pings_and_their_loss_leaves_the_window_alone() {
     let mut tx = compose(set, &Params::default(), LOCAL, PEER).unwrap();
     assert_eq!(tx.st.session.plpmtu, 1200, "starts at the floor");
     let mut buf = Vec::new();
-    assert!(tx.build_packet(t(0), 9, 1452, &mut buf));
+    assert!(tx.build_packet(t(0), 9, 1472, &mut buf));
     assert_eq!(
         buf.len(),
-        1200 + (1452 - 1200usize).div_ceil(2),
+        1200 + (1472 - 1200usize).div_ceil(2),
         "first probe halfway"
     );
     let body = integrity::open(&buf).unwrap().to_vec();

@@ -430,7 +430,8 @@ pub fn warnings(set: MicroSet) -> Vec<&'static str> {
 /// Tunable parameters of a profile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Params {
-    /// Largest UDP payload sent (1452 fits a 1500-byte path MTU over IPv6 or IPv4).
+    /// Largest UDP payload sent on an IPv4 path (1472 fills a 1500-byte MTU). IPv6's
+    /// header is 20 bytes longer, so IPv6 paths use 20 bytes less ([`Params::for_peer`]).
     pub max_udp_payload: u16,
     /// Flow window, segments.
     pub flow_window: u32,
@@ -479,7 +480,7 @@ pub const MAX_MESSAGE_LIMIT: u32 = 1 << 30;
 impl Default for Params {
     fn default() -> Self {
         Params {
-            max_udp_payload: 1452,
+            max_udp_payload: 1472,
             flow_window: 16_384,
             max_message: 16 << 20,
             idle_timeout_ms: 30_000,
@@ -502,7 +503,27 @@ impl Default for Params {
     }
 }
 
+/// How many bytes longer an IPv6 header is than an IPv4 one (40 against 20).
+pub const IPV6_EXTRA_HEADER: u16 = 20;
+
 impl Params {
+    /// These parameters for a path to `peer`: over IPv6 (not IPv4-mapped), the UDP payload
+    /// shrinks by [`IPV6_EXTRA_HEADER`] so that a datagram fills the same MTU, never below
+    /// [`MIN_UDP_PAYLOAD`].
+    pub fn for_peer(mut self, peer: std::net::SocketAddr) -> Self {
+        let v6 = match peer.ip() {
+            std::net::IpAddr::V4(_) => false,
+            std::net::IpAddr::V6(a) => a.to_ipv4_mapped().is_none(),
+        };
+        if v6 {
+            self.max_udp_payload = self
+                .max_udp_payload
+                .saturating_sub(IPV6_EXTRA_HEADER)
+                .max(MIN_UDP_PAYLOAD);
+        }
+        self
+    }
+
     /// Checks every parameter's range.
     pub fn check(&self) -> Result<(), ProfileError> {
         let bad = |name, value: u64, hint| Err(ProfileError::Param { name, value, hint });

@@ -203,7 +203,18 @@ impl Piece<'_> {
         self.emit_as(out, true);
     }
 
+    /// Appends everything of the piece but its data, as the last of its segment: the caller
+    /// puts the data after it (without copying it into `out`).
+    pub fn emit_header_to_end(&self, out: &mut Vec<u8>) {
+        self.emit_header(out, true);
+    }
+
     fn emit_as(&self, out: &mut Vec<u8>, to_end: bool) {
+        self.emit_header(out, to_end);
+        out.extend_from_slice(self.data);
+    }
+
+    fn emit_header(&self, out: &mut Vec<u8>, to_end: bool) {
         let mut flags = match self.ts {
             Some(_) => self.flags.0 | PieceFlags::TIMESTAMP,
             None => self.flags.0 & !PieceFlags::TIMESTAMP,
@@ -231,7 +242,6 @@ impl Piece<'_> {
         if !to_end {
             varint::put(out, self.data.len() as u64);
         }
-        out.extend_from_slice(self.data);
     }
 
     fn parse<'a>(r: &mut Reader<'a>) -> Result<Piece<'a>, WireError> {
