@@ -897,3 +897,107 @@ fn perf_moves_exactly_the_bytes_asked_and_an_interrupted_receiver_reports_what_a
     assert!(got > 0 && got < 64 << 20, "{v}");
     drop((send, relay));
 }
+
+/// Two network namespaces joined by a veth pair with the given MTU; deleted when dropped.
+struct NarrowLink {
+    names: [String; 2],
+}
+
+impl NarrowLink {
+    fn create(mtu: u32) -> NarrowLink {
+        let pid = std::process::id();
+        let names = [format!("ctpm-{pid}-s"), format!("ctpm-{pid}-r")];
+        let link = NarrowLink { names };
+        let [s, r] = &link.names;
+        let mtu = mtu.to_string();
+        for cmd in [
+            vec!["netns", "add", s],
+            vec!["netns", "add", r],
+            vec![
+                "link", "add", "ctpm0", "netns", s, "mtu", &mtu, "type", "veth", "peer", "name",
+                "ctpm1", "netns", r, "mtu", &mtu,
+            ],
+            vec!["-n", s, "addr", "add", "10.79.0.1/30", "dev", "ctpm0"],
+            vec!["-n", r, "addr", "add", "10.79.0.2/30", "dev", "ctpm1"],
+            vec!["-n", s, "link", "set", "ctpm0", "up"],
+            vec!["-n", r, "link", "set", "ctpm1", "up"],
+        ] {
+            let o = Command::new("ip").args(&cmd).output().unwrap();
+            assert!(
+                o.status.success(),
+                "ip {cmd:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        link
+    }
+
+    /// `ctp ARGS` run inside namespace `side` (0 sender, 1 receiver).
+    fn spawn(&self, side: usize, args: &[&str]) -> Guard {
+        let mut full = vec!["netns", "exec", &self.names[side], CTP];
+        full.extend_from_slice(args);
+        Guard(
+            Command::new("ip")
+                .args(&full)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        )
+    }
+}
+
+impl Drop for NarrowLink {
+    fn drop(&mut self) {
+        for n in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", n]).output();
+        }
+    }
+}
+
+/// Root only: over a link whose MTU (1400) is below the profile's 1472-byte datagrams, the
+/// sender fits its datagrams to the route (as TCP fits its MSS) and the transfer completes;
+/// datagrams sized for 1500 would not leave the sender's interface.
+#[test]
+fn datagrams_fit_a_link_narrower_than_the_profile() {
+    if !is_root() {
+        eprintln!(
+            "\n*** SKIPPED datagrams_fit_a_link_narrower_than_the_profile: not root \
+             (needs network namespaces) ***\n"
+        );
+        return;
+    }
+    let link = NarrowLink::create(1400);
+    let recv = link.spawn(
+        1,
+        &["perf", "--listen", "10.79.0.2:9100", "--once", "--json"],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let send = link.spawn(
+        0,
+        &[
+            "perf",
+            "10.79.0.2:9100",
+            "--bytes",
+            "4MiB",
+            "--json",
+            "--stats",
+            "--idle-timeout",
+            "5",
+        ],
+    );
+    let s = wait_output(send, Duration::from_secs(60));
+    let r = wait_output(recv, Duration::from_secs(10));
+    assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(v["bytes"], 4 << 20, "{v}");
+    // Every datagram fits the link (1400 - 28 bytes of IP and UDP header), and data
+    // packets fill it.
+    let v: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
+    let perf = &v["perf"];
+    let per_packet = perf["bytes_sent"].as_f64().unwrap() / perf["pkt_sent"].as_f64().unwrap();
+    assert!(
+        (1300.0..=1372.0).contains(&per_packet),
+        "{per_packet} bytes per datagram: {v}"
+    );
+}
