@@ -18,10 +18,11 @@ const IPV6_UDP: u32 = 40 + 8;
 pub(crate) fn fit_to_route(profile: &Profile, peer: SocketAddr) -> Profile {
     let mut p = profile.clone();
     if let Some(payload) = route_udp_payload(peer) {
-        let fitted = payload.clamp(
-            ctp_proto::profile::MIN_UDP_PAYLOAD.into(),
-            p.params.max_udp_payload.into(),
-        );
+        // Never above the profile's limit; never below the floor (an invalid profile is
+        // left for `connect` to refuse).
+        let fitted = payload
+            .max(ctp_proto::profile::MIN_UDP_PAYLOAD.into())
+            .min(p.params.max_udp_payload.into());
         if fitted < u32::from(p.params.max_udp_payload) {
             tracing::debug!(%peer, payload = fitted, "UDP payload limited by the route's MTU");
         }
