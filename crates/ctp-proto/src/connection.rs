@@ -853,7 +853,7 @@ impl Connection {
             .min()
     }
 
-    /// Builds the next short packet, if any, into `out`.
+    /// Appends the next short packet, if any, to `out`.
     pub(crate) fn build_short(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
         let max = self.params.max_udp_payload as usize;
         let Some(e) = self.engine.as_mut() else {
@@ -861,17 +861,17 @@ impl Connection {
         };
         if let Some((code, reason)) = self.close_frame.take() {
             // A packet with only CLOSE, never held back by congestion control.
-            out.clear();
+            let start = out.len();
             crate::wire::header::Header::Short {
                 dcid: self.peer_cid,
                 pn: e.st.pn_on_wire(),
             }
             .emit(out);
             Frame::emit_close(out, code, &reason);
-            crate::wire::integrity::seal(out);
+            crate::wire::integrity::seal_from(out, start);
             e.st.next_pn += 1;
             e.st.stats.packets_sent += 1;
-            e.st.stats.bytes_sent += out.len() as u64;
+            e.st.stats.bytes_sent += (out.len() - start) as u64;
             return true;
         }
         if !matches!(

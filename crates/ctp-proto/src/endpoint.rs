@@ -490,15 +490,25 @@ impl Endpoint {
             .min()
     }
 
-    /// Writes the next datagram to send into `buf`.
+    /// Writes the next datagram to send into `buf` (cleared first).
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        buf.clear();
+        self.poll_transmit_append(now, buf)
+    }
+
+    /// Appends the next datagram to send to `buf`, after the datagrams already in it: a
+    /// driver batching datagrams for one system call builds them in place, without a copy.
+    /// The datagram is the last [`Transmit::size`] bytes; `buf` is unchanged when there is
+    /// nothing to send.
+    pub fn poll_transmit_append(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let start = buf.len();
+        let sent = |destination: SocketAddr, buf: &Vec<u8>| Transmit {
+            destination,
+            size: buf.len() - start,
+        };
         if let Some((to, p)) = self.stateless.pop_front() {
-            buf.clear();
             buf.extend_from_slice(&p);
-            return Some(Transmit {
-                destination: to,
-                size: buf.len(),
-            });
+            return Some(sent(to, buf));
         }
         let n = self.conns.len();
         for k in 0..n {
@@ -507,32 +517,40 @@ impl Endpoint {
                 continue;
             };
             if let Some(u) = c.udt.as_deref_mut() {
-                let sent = u.poll_transmit(now, buf);
+                let sent_udt = u.poll_transmit(now, buf);
                 c.sync_udt();
-                if sent {
+                if sent_udt {
                     self.next_poll = (idx + 1) % n;
-                    return Some(Transmit {
-                        destination: c.remote,
-                        size: buf.len(),
-                    });
+                    return Some(sent(c.remote, buf));
                 }
                 continue;
             }
-            let sent = if c.handshake_due {
+            let built = if c.handshake_due {
                 c.handshake_due = false;
                 match c.state {
                     ConnectionState::Initiating => {
                         let mut b = Vec::new();
                         encode_offer(&mut b, c.requested.0, &c.requested.1, &c.local_isn);
-                        *buf = Self::long_packet(LongType::Init, 0, c.local_cid, &b, MIN_INIT_SIZE);
+                        buf.extend_from_slice(&Self::long_packet(
+                            LongType::Init,
+                            0,
+                            c.local_cid,
+                            &b,
+                            MIN_INIT_SIZE,
+                        ));
                         true
                     }
                     ConnectionState::Echoing => {
                         let mut b = Vec::new();
                         varint::put(&mut b, c.cookie.len() as u64);
                         b.extend_from_slice(&c.cookie);
-                        *buf =
-                            Self::long_packet(LongType::CookieEcho, c.peer_cid, c.local_cid, &b, 0);
+                        buf.extend_from_slice(&Self::long_packet(
+                            LongType::CookieEcho,
+                            c.peer_cid,
+                            c.local_cid,
+                            &b,
+                            0,
+                        ));
                         true
                     }
                     _ => c.build_short(now, buf),
@@ -540,12 +558,9 @@ impl Endpoint {
             } else {
                 c.build_short(now, buf)
             };
-            if sent {
+            if built {
                 self.next_poll = (idx + 1) % n;
-                return Some(Transmit {
-                    destination: c.remote,
-                    size: buf.len(),
-                });
+                return Some(sent(c.remote, buf));
             }
         }
         None

@@ -352,12 +352,12 @@ impl Driver {
         let mut st = self.shared.lock();
         let now = self.shared.now();
         while self.send_buf.len() < SEND_BATCH_BYTES && self.groups.len() < SEND_BATCH_DATAGRAMS {
-            let Some(t) = st.ep.poll_transmit(now, &mut self.scratch) else {
+            // Built in place, after the datagrams already batched.
+            let start = self.send_buf.len();
+            let Some(t) = st.ep.poll_transmit_append(now, &mut self.send_buf) else {
                 break;
             };
-            let size = t.size.min(self.scratch.len());
-            let start = self.send_buf.len();
-            self.send_buf.extend_from_slice(&self.scratch[..size]);
+            let size = t.size;
             match self.groups.last_mut() {
                 Some(g)
                     if max_segments > 1

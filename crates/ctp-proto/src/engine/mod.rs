@@ -303,8 +303,12 @@ impl<'a> Cx<'_, 'a> {
 
 /// The packet being built, offered to frame-writing microprotocols.
 pub struct FrameWriter<'b> {
-    /// The packet so far.
+    /// The packet so far, after any datagrams of the same batch that precede it (writers
+    /// append; [`FrameWriter::len`] is the packet's own length).
     pub buf: &'b mut Vec<u8>,
+    /// Where the packet starts in `buf`.
+    start: usize,
+    /// Largest packet length before the trailer.
     limit: usize,
     header_len: usize,
     /// Set by a writer whose frame needs acknowledgement.
@@ -316,12 +320,27 @@ pub struct FrameWriter<'b> {
 impl FrameWriter<'_> {
     /// Bytes still free in the packet.
     pub fn room(&self) -> usize {
-        self.limit.saturating_sub(self.buf.len())
+        self.limit.saturating_sub(self.len())
     }
 
-    /// Length of the packet header (no frame written yet when `buf` is this long).
+    /// The packet's length so far.
+    pub fn len(&self) -> usize {
+        self.buf.len() - self.start
+    }
+
+    /// True when nothing, not even a header, was written (never, once built).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Length of the packet header (no frame written yet when the packet is this long).
     pub fn header_len(&self) -> usize {
         self.header_len
+    }
+
+    /// Fills the packet with zero bytes (PADDING frames) up to `len`.
+    pub fn pad_to(&mut self, len: usize) {
+        self.buf.resize(self.start + len, 0);
     }
 }
 
@@ -569,9 +588,9 @@ impl Engine {
         }
     }
 
-    /// Builds the next packet into `out` (cleared first): control frames from the
-    /// frame-writing microprotocols, then at most one sendable segment. Returns false when
-    /// there is nothing to send.
+    /// Appends the next packet to `out` (a batch may hold datagrams before it): control
+    /// frames from the frame-writing microprotocols, then at most one sendable segment.
+    /// Returns false, leaving `out` as it was, when there is nothing to send.
     pub fn build_packet(
         &mut self,
         now: Instant,
@@ -579,16 +598,17 @@ impl Engine {
         max_len: usize,
         out: &mut Vec<u8>,
     ) -> bool {
-        out.clear();
+        let start = out.len();
         Header::Short {
             dcid,
             pn: self.st.pn_on_wire(),
         }
         .emit(out);
-        let header_len = out.len();
+        let header_len = out.len() - start;
         let limit = max_len.saturating_sub(integrity::TRAILER_LEN);
         let mut w = FrameWriter {
             buf: out,
+            start,
             limit,
             header_len,
             ack_eliciting: false,
@@ -624,8 +644,8 @@ impl Engine {
             // Within the path MTU with the control frames written so far; otherwise the
             // segment waits for the next packet, unless it is alone (cut for a larger path
             // MTU before a black hole shrank it).
-            let path_room = path_limit.saturating_sub(w.buf.len());
-            if need > w.room() || (need > path_room && w.buf.len() > header_len) {
+            let path_room = path_limit.saturating_sub(w.len());
+            if need > w.room() || (need > path_room && w.len() > header_len) {
                 self.st.segs.sendable.push_front(seg);
                 break;
             }
@@ -644,17 +664,18 @@ impl Engine {
             Frame::emit_simple(w.buf, crate::wire::frame::ty::PING, None);
             ack_eliciting = true;
         }
-        if w.buf.len() == header_len {
+        if w.len() == header_len {
             // Nothing to say; the packet number stays unused.
+            out.truncate(start);
             return false;
         }
         if ack_eliciting {
             self.st.session.ping_owed = false;
         }
-        integrity::seal(out);
+        integrity::seal_from(out, start);
         let pn = self.st.next_pn;
         self.st.next_pn += 1;
-        let bytes = out.len();
+        let bytes = out.len() - start;
         let stats = &mut self.st.stats;
         stats.packets_sent += 1;
         stats.bytes_sent += bytes as u64;

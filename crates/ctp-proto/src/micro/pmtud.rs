@@ -191,14 +191,11 @@ impl Microprotocol for Pmtud {
         let body_end = size - TRAILER_LEN;
         // A probe carries nothing else (an ACK lost with it would stall the peer): it waits
         // for a packet no other microprotocol wrote into.
-        if w.buf.len() != w.header_len()
-            || w.buf.len() + 1 >= body_end
-            || w.room() < body_end - w.buf.len()
-        {
+        if w.len() != w.header_len() || w.len() + 1 >= body_end || w.room() < body_end - w.len() {
             return;
         }
         Frame::emit_simple(w.buf, ty::PING, None);
-        w.buf.resize(body_end, 0); // PADDING to the probed size
+        w.pad_to(body_end); // PADDING to the probed size
         w.ack_eliciting = true;
         w.probe = true;
         self.probe = Some((cx.st.next_pn, size));

@@ -54,7 +54,10 @@ fn queue(e: &mut Engine, now: Instant, data: &[u8], stream: bool) {
 fn drain(e: &mut Engine, now: Instant) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     let mut buf = Vec::new();
-    while e.build_packet(now, 9, 1472, &mut buf) {
+    while {
+        buf.clear();
+        e.build_packet(now, 9, 1472, &mut buf)
+    } {
         let body = integrity::open(&buf).expect("sealed").to_vec();
         let mut r = Reader::new(&body);
         Header::parse(&mut r).expect("header");
@@ -183,6 +186,36 @@ fn bulk_data_fills_packets_but_for_the_control_reserve() {
         assert_eq!(pieces.len(), 1);
         assert!(pieces[0].flags.has(PieceFlags::TO_END));
     }
+}
+
+/// Packets are appended after the datagrams already in the buffer (a batch built in place):
+/// each is sealed on its own bytes, and a call with nothing to send leaves the buffer alone.
+#[test]
+fn packets_append_to_a_batch_and_seal_on_their_own_bytes() {
+    let mut tx = reliable();
+    tx.st.session.cwnd = u64::MAX / 4;
+    let data: Vec<u8> = (0..2500u32).map(|i| i as u8).collect();
+    queue(&mut tx, t(0), &data, true);
+    let mut batch = vec![0xee; 7]; // bytes of an earlier datagram
+    let mut ends = vec![batch.len()];
+    while tx.build_packet(t(0), 9, 1472, &mut batch) {
+        ends.push(batch.len());
+    }
+    assert_eq!(ends.len(), 3, "two packets: {ends:?}");
+    assert_eq!(&batch[..7], &[0xee; 7], "what came before is untouched");
+    assert_eq!(batch.len(), ends[2], "nothing to send appends nothing");
+    let mut got = Vec::new();
+    for w in ends.windows(2) {
+        let body = integrity::open(&batch[w[0]..w[1]]).expect("sealed on its own bytes");
+        let mut r = Reader::new(body);
+        Header::parse(&mut r).expect("header");
+        while let Ok(f) = Frame::parse(&mut r, 0) {
+            if let Frame::Data(d) = f {
+                d.pieces().for_each(|p| got.extend_from_slice(p.data));
+            }
+        }
+    }
+    assert_eq!(got, data);
 }
 
 /// A segment whose last piece runs to its end keeps that piece's data as a slice of the

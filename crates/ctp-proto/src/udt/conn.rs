@@ -874,13 +874,13 @@ impl UdtConnection {
         }
     }
 
-    /// Writes the next packet to send into `out`.
+    /// Appends the next packet to send to `out`.
     pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
-        out.clear();
+        let start = out.len();
         if let Some(mut c) = self.ctrl_out.pop_front() {
             c.timestamp = self.timestamp(now);
             c.emit(out);
-            self.sent(now, out.len());
+            self.sent(now, out.len() - start);
             return true;
         }
         if !self.is_open()
@@ -910,7 +910,7 @@ impl UdtConnection {
                 }
                 .emit(out);
                 out.extend_from_slice(&p.payload);
-                let bytes = out.len() as u64;
+                let bytes = (out.len() - start) as u64;
                 self.cc.on_packet_sent(&Sent {
                     now,
                     pn: ext,
@@ -921,7 +921,7 @@ impl UdtConnection {
                 if retx {
                     self.stats.retransmissions += 1;
                 }
-                self.sent(now, out.len());
+                self.sent(now, out.len() - start);
                 self.pace(bytes, wire & 0xF == 0 && !retx);
                 if self.snd.room() > 0 {
                     self.activity = true;
@@ -934,7 +934,7 @@ impl UdtConnection {
                 c.timestamp = self.timestamp(now);
                 c.emit(out);
                 self.stats.messages_abandoned += 1;
-                self.sent(now, out.len());
+                self.sent(now, out.len() - start);
                 true
             }
             None => false,

@@ -11,8 +11,14 @@ pub const TRAILER_LEN: usize = 4;
 
 /// Appends the CRC32C of `packet` to it.
 pub fn seal(packet: &mut Vec<u8>) {
-    let crc = crc32c::crc32c(packet);
-    packet.extend_from_slice(&crc.to_be_bytes());
+    seal_from(packet, 0);
+}
+
+/// Appends the CRC32C of the packet that starts at `start` in `buf` (datagrams before it
+/// are left alone).
+pub fn seal_from(buf: &mut Vec<u8>, start: usize) {
+    let crc = crc32c::crc32c(&buf[start..]);
+    buf.extend_from_slice(&crc.to_be_bytes());
 }
 
 /// Checks the trailer and returns the packet without it.
