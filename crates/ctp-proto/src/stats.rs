@@ -81,6 +81,10 @@ pub struct ConnectionStats {
     pub rto_us: u64,
     /// Congestion window, bytes.
     pub cwnd: u64,
+    /// Largest congestion window any segment was released under, bytes (0 without a
+    /// window). Bytes in flight never exceed it by more than one packet, even when the
+    /// window grew and shrank again between two looks at `cwnd`.
+    pub cwnd_peak: u64,
     /// Bytes in flight.
     pub bytes_in_flight: u64,
     /// Pacing rate, bytes per second (0 = unpaced).

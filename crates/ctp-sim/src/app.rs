@@ -224,12 +224,13 @@ impl FlowApp {
     pub fn check_limits(&mut self, now: Instant, c: &Connection) {
         let s = c.stats();
         let mtu = c.params().max_udp_payload as u64;
-        // The window can grow on an ACK and be halved by a loss detected within the same
-        // datagram, so the peak may never be observed between steps; NewReno's decrease
-        // halves it, so twice the current window bounds the window segments were released
-        // under. One packet of slack: a segment may go when the window is just below full.
+        // The window can grow on an ACK and shrink on a loss detected within the same
+        // datagram, so its peak may never be observed between steps: the window reports
+        // the largest it released anything under (`cwnd_peak`; NewReno's decrease, set
+        // from the flight minus the lost packets, can leave twice the new window below
+        // it). One packet of slack: a segment may go when the window is just below full.
         self.max_cwnd = self.max_cwnd.max(s.cwnd);
-        let bound = self.max_cwnd.max(2 * s.cwnd) + mtu;
+        let bound = self.max_cwnd.max(2 * s.cwnd).max(s.cwnd_peak) + mtu;
         self.res.max_cwnd_overshoot = self
             .res
             .max_cwnd_overshoot

@@ -416,6 +416,36 @@ fn congestion_window_bounds_bytes_in_flight() {
     assert!(tx.st.session.bytes_in_flight <= cwnd + per_packet);
     // Nothing more leaves until something is acknowledged.
     assert!(data_packets(&drain(&mut tx, t(1))).is_empty());
+    assert_eq!(tx.st.stats.cwnd_peak, cwnd);
+
+    // One ACK acknowledges the last seven and so declares the first three lost: slow start
+    // grows the window with each acknowledged packet, the window releases under it, then
+    // NewReno cuts it, all within one datagram. The peak reported is the largest window
+    // anything was released under, and it bounds the flight.
+    let mut f = Vec::new();
+    let acked = PnRange {
+        lo: LOCAL.pn + 3,
+        hi: LOCAL.pn + 9,
+    };
+    AckFrame::emit(&mut f, 0, [acked].into_iter());
+    tx.receive(t(2), PEER.pn, &f, 30).unwrap();
+    assert_eq!(tx.st.stats.packets_lost, 3);
+    drain(&mut tx, t(2));
+    let s = &tx.st;
+    let flight = s.session.bytes_in_flight;
+    assert!(
+        s.stats.cwnd_peak > cwnd,
+        "the window grew before the losses"
+    );
+    assert!(
+        flight <= s.stats.cwnd_peak + per_packet,
+        "{flight} > {}",
+        s.stats.cwnd_peak
+    );
+    assert!(
+        s.session.cwnd < s.stats.cwnd_peak,
+        "the losses cut the window"
+    );
 }
 
 /// Departure times (µs) of the data packets a paced sender (one 1414-byte packet per

@@ -58,6 +58,8 @@ impl CongestionWindow {
             }
             self.pop(from_retx);
             self.reserved += 1;
+            let peak = &mut cx.st.stats.cwnd_peak;
+            *peak = (*peak).max(cx.st.session.cwnd);
             cx.release(seg, Barrier::Send, self.bit);
         }
     }
