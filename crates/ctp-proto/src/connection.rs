@@ -12,6 +12,7 @@ use crate::time::Instant;
 use crate::wire::frame::{close_code, Frame, MAX_DEPS};
 use crate::wire::header::ConnectionId;
 use crate::wire::truncated::Truncated;
+use crate::wire::WireError;
 use bytes::Bytes;
 use core::time::Duration;
 use std::net::SocketAddr;
@@ -731,15 +732,20 @@ impl Connection {
     }
 
     /// Handles the connection-level parts of a received short packet.
+    /// Takes a short packet (`frames` after its header; `seal`, the packet and its trailer,
+    /// still to be checked against the recovered numbers). Returns false when the trailer
+    /// does not match: the packet was corrupted, or is a late copy recovered to numbers it
+    /// was not sent with.
     pub(crate) fn on_short_packet(
         &mut self,
         now: Instant,
         pn: Truncated,
-        body: &[u8],
-        wire_len: usize,
-    ) {
+        frames: &[u8],
+        seal: crate::wire::integrity::Unchecked<'_>,
+    ) -> bool {
+        let wire_len = seal.packet.len() + crate::wire::integrity::TRAILER_LEN;
         if matches!(self.state, ConnectionState::Closed(_)) {
-            return;
+            return true;
         }
         if self.state == ConnectionState::Draining {
             // The peer has not seen our CLOSE yet: say it again.
@@ -753,18 +759,18 @@ impl Connection {
                     self.close_frame = Some((code, r.to_string()));
                 }
             }
-            return;
+            return true;
         }
         let Some(e) = self.engine.as_mut() else {
-            return;
+            return true;
         };
         let reference = self.largest_peer_pn.unwrap_or(self.peer_pn_isn);
         let pn = pn.expand(self.largest_peer_pn.map_or(self.peer_pn_isn, |l| l + 1));
         if pn < self.peer_pn_isn || pn > reference.saturating_add(MAX_PN_JUMP) {
-            self.malformed += 1;
-            return;
+            // A number no packet of this connection can have: corrupted in flight.
+            return false;
         }
-        match e.receive(now, pn, body, wire_len) {
+        match e.receive_sealed(now, pn, frames, wire_len, Some(seal)) {
             Ok(rx) => {
                 self.largest_peer_pn = Some(self.largest_peer_pn.map_or(pn, |l| l.max(pn)));
                 self.activity = true;
@@ -781,9 +787,11 @@ impl Connection {
                     self.terminate(r);
                 }
             }
+            Err(WireError::BadChecksum) => return false,
             Err(_) => self.malformed += 1,
         }
         self.after_engine(now);
+        true
     }
 
     /// Checks what the microprotocols decided (idle timeout, close progress).
@@ -868,7 +876,7 @@ impl Connection {
             }
             .emit(out);
             Frame::emit_close(out, code, &reason);
-            crate::wire::integrity::seal_from(out, start);
+            crate::wire::integrity::seal_numbered(out, start, e.st.next_pn, None);
             e.st.next_pn += 1;
             e.st.stats.packets_sent += 1;
             e.st.stats.bytes_sent += (out.len() - start) as u64;

@@ -212,14 +212,19 @@ impl Endpoint {
         if self.cfg.wire == crate::udt::WireFormat::Udt4 {
             return self.udt_datagram(now, from, data);
         }
-        let body = match integrity::open(data) {
-            Ok(b) => b,
-            Err(_) => {
+        // A handshake packet's trailer is checked at once; a short packet's covers its whole
+        // numbers, which its connection recovers first.
+        let long = data
+            .first()
+            .is_some_and(|&b| crate::wire::header::is_long(b));
+        let seal = match integrity::Unchecked::split(data) {
+            Ok(u) if !long || u.verify_plain() => u,
+            _ => {
                 self.stats.bad_checksum += 1;
                 return;
             }
         };
-        let mut r = Reader::new(body);
+        let mut r = Reader::new(seal.packet);
         let header = match Header::parse(&mut r) {
             Ok(h) => h,
             Err(WireError::UnsupportedVersion(_)) => {
@@ -245,7 +250,10 @@ impl Endpoint {
                     return;
                 }
                 let was = c.state.clone();
-                c.on_short_packet(now, pn, r.rest(), data.len());
+                if !c.on_short_packet(now, pn, r.rest(), seal) {
+                    self.stats.bad_checksum += 1;
+                    return;
+                }
                 if was == ConnectionState::Echoing && c.state == ConnectionState::Established {
                     self.events
                         .push_back(EndpointEvent::Connected(ConnectionHandle(idx)));

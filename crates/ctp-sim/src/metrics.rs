@@ -232,6 +232,7 @@ mod tests {
             flows,
             links: Vec::new(),
             bad_checksum: 0,
+            unknown_connection: 0,
             trace_hash: String::new(),
             packets: 0,
             virtual_us: 0,

@@ -45,6 +45,10 @@ pub struct RunResult {
     pub links: Vec<crate::link::LinkStats>,
     /// Datagrams endpoints dropped for a failed integrity check (corruption caught).
     pub bad_checksum: u64,
+    /// Datagrams endpoints dropped because their header named no connection of theirs —
+    /// where corruption of a short packet's connection id ends up, since the check of its
+    /// trailer needs the connection (it covers the whole packet number).
+    pub unknown_connection: u64,
     /// BLAKE3 over every packet event (carried or dropped, with time, link and bytes).
     pub trace_hash: String,
     /// Datagrams emitted by endpoints.
@@ -658,9 +662,10 @@ impl World {
         stuck: Option<String>,
     ) -> RunResult {
         self.flush_trace();
-        let mut bad_checksum = 0;
+        let (mut bad_checksum, mut unknown_connection) = (0, 0);
         for n in &self.nodes {
             bad_checksum += n.stats().bad_checksum;
+            unknown_connection += n.stats().unknown_connection;
         }
         for (f, fl) in self.flows.iter_mut().enumerate() {
             let app = &mut fl.app;
@@ -686,6 +691,7 @@ impl World {
             flows: self.flows.into_iter().map(|f| f.app.res).collect(),
             links: self.links.iter().map(|l| l.stats).collect(),
             bad_checksum,
+            unknown_connection,
             trace_hash: self.trace.finalize().to_hex().to_string(),
             packets: self.packets,
             virtual_us: self.now.as_micros(),

@@ -122,23 +122,29 @@ pub struct State {
 const MAX_SEG_JUMP: u64 = 1 << 22;
 
 impl State {
-    /// The next packet number as it goes on the wire: its low 30 bits.
+    /// The next packet number as it goes on the wire: as few low bits as the peer needs,
+    /// given the largest number it acknowledged (RFC 9000 §17.1); 30 bits before any.
     ///
-    /// Not fewer, although what the peer acknowledged would allow 6 or 14 bits most of the
-    /// time: a copy of a packet that arrives late (duplicated, or reordered behind many
-    /// others) is recovered against the receiver's *current* expectation, and with a short
-    /// encoding it aliases to another packet's number. QUIC can use short numbers because
-    /// its AEAD, keyed with the whole number, rejects such a copy; ctp's CRC32C does not
-    /// cover the whole number (yet), so 30 bits keep aliasing out of reach (a copy 2^29
-    /// packets late).
+    /// A copy of a packet that arrives late (duplicated, or reordered behind many others)
+    /// is recovered against the receiver's *current* expectation and may alias to another
+    /// packet's number; the CRC32C covers the whole numbers
+    /// ([`crate::wire::integrity::seal_numbered`]), so such a copy fails the check, as
+    /// QUIC's AEAD keyed with the whole number rejects it.
     pub fn pn_on_wire(&self) -> Truncated {
-        Truncated::encode(self.next_pn, None)
+        let distance = self.session.peer_acked_pn.map(|a| self.next_pn - a);
+        Truncated::encode(self.next_pn, distance)
     }
 
-    /// Segment number `seq` as it goes on the wire: its low 30 bits (see
+    /// Segment number `seq` as it goes on the wire: short enough for any expectation the
+    /// peer can hold — between one past the largest segment it acknowledged and one past
+    /// the largest sent — and 30 bits when it acknowledged none (see
     /// [`State::pn_on_wire`]).
     pub fn seg_on_wire(&self, seq: u64) -> Truncated {
-        Truncated::encode(seq, None)
+        let distance = self.session.peer_seen_seg.map(|a| {
+            let next = self.session.seg_sent_next;
+            seq.abs_diff(a + 1).max(seq.abs_diff(next))
+        });
+        Truncated::encode(seq, distance)
     }
 
     /// Notes a peer segment number seen in a valid packet.
@@ -476,15 +482,30 @@ impl Engine {
         }
     }
 
-    /// Processes the frames of a received packet (header and trailer already removed).
-    /// The whole packet is validated before any frame takes effect, so a malformed packet
-    /// changes nothing.
+    /// Processes the frames of a received packet (header and trailer already removed,
+    /// integrity taken as checked). The whole packet is validated before any frame takes
+    /// effect, so a malformed packet changes nothing.
     pub fn receive(
         &mut self,
         now: Instant,
         pn: u64,
         frames: &[u8],
         wire_len: usize,
+    ) -> Result<Received, WireError> {
+        self.receive_sealed(now, pn, frames, wire_len, None)
+    }
+
+    /// [`Engine::receive`] for a packet whose trailer is checked here, once the frames have
+    /// given its whole segment number: a packet that fails the check (corrupted, or a late
+    /// copy recovered to other numbers) changes nothing and yields
+    /// [`WireError::BadChecksum`].
+    pub fn receive_sealed(
+        &mut self,
+        now: Instant,
+        pn: u64,
+        frames: &[u8],
+        wire_len: usize,
+        seal: Option<integrity::Unchecked<'_>>,
     ) -> Result<Received, WireError> {
         let mut r = Reader::new(frames);
         let mut ack_eliciting = false;
@@ -494,12 +515,21 @@ impl Engine {
         // drops the whole packet before anything (its acknowledgement included) happens.
         let mut inflated = Vec::new();
         let mut inflated_seg = None;
+        let mut compressed = None;
+        let mut data_seg = None;
         if r.is_empty() {
             return Err(WireError::Invalid("empty packet"));
         }
         let seg_next = self.st.session.recv_seg_next;
         while !r.is_empty() {
-            let f = Frame::parse(&mut r, seg_next)?;
+            let f = match Frame::parse(&mut r, seg_next) {
+                Ok(f) => f,
+                // Unparseable: corrupted in flight unless the sender sealed it so.
+                Err(_) if seal.is_some_and(|u| !u.verify(pn, data_seg)) => {
+                    return Err(WireError::BadChecksum);
+                }
+                Err(e) => return Err(e),
+            };
             match f {
                 Frame::Ping => ping = true,
                 Frame::Padding => padding = true,
@@ -507,22 +537,33 @@ impl Engine {
                 _ => other = true,
             }
             match f {
-                Frame::Ping | Frame::Data(_) => ack_eliciting = true,
+                Frame::Ping => ack_eliciting = true,
+                Frame::Data(d) => {
+                    ack_eliciting = true;
+                    data_seg = Some(d.seg);
+                }
                 Frame::DataZ(z) => {
                     ack_eliciting = true;
-                    let limit = self.st.session.inflate_limit;
-                    match crate::micro::compression::inflate(&z, limit, &mut inflated) {
-                        Ok(d) => inflated_seg = Some(d.seg),
-                        Err(e) => {
-                            self.st.stats.decompress_failed += 1;
-                            return Err(e);
-                        }
-                    }
+                    data_seg = Some(z.seg);
+                    compressed = Some(z);
                 }
                 Frame::Close { code, reason } => {
                     out.close = Some((code, String::from_utf8_lossy(reason).into_owned()))
                 }
                 _ => {}
+            }
+        }
+        if seal.is_some_and(|u| !u.verify(pn, data_seg)) {
+            return Err(WireError::BadChecksum);
+        }
+        if let Some(z) = compressed {
+            let limit = self.st.session.inflate_limit;
+            match crate::micro::compression::inflate(&z, limit, &mut inflated) {
+                Ok(d) => inflated_seg = Some(d.seg),
+                Err(e) => {
+                    self.st.stats.decompress_failed += 1;
+                    return Err(e);
+                }
             }
         }
         self.st.stats.packets_received += 1;
@@ -672,8 +713,13 @@ impl Engine {
         if ack_eliciting {
             self.st.session.ping_owed = false;
         }
-        integrity::seal_from(out, start);
         let pn = self.st.next_pn;
+        let seq = carried.and_then(|seg| self.st.segs.get(seg)).map(|s| s.seq);
+        integrity::seal_numbered(out, start, pn, seq);
+        if let Some(seq) = seq {
+            let next = &mut self.st.session.seg_sent_next;
+            *next = (*next).max(seq + 1);
+        }
         self.st.next_pn += 1;
         let bytes = out.len() - start;
         let stats = &mut self.st.stats;

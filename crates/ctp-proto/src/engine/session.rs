@@ -68,6 +68,14 @@ pub struct Session {
     /// One past the largest peer segment number seen: the reference truncated segment
     /// numbers are recovered against.
     pub recv_seg_next: u64,
+    /// The largest of our packet numbers the peer acknowledged: the peer expects at least
+    /// the one after it, which bounds how short our packet numbers may be on the wire.
+    pub peer_acked_pn: Option<u64>,
+    /// The largest of our segment numbers the peer acknowledged receiving (through a
+    /// packet that carried it): the same bound for segment numbers.
+    pub peer_seen_seg: Option<u64>,
+    /// One past the largest segment number sent: the peer expects no more than this.
+    pub seg_sent_next: u64,
     /// Smoothed round-trip time, microseconds (0 until the first sample).
     pub srtt_us: u64,
     /// Round-trip-time variation, microseconds.
@@ -113,6 +121,9 @@ impl Default for Session {
             peer_msg_isn: 0,
             recv_seg_cum: 0,
             recv_seg_next: 0,
+            peer_acked_pn: None,
+            peer_seen_seg: None,
+            seg_sent_next: 0,
             srtt_us: 0,
             rttvar_us: 0,
             min_rtt_us: u64::MAX,

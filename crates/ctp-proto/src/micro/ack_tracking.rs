@@ -155,6 +155,11 @@ impl AckTracking {
         let info = s.info;
         self.outstanding_in_flight -= 1;
         if to == SentState::Acked {
+            // The peer has this segment: shorter segment numbers become safe.
+            if let Some(seq) = info.seg.and_then(|id| cx.st.segs.get(id)).map(|s| s.seq) {
+                let seen = &mut cx.st.session.peer_seen_seg;
+                *seen = Some(seen.map_or(seq, |a| a.max(seq)));
+            }
             cx.raise(Event::PacketAcked(info));
         } else if info.probe {
             cx.raise(Event::ProbeLost(info));
@@ -241,6 +246,7 @@ impl AckTracking {
         self.scratch_ranges = prev;
         if newly_largest {
             self.largest_acked = Some(ack.largest);
+            cx.st.session.peer_acked_pn = Some(ack.largest);
         }
         if any_new {
             self.backoff = 0;

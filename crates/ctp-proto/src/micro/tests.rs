@@ -50,6 +50,27 @@ fn queue(e: &mut Engine, now: Instant, data: &[u8], stream: bool) {
     e.dispatch(now, Event::UserData);
 }
 
+/// The packet (header and frames) of a datagram built as packet `pn`, its trailer checked
+/// with the whole numbers (its segment number recovered against `seg_ref`).
+fn sealed_body(datagram: &[u8], pn: u64, seg_ref: u64) -> Vec<u8> {
+    let u = integrity::Unchecked::split(datagram).expect("a trailer");
+    let mut r = Reader::new(u.packet);
+    Header::parse(&mut r).expect("header");
+    let mut seg = None;
+    while let Ok(f) = Frame::parse(&mut r, seg_ref) {
+        match f {
+            Frame::Data(d) => seg = Some(d.seg),
+            Frame::DataZ(z) => seg = Some(z.seg),
+            _ => {}
+        }
+    }
+    assert!(
+        u.verify(pn, seg),
+        "sealed with packet number {pn}, segment {seg:?}"
+    );
+    u.packet.to_vec()
+}
+
 /// Builds every packet the engine will send now; returns their frame bodies.
 fn drain(e: &mut Engine, now: Instant) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
@@ -58,7 +79,7 @@ fn drain(e: &mut Engine, now: Instant) -> Vec<Vec<u8>> {
         buf.clear();
         e.build_packet(now, 9, 1472, &mut buf)
     } {
-        let body = integrity::open(&buf).expect("sealed").to_vec();
+        let body = sealed_body(&buf, e.st.next_pn - 1, e.st.session.seg_sent_next);
         let mut r = Reader::new(&body);
         Header::parse(&mut r).expect("header");
         out.push(r.rest().to_vec());
@@ -206,8 +227,9 @@ fn packets_append_to_a_batch_and_seal_on_their_own_bytes() {
     assert_eq!(batch.len(), ends[2], "nothing to send appends nothing");
     let mut got = Vec::new();
     for w in ends.windows(2) {
-        let body = integrity::open(&batch[w[0]..w[1]]).expect("sealed on its own bytes");
-        let mut r = Reader::new(body);
+        let pn = LOCAL.pn + got.len() as u64 / 1400;
+        let body = sealed_body(&batch[w[0]..w[1]], pn, 0);
+        let mut r = Reader::new(&body);
         Header::parse(&mut r).expect("header");
         while let Ok(f) = Frame::parse(&mut r, 0) {
             if let Frame::Data(d) = f {
@@ -271,8 +293,8 @@ fn bulk_segments_reference_the_application_buffer() {
 fn numbered_packet(e: &mut Engine, now: Instant, expected_pn: u64) -> (u64, usize, usize, Vec<u8>) {
     let mut buf = Vec::new();
     assert!(e.build_packet(now, 9, 1472, &mut buf), "nothing to send");
-    let body = integrity::open(&buf).expect("sealed");
-    let mut r = Reader::new(body);
+    let body = sealed_body(&buf, e.st.next_pn - 1, e.st.session.seg_sent_next);
+    let mut r = Reader::new(&body);
     let Header::Short { pn, .. } = Header::parse(&mut r).expect("header") else {
         panic!("not a short header")
     };
@@ -289,36 +311,52 @@ fn numbered_packet(e: &mut Engine, now: Instant, expected_pn: u64) -> (u64, usiz
 }
 
 #[test]
-fn numbers_keep_30_bits_so_that_a_late_copy_cannot_alias() {
+fn numbers_shorten_once_acknowledged_and_an_aliased_late_copy_fails_the_check() {
     let mut tx = reliable();
     let mut rx = compose(reliable_set(), &Params::default(), PEER, LOCAL).unwrap();
     tx.st.session.cwnd = u64::MAX / 4;
     queue(&mut tx, t(0), &vec![1u8; 20_000], true);
+    // Nothing acknowledged yet: 30 bits (4 bytes) each.
     let (pn, pn_len, seg_len, first) = numbered_packet(&mut tx, t(0), LOCAL.pn);
     assert_eq!((pn, pn_len, seg_len), (LOCAL.pn, 4, 4));
     rx.receive(t(1), pn, &first, first.len()).unwrap();
     rx.handle_timeout(t(20));
     let (ack_pn, _, _, ack) = numbered_packet(&mut rx, t(20), PEER.pn);
     tx.receive(t(21), ack_pn, &ack, ack.len()).unwrap();
-    // Acknowledged or not, the numbers stay 4 bytes: a copy of `first` arriving after
-    // thousands of newer packets still decodes to its own numbers.
-    let (pn, pn_len, seg_len, body) = numbered_packet(&mut tx, t(21), LOCAL.pn + 1);
-    assert_eq!((pn, pn_len, seg_len), (LOCAL.pn + 1, 4, 4));
-    rx.receive(t(22), pn, &body, body.len()).unwrap();
-    assert_eq!(rx.st.session.recv_seg_next, LOCAL.seg + 2);
+    // Acknowledged: the peer's expectation is known to within a few numbers, so one byte
+    // each carries them.
+    let mut datagram = Vec::new();
+    assert!(tx.build_packet(t(21), 9, 1472, &mut datagram));
+    let seal = integrity::Unchecked::split(&datagram).unwrap();
+    let mut r = Reader::new(seal.packet);
+    let Header::Short { pn: short_pn, .. } = Header::parse(&mut r).unwrap() else {
+        panic!("not a short header")
+    };
+    assert_eq!(short_pn.wire_len(), 1);
+    let frames = r.rest();
+    let pn = short_pn.expand(LOCAL.pn + 1);
+    assert_eq!(pn, LOCAL.pn + 1);
+    // A copy arriving after 64 newer packets is recovered to another packet number: the
+    // trailer, which covers the whole numbers, rejects it and nothing changes.
+    let aliased = short_pn.expand(pn + 64);
+    assert_ne!(aliased, pn);
+    let before = (rx.st.stats.packets_received, rx.st.session.recv_seg_next);
+    assert_eq!(
+        rx.receive_sealed(t(22), aliased, frames, datagram.len(), Some(seal)),
+        Err(crate::wire::WireError::BadChecksum)
+    );
+    assert_eq!(
+        (rx.st.stats.packets_received, rx.st.session.recv_seg_next),
+        before
+    );
+    // Recovered to its own numbers, it is taken.
+    rx.receive_sealed(t(22), pn, frames, datagram.len(), Some(seal))
+        .unwrap();
     assert_eq!(
         rx.st.session.recv_seg_cum,
         LOCAL.seg + 2,
         "both segments accepted"
     );
-    rx.st.session.recv_seg_next += 5000;
-    let mut r = Reader::new(&first);
-    let late = loop {
-        if let Frame::Data(d) = Frame::parse(&mut r, rx.st.session.recv_seg_next).unwrap() {
-            break d;
-        }
-    };
-    assert_eq!(late.seg, LOCAL.seg);
 }
 
 fn reliable_set() -> MicroSet {
@@ -1544,7 +1582,7 @@ fn pmtud_probes_are_padded_pings_and_their_loss_leaves_the_window_alone() {
         1200 + (1472 - 1200usize).div_ceil(2),
         "first probe halfway"
     );
-    let body = integrity::open(&buf).unwrap().to_vec();
+    let body = sealed_body(&buf, tx.st.next_pn - 1, 0);
     let mut r = Reader::new(&body);
     Header::parse(&mut r).unwrap();
     let frames: Vec<_> =

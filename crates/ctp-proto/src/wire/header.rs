@@ -12,7 +12,7 @@ use super::truncated::Truncated;
 use super::{Reader, WireError};
 
 /// The only version this implementation speaks.
-pub const VERSION: u32 = 0xc7a0_0002;
+pub const VERSION: u32 = 0xc7a0_0003;
 
 const LONG: u8 = 0x80;
 const FIXED: u8 = 0x40;
@@ -21,6 +21,11 @@ const FIXED: u8 = 0x40;
 /// socket id). With the peer's address, which the endpoint checks too, it is what a blind
 /// attacker would have to guess.
 pub type ConnectionId = u32;
+
+/// True when a datagram starting with `first` has a long (handshake) header.
+pub fn is_long(first: u8) -> bool {
+    first & LONG != 0
+}
 
 /// Kinds of long-header (handshake) packets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
