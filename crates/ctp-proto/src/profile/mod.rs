@@ -1004,11 +1004,12 @@ pub fn negotiate(
 /// for control frames riding along: [`PACKET_OVERHEAD`] and [`CONTROL_RESERVE`].
 pub const SEGMENT_OVERHEAD: usize = PACKET_OVERHEAD as usize + CONTROL_RESERVE;
 
-/// Bytes a data packet adds to its segment's payload: the short header (flags, 4-byte
-/// connection id, packet number as 4 bytes), the DATA frame's type and segment number (4
-/// bytes), the CRC32C. Numbers carry their low 30 bits (see `State::pn_on_wire`); one whole
-/// (8 bytes) takes 4 more, which the control reserve covers, so a segment always fits a
-/// packet of its own. The pacer counts a segment's packet as its payload plus this.
+/// Bytes a data packet adds to its segment's payload, at most: the short header (flags,
+/// 4-byte connection id, packet number in up to 4 bytes), the DATA frame's type and
+/// segment number (up to 4 bytes), the CRC32C. Numbers take 1–2 bytes once the peer
+/// acknowledged something and 4 before (see `State::pn_on_wire`); one whole (8 bytes)
+/// takes 4 more, which the control reserve covers, so a segment always fits a packet of
+/// its own. The pacer counts a segment's packet as its payload plus this.
 pub const PACKET_OVERHEAD: u64 = (1 + 4 + 4) + (1 + 4) + 4;
 
 /// Room a data packet keeps for control frames (an ACK of a few ranges, the ACK floor).
