@@ -731,11 +731,10 @@ impl Connection {
         }
     }
 
-    /// Handles the connection-level parts of a received short packet.
-    /// Takes a short packet (`frames` after its header; `seal`, the packet and its trailer,
-    /// still to be checked against the recovered numbers). Returns false when the trailer
-    /// does not match: the packet was corrupted, or is a late copy recovered to numbers it
-    /// was not sent with.
+    /// Handles the connection-level parts of a received short packet: `frames` follow its
+    /// header; `seal` (the packet and its trailer) is checked once the numbers are
+    /// recovered. Returns false when the trailer does not match: the packet was corrupted,
+    /// or is a late copy recovered to numbers it was not sent with.
     pub(crate) fn on_short_packet(
         &mut self,
         now: Instant,
