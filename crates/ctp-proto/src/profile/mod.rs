@@ -1581,4 +1581,21 @@ mod tests {
             assert!(!e.micros().is_empty());
         }
     }
+
+    /// IPv6's header is 20 bytes longer: an IPv6 peer gets 20 bytes less UDP payload, an
+    /// IPv4 (or IPv4-mapped) one the profile's figure, and nobody less than the floor.
+    #[test]
+    fn ipv6_peers_get_twenty_bytes_less_payload() {
+        let p = Params::default();
+        let at = |a: &str| p.for_peer(a.parse().unwrap()).max_udp_payload;
+        assert_eq!(at("192.0.2.1:9"), 1472);
+        assert_eq!(at("[::ffff:192.0.2.1]:9"), 1472);
+        assert_eq!(at("[2001:db8::1]:9"), 1452);
+        let small = Params {
+            max_udp_payload: MIN_UDP_PAYLOAD + 5,
+            ..p
+        };
+        let v6 = small.for_peer("[2001:db8::1]:9".parse().unwrap());
+        assert_eq!(v6.max_udp_payload, MIN_UDP_PAYLOAD);
+    }
 }
