@@ -310,7 +310,7 @@ impl<'a> Cx<'_, 'a> {
 /// The packet being built, offered to frame-writing microprotocols.
 pub struct FrameWriter<'b> {
     /// The packet so far, after any datagrams of the same batch that precede it (writers
-    /// append; [`FrameWriter::len`] is the packet's own length).
+    /// append; [`FrameWriter::packet_len`] is the packet's own length).
     pub buf: &'b mut Vec<u8>,
     /// Where the packet starts in `buf`.
     start: usize,
@@ -326,17 +326,12 @@ pub struct FrameWriter<'b> {
 impl FrameWriter<'_> {
     /// Bytes still free in the packet.
     pub fn room(&self) -> usize {
-        self.limit.saturating_sub(self.len())
+        self.limit.saturating_sub(self.packet_len())
     }
 
     /// The packet's length so far.
-    pub fn len(&self) -> usize {
+    pub fn packet_len(&self) -> usize {
         self.buf.len() - self.start
-    }
-
-    /// True when nothing, not even a header, was written (never, once built).
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Length of the packet header (no frame written yet when the packet is this long).
@@ -685,8 +680,8 @@ impl Engine {
             // Within the path MTU with the control frames written so far; otherwise the
             // segment waits for the next packet, unless it is alone (cut for a larger path
             // MTU before a black hole shrank it).
-            let path_room = path_limit.saturating_sub(w.len());
-            if need > w.room() || (need > path_room && w.len() > header_len) {
+            let path_room = path_limit.saturating_sub(w.packet_len());
+            if need > w.room() || (need > path_room && w.packet_len() > header_len) {
                 self.st.segs.sendable.push_front(seg);
                 break;
             }
@@ -697,7 +692,7 @@ impl Engine {
             }
             w.buf.extend_from_slice(&s.payload);
             w.buf.extend_from_slice(&s.tail);
-            carried = Some(seg);
+            carried = Some((seg, s.seq));
             ack_eliciting = true;
             break;
         }
@@ -705,7 +700,7 @@ impl Engine {
             Frame::emit_simple(w.buf, crate::wire::frame::ty::PING, None);
             ack_eliciting = true;
         }
-        if w.len() == header_len {
+        if w.packet_len() == header_len {
             // Nothing to say; the packet number stays unused.
             out.truncate(start);
             return false;
@@ -714,7 +709,7 @@ impl Engine {
             self.st.session.ping_owed = false;
         }
         let pn = self.st.next_pn;
-        let seq = carried.and_then(|seg| self.st.segs.get(seg)).map(|s| s.seq);
+        let seq = carried.map(|(_, seq)| seq);
         integrity::seal_numbered(out, start, pn, seq);
         if let Some(seq) = seq {
             let next = &mut self.st.session.seg_sent_next;
@@ -725,6 +720,7 @@ impl Engine {
         let stats = &mut self.st.stats;
         stats.packets_sent += 1;
         stats.bytes_sent += bytes as u64;
+        let carried = carried.map(|(seg, _)| seg);
         if let Some(seg) = carried {
             stats.segments_sent += 1;
             let rearm = self.st.holds.send_rearm;

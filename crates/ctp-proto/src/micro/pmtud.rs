@@ -191,7 +191,8 @@ impl Microprotocol for Pmtud {
         let body_end = size - TRAILER_LEN;
         // A probe carries nothing else (an ACK lost with it would stall the peer): it waits
         // for a packet no other microprotocol wrote into.
-        if w.len() != w.header_len() || w.len() + 1 >= body_end || w.room() < body_end - w.len() {
+        let len = w.packet_len();
+        if len != w.header_len() || len + 1 >= body_end || w.room() < body_end - len {
             return;
         }
         Frame::emit_simple(w.buf, ty::PING, None);
