@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 /// Bytes handed to the connection (or read from it) at a time.
 const BLOCK: usize = 1 << 20;
@@ -154,14 +154,7 @@ async fn receive(
 async fn drain(mut conn: Connection, got: &AtomicU64, quiet: bool) -> anyhow::Result<Instant> {
     let pb = progress::bar(0, "perf", quiet);
     let mut buf = vec![0u8; BLOCK];
-    loop {
-        let n = conn
-            .read(&mut buf)
-            .await
-            .context("receiving (the connection broke before an orderly close)")?;
-        if n == 0 {
-            break;
-        }
+    while let Some(n) = crate::transfer::recv::next_chunk(&mut conn, &mut buf).await? {
         let total = got.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
         pb.set_position(total);
     }

@@ -189,6 +189,16 @@ impl Sink {
     }
 }
 
+/// Reads the next bytes of `conn`'s stream into `buf`: `None` at its orderly end, an error
+/// when the connection broke before it.
+pub async fn next_chunk(conn: &mut Connection, buf: &mut [u8]) -> Result<Option<usize>> {
+    let n = conn
+        .read(buf)
+        .await
+        .context("receiving (the connection broke before an orderly close)")?;
+    Ok((n > 0).then_some(n))
+}
+
 /// Receives a plain stream (`--raw`: no ctp header or checksum) into `out`; the end of the
 /// connection is the end of the file, which is renamed into place only after an orderly
 /// close (a broken connection leaves nothing behind).
@@ -209,14 +219,7 @@ pub async fn recv_raw(
     let mut hasher = blake3::Hasher::new();
     let mut buf = vec![0u8; CHUNK];
     let mut got = 0u64;
-    loop {
-        let n = conn
-            .read(&mut buf)
-            .await
-            .context("receiving (the connection broke before an orderly close)")?;
-        if n == 0 {
-            break;
-        }
+    while let Some(n) = next_chunk(conn, &mut buf).await? {
         hasher.update(&buf[..n]);
         writer
             .write_all(&buf[..n])

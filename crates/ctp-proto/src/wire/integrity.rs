@@ -14,16 +14,11 @@ use super::WireError;
 /// Bytes the trailer adds to every packet.
 pub const TRAILER_LEN: usize = 4;
 
-/// Appends the CRC32C of `packet` to it.
+/// Appends the CRC32C of `packet` to it (a handshake packet; short packets use
+/// [`seal_numbered`]).
 pub fn seal(packet: &mut Vec<u8>) {
-    seal_from(packet, 0);
-}
-
-/// Appends the CRC32C of the packet that starts at `start` in `buf` (datagrams before it
-/// are left alone).
-pub fn seal_from(buf: &mut Vec<u8>, start: usize) {
-    let crc = crc32c::crc32c(&buf[start..]);
-    buf.extend_from_slice(&crc.to_be_bytes());
+    let crc = crc32c::crc32c(packet);
+    packet.extend_from_slice(&crc.to_be_bytes());
 }
 
 /// The CRC32C of a short packet with whole packet number `pn` and, when it carries a
