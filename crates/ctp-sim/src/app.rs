@@ -161,8 +161,14 @@ pub(crate) struct FlowApp {
     pub done_at: Option<Instant>,
     max_cwnd: u64,
     overshoot_reported: bool,
+    /// The stream block being written (index and bytes), written in slices without copying.
+    block: Option<(u64, Bytes)>,
     pub res: FlowResult,
 }
+
+/// Largest stream write: stream writes are the sender's messages, which the receiver
+/// reassembles whole before delivering them.
+const STREAM_WRITE: usize = 16_384;
 
 impl FlowApp {
     pub fn new(spec: FlowSpec, key: u64, prop_rtt: Duration) -> Self {
@@ -184,6 +190,7 @@ impl FlowApp {
             done_at: None,
             max_cwnd: 0,
             overshoot_reported: false,
+            block: None,
             res,
         }
     }
@@ -251,13 +258,13 @@ impl FlowApp {
     }
 
     /// Gives the sender's connection what the application has for it.
-    pub fn drive_sender(&mut self, now: Instant, c: &mut Connection, chunk: &mut [u8]) {
+    pub fn drive_sender(&mut self, now: Instant, c: &mut Connection) {
         self.res.peak_sender_buffered = self.res.peak_sender_buffered.max(c.buffered_bytes());
         if !c.is_established() || self.closing {
             return;
         }
         match self.spec.kind {
-            FlowKind::Bulk if !self.spec.uses_messages() => self.write_stream(now, c, chunk),
+            FlowKind::Bulk if !self.spec.uses_messages() => self.write_stream(now, c),
             FlowKind::Bulk => {
                 while self.res.bytes_sent < self.limit() && c.send_room() >= self.size() {
                     if !self.send_message(now, now, c) {
@@ -307,13 +314,26 @@ impl FlowApp {
         }
     }
 
-    fn write_stream(&mut self, now: Instant, c: &mut Connection, chunk: &mut [u8]) {
+    fn write_stream(&mut self, now: Instant, c: &mut Connection) {
         let limit = self.limit();
         while self.res.bytes_sent < limit && c.send_room() > 0 {
-            let n = (limit - self.res.bytes_sent).min(chunk.len() as u64) as usize;
-            let n = n.min(c.send_room());
-            payload::fill(self.key, self.res.bytes_sent, &mut chunk[..n]);
-            match c.stream_write(now, &chunk[..n]) {
+            let offset = self.res.bytes_sent;
+            let index = offset / payload::BLOCK_LEN as u64;
+            let at = (offset % payload::BLOCK_LEN as u64) as usize;
+            let block = match &self.block {
+                Some((i, b)) if *i == index => b,
+                _ => {
+                    &self
+                        .block
+                        .insert((index, payload::block(self.key, index)))
+                        .1
+                }
+            };
+            let n = ((limit - offset) as usize)
+                .min(payload::BLOCK_LEN - at)
+                .min(STREAM_WRITE)
+                .min(c.send_room());
+            match c.stream_write_bytes(now, &block.slice(at..at + n)) {
                 Ok(0) | Err(_) => break,
                 Ok(k) => self.res.bytes_sent += k as u64,
             }

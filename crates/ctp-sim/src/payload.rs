@@ -87,6 +87,18 @@ pub fn fill(key: u64, offset: u64, out: &mut [u8]) {
     });
 }
 
+/// Length of the stream blocks [`block`] yields: stream byte `o` lies in block
+/// `o / BLOCK_LEN` at `o % BLOCK_LEN`.
+pub const BLOCK_LEN: usize = PERIOD;
+
+/// Block `index` of the stream of `key` ([`BLOCK_LEN`] bytes), to be written in slices
+/// without copying.
+pub fn block(key: u64, index: u64) -> bytes::Bytes {
+    let mut b = vec![0u8; BLOCK_LEN];
+    fill(key, index * BLOCK_LEN as u64, &mut b);
+    b.into()
+}
+
 /// Position of the first byte of `data` that differs from the stream of `key` at `offset`.
 pub fn first_mismatch(key: u64, offset: u64, data: &[u8]) -> Option<usize> {
     let mut first = None;
@@ -150,6 +162,15 @@ mod tests {
         assert!(first_mismatch(5, 1452, &a[..4000]).is_some());
         // Another stream.
         assert_eq!(first_mismatch(6, 0, &a[..16]), Some(0));
+    }
+
+    #[test]
+    fn blocks_are_the_stream_cut_in_pieces() {
+        let mut whole = vec![0u8; 2 * BLOCK_LEN + 10];
+        fill(7, 0, &mut whole);
+        assert_eq!(&block(7, 0)[..], &whole[..BLOCK_LEN]);
+        assert_eq!(&block(7, 1)[..], &whole[BLOCK_LEN..2 * BLOCK_LEN]);
+        assert_ne!(block(7, 1), block(8, 1));
     }
 
     #[test]

@@ -122,7 +122,6 @@ pub struct World {
     free_slots: Vec<u32>,
     out: Vec<(Instant, Vec<u8>)>,
     rbuf: Vec<u8>,
-    chunk: Vec<u8>,
     packets: u64,
     next_sample: Instant,
     /// Per node, the wake currently in the queue.
@@ -184,7 +183,6 @@ impl World {
             free_slots: Vec::new(),
             out: Vec::new(),
             rbuf: vec![0u8; 1 << 16],
-            chunk: vec![0u8; 16_384],
             packets: 0,
             next_sample,
             node_wake: vec![None; 2 * n_flows],
@@ -410,7 +408,7 @@ impl World {
                 }
                 fl.app.drive_echoes(now, c);
                 if !fl.stopped {
-                    fl.app.drive_sender(now, c, &mut self.chunk);
+                    fl.app.drive_sender(now, c);
                 }
             }
             if let Some(c) = fl.server.and_then(|h| server_ep.connection_mut(h)) {
