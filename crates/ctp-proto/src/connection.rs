@@ -439,7 +439,12 @@ impl Connection {
         let causal = self.micros.has(MicroId::Causal);
         let e = Self::open_engine(&self.state, &mut self.engine)?;
         let room = e.st.app.tx_room();
-        if room == 0 {
+        // Sender-side silly-window avoidance (as Linux wakes a TCP writer only once a third
+        // of its buffer is free): a write waits until it can queue a good part of itself,
+        // not a sliver freed by one acknowledgement. Slivers cost a copied piece and a
+        // short message each, on both sides.
+        let low_water = (e.st.app.tx_limit / 4).clamp(1, STREAM_CHUNK);
+        if room == 0 || room < len.min(low_water) {
             return Err(WriteError::Blocked);
         }
         let n = len.min(room);

@@ -601,3 +601,58 @@ fn playout_preserves_the_senders_timing_across_network_jitter() {
     assert!(lag >= Duration::from_millis(100), "{lag:?}");
     assert_eq!(p.server.connection(s).unwrap().stats().late_deliveries, 0);
 }
+
+#[test]
+fn stream_writes_wait_for_a_quarter_of_the_send_buffer_not_a_sliver() {
+    const BUFFER: usize = 64 * 1024;
+    let mut profile = Profile::reliable();
+    profile.params.send_buffer = BUFFER as u32;
+    // Few segments in flight: the send buffer backs up behind them.
+    profile.params.flow_window = 64;
+    let mut p = Pair::new(40);
+    let (c, s) = connect(&mut p, &profile);
+    let payload = data(1 << 20, 12);
+    let (mut written, mut writes, mut refused_with_room) = (0, Vec::new(), 0);
+    let (mut got, mut buf) = (Vec::new(), vec![0u8; 65536]);
+    p.run_until(Duration::from_secs(120), |p| {
+        let now = p.now;
+        if let Some(conn) = p.client.connection_mut(c) {
+            while written < payload.len() {
+                let room = conn.send_room();
+                match conn.stream_write(now, &payload[written..]) {
+                    Ok(n) => {
+                        writes.push(n);
+                        written += n;
+                    }
+                    Err(_) => {
+                        refused_with_room += usize::from(room > 0);
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some(conn) = p.server.connection_mut(s) {
+            common::read_available(conn, now, &mut buf, &mut got);
+        }
+        got.len() == payload.len()
+    });
+    assert!(
+        got == payload,
+        "{} of {} bytes arrived",
+        got.len(),
+        payload.len()
+    );
+    // Acknowledgements free a few segments at a time; the writer was held back until a
+    // quarter of the buffer was free, and then queued at least that much at once (all
+    // but the last write, which took what was left).
+    assert!(refused_with_room > 0, "no write was ever held back");
+    let slivers: Vec<_> = writes[..writes.len() - 1]
+        .iter()
+        .filter(|&&n| n < BUFFER / 4)
+        .collect();
+    assert!(slivers.is_empty(), "slivers written: {slivers:?}");
+    // A write smaller than the low-water mark goes in as soon as it fits whole.
+    let conn = p.client.connection_mut(c).unwrap();
+    assert!(conn.send_room() >= 100);
+    assert_eq!(conn.stream_write(p.now, &payload[..100]), Ok(100));
+}

@@ -80,22 +80,27 @@ pub fn stream_transfer(
             }
         }
         if let Some(conn) = p.server.connection_mut(s) {
-            loop {
-                match conn.stream_read(now, &mut buf) {
-                    Ok(0) => {
-                        eof = true;
-                        break;
-                    }
-                    Ok(n) => got.extend_from_slice(&buf[..n]),
-                    Err(ReadError::Blocked) => break,
-                    Err(ReadError::Closed(_)) => {
-                        eof = true;
-                        break;
-                    }
-                }
-            }
+            eof = read_available(conn, now, &mut buf, &mut got);
         }
         eof
     });
     (got, eof)
+}
+
+/// Appends what `conn`'s stream has for the application to `got`; true at the end of the
+/// stream (or once the connection closed).
+pub fn read_available(
+    conn: &mut ctp_proto::connection::Connection,
+    now: ctp_proto::Instant,
+    buf: &mut [u8],
+    got: &mut Vec<u8>,
+) -> bool {
+    loop {
+        match conn.stream_read(now, buf) {
+            Ok(0) => return true,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(ReadError::Blocked) => return false,
+            Err(ReadError::Closed(_)) => return true,
+        }
+    }
 }
