@@ -610,19 +610,7 @@ impl Connection {
             return Err(gate);
         };
         let app = &mut e.st.app;
-        let mut n = 0;
-        while n < buf.len() {
-            let Some(front) = app.rx_stream.front_mut() else {
-                break;
-            };
-            let take = front.len().min(buf.len() - n);
-            buf[n..n + take].copy_from_slice(&front[..take]);
-            let _ = front.split_to(take);
-            if front.is_empty() {
-                app.rx_stream.pop_front();
-            }
-            n += take;
-        }
+        let n = crate::chunk_queue::read_into(&mut app.rx_stream, buf);
         app.rx_bytes -= n;
         if n > 0 {
             e.dispatch(now, Event::UserRead);
@@ -630,6 +618,27 @@ impl Connection {
         }
         if app.rx_fin || buf.is_empty() {
             return Ok(0);
+        }
+        Err(gate)
+    }
+
+    /// Reads from the byte stream without copying: the next received chunk, at most `max`
+    /// bytes of it. An empty chunk means the peer finished the stream.
+    pub fn stream_read_chunk(&mut self, now: Instant, max: usize) -> Result<Bytes, ReadError> {
+        udt_forward!(self, u => u.stream_read_chunk(now, max));
+        let gate = self.read_gate();
+        let Some(e) = self.engine.as_mut() else {
+            return Err(gate);
+        };
+        let app = &mut e.st.app;
+        let chunk = crate::chunk_queue::take_front(&mut app.rx_stream, max);
+        app.rx_bytes -= chunk.len();
+        if !chunk.is_empty() {
+            e.dispatch(now, Event::UserRead);
+            return Ok(chunk);
+        }
+        if app.rx_fin || max == 0 {
+            return Ok(chunk);
         }
         Err(gate)
     }

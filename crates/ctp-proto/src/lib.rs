@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod cc;
+pub mod chunk_queue;
 pub mod coding;
 pub mod connection;
 pub mod endpoint;

@@ -369,13 +369,13 @@ impl FlowApp {
 
     /// Reads what the receiver's connection delivered and checks it; echoes ping-pong
     /// requests.
-    pub fn drive_receiver(&mut self, now: Instant, c: &mut Connection, rbuf: &mut [u8]) {
+    pub fn drive_receiver(&mut self, now: Instant, c: &mut Connection) {
         let recv_limit = c.params().recv_buffer as u64;
         let mut got_now = 0u64;
         if !self.spec.uses_messages() {
             loop {
-                match c.stream_read(now, rbuf) {
-                    Ok(0) => {
+                match c.stream_read_chunk(now, usize::MAX) {
+                    Ok(chunk) if chunk.is_empty() => {
                         if self.done_at.is_none() {
                             self.done_at = Some(now);
                             self.res.completed = true;
@@ -389,9 +389,10 @@ impl FlowApp {
                         }
                         break;
                     }
-                    Ok(n) => {
+                    Ok(chunk) => {
+                        let n = chunk.len();
                         if let Some(i) =
-                            payload::first_mismatch(self.key, self.res.bytes_delivered, &rbuf[..n])
+                            payload::first_mismatch(self.key, self.res.bytes_delivered, &chunk)
                         {
                             self.violation(format!(
                                 "stream byte {} differs from what was sent",

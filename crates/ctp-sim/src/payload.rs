@@ -94,8 +94,20 @@ pub const BLOCK_LEN: usize = PERIOD;
 /// Block `index` of the stream of `key` ([`BLOCK_LEN`] bytes), to be written in slices
 /// without copying.
 pub fn block(key: u64, index: u64) -> bytes::Bytes {
-    let mut b = vec![0u8; BLOCK_LEN];
-    fill(key, index * BLOCK_LEN as u64, &mut b);
+    // The pattern, masked in place (no zero-filling first): a block starts at phase 0.
+    let mut b = pattern().to_vec();
+    let m = mask(key, index);
+    let mw = u64::from_le_bytes(m);
+    let mut words = b.chunks_exact_mut(8);
+    for w in &mut words {
+        let x = u64::from_le_bytes((&*w).try_into().expect("8 bytes")) ^ mw;
+        w.copy_from_slice(&x.to_le_bytes());
+    }
+    words
+        .into_remainder()
+        .iter_mut()
+        .zip(m)
+        .for_each(|(x, k)| *x ^= k);
     b.into()
 }
 

@@ -121,7 +121,6 @@ pub struct World {
     /// Free slots of `slab`.
     free_slots: Vec<u32>,
     out: Vec<(Instant, Vec<u8>)>,
-    rbuf: Vec<u8>,
     packets: u64,
     next_sample: Instant,
     /// Per node, the wake currently in the queue.
@@ -182,7 +181,6 @@ impl World {
             slab: Vec::new(),
             free_slots: Vec::new(),
             out: Vec::new(),
-            rbuf: vec![0u8; 1 << 16],
             packets: 0,
             next_sample,
             node_wake: vec![None; 2 * n_flows],
@@ -412,7 +410,7 @@ impl World {
                 }
             }
             if let Some(c) = fl.server.and_then(|h| server_ep.connection_mut(h)) {
-                fl.app.drive_receiver(now, c, &mut self.rbuf);
+                fl.app.drive_receiver(now, c);
             }
         }
     }

@@ -1081,6 +1081,20 @@ impl UdtConnection {
         Err(self.read_gate())
     }
 
+    /// Reads at most `max` bytes of the next received chunk without copying; empty at the
+    /// end of the stream.
+    pub fn stream_read_chunk(&mut self, _now: Instant, max: usize) -> Result<Bytes, ReadError> {
+        let chunk = self.rcv.read_stream_chunk(max);
+        if !chunk.is_empty() {
+            self.stats.app_bytes_delivered += chunk.len() as u64;
+            return Ok(chunk);
+        }
+        if self.peer_closed || max == 0 {
+            return Ok(chunk);
+        }
+        Err(self.read_gate())
+    }
+
     /// Takes the next whole message.
     pub fn recv_msg(&mut self, _now: Instant) -> Result<Bytes, ReadError> {
         match self.rcv.read_msg() {

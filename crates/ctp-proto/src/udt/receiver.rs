@@ -364,29 +364,28 @@ impl Receiver {
         }
     }
 
-    /// Reads stream bytes into `buf`; returns how many. On a message connection the
-    /// messages are read back to back as one stream (what a file transfer wants).
-    pub fn read_stream(&mut self, buf: &mut [u8]) -> usize {
-        let q = if self.dgram {
+    /// What stream reads take from: on a message connection the messages, back to back.
+    fn stream_queue(&mut self) -> &mut VecDeque<Bytes> {
+        if self.dgram {
             &mut self.msgs
         } else {
             &mut self.stream
-        };
-        let mut n = 0;
-        while n < buf.len() {
-            let Some(front) = q.front_mut() else {
-                break;
-            };
-            let take = front.len().min(buf.len() - n);
-            buf[n..n + take].copy_from_slice(&front[..take]);
-            let _ = front.split_to(take);
-            n += take;
-            if front.is_empty() {
-                q.pop_front();
-            }
         }
+    }
+
+    /// Reads stream bytes into `buf`; returns how many. On a message connection the
+    /// messages are read back to back as one stream (what a file transfer wants).
+    pub fn read_stream(&mut self, buf: &mut [u8]) -> usize {
+        let n = crate::chunk_queue::read_into(self.stream_queue(), buf);
         self.queued_bytes -= n;
         n
+    }
+
+    /// [`Receiver::read_stream`] without copying: at most `max` bytes of the next chunk.
+    pub fn read_stream_chunk(&mut self, max: usize) -> Bytes {
+        let chunk = crate::chunk_queue::take_front(self.stream_queue(), max);
+        self.queued_bytes -= chunk.len();
+        chunk
     }
 
     /// Takes the next whole message.

@@ -88,17 +88,32 @@ pub fn stream_transfer(
 }
 
 /// Appends what `conn`'s stream has for the application to `got`; true at the end of the
-/// stream (or once the connection closed).
+/// stream (or once the connection closed). Reads alternate between copying into `buf` and
+/// taking chunks of at most 3000 bytes without copying, so that both read paths carry
+/// every stream the tests move.
 pub fn read_available(
     conn: &mut ctp_proto::connection::Connection,
     now: ctp_proto::Instant,
     buf: &mut [u8],
     got: &mut Vec<u8>,
 ) -> bool {
+    let mut chunked = false;
     loop {
-        match conn.stream_read(now, buf) {
+        chunked = !chunked;
+        let read = if !chunked {
+            conn.stream_read(now, buf).map(|n| {
+                got.extend_from_slice(&buf[..n]);
+                n
+            })
+        } else {
+            conn.stream_read_chunk(now, 3000).map(|c| {
+                got.extend_from_slice(&c);
+                c.len()
+            })
+        };
+        match read {
             Ok(0) => return true,
-            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Ok(_) => {}
             Err(ReadError::Blocked) => return false,
             Err(ReadError::Closed(_)) => return true,
         }
