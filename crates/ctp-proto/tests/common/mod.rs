@@ -101,10 +101,8 @@ pub fn read_available(
     loop {
         chunked = !chunked;
         let read = if !chunked {
-            conn.stream_read(now, buf).map(|n| {
-                got.extend_from_slice(&buf[..n]);
-                n
-            })
+            conn.stream_read(now, buf)
+                .inspect(|&n| got.extend_from_slice(&buf[..n]))
         } else {
             conn.stream_read_chunk(now, 3000).map(|c| {
                 got.extend_from_slice(&c);
