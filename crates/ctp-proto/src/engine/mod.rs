@@ -690,8 +690,7 @@ impl Engine {
             } else {
                 Frame::emit_data_header(w.buf, seq);
             }
-            w.buf.extend_from_slice(&s.payload);
-            w.buf.extend_from_slice(&s.tail);
+            s.put_body(w.buf);
             carried = Some((seg, s.seq));
             ack_eliciting = true;
             break;

@@ -5,6 +5,9 @@ use super::hold::{HoldRegistry, Holds};
 use bytes::Bytes;
 use std::collections::VecDeque;
 
+/// Initial capacity of a segment's payload buffer.
+const HEADER_ROOM: usize = 32;
+
 /// A handle to a segment. Stale handles (to a freed and reused slot) are detected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SegId {
@@ -17,8 +20,12 @@ pub struct SegId {
 pub struct Segment {
     /// Segment sequence number, kept across retransmissions.
     pub seq: u64,
-    /// Encoded pieces (the body of a DATA frame), up to [`Segment::tail`].
+    /// Encoded pieces (the body of a DATA frame), up to [`Segment::tail`], with
+    /// [`Segment::inner`] inserted.
     pub payload: Vec<u8>,
+    /// The data of an earlier piece referenced instead of copied (the end of one stream
+    /// chunk, before the next chunk's piece): on the wire it goes at `payload[at]`.
+    pub inner: Option<(usize, Bytes)>,
     /// The data of the last piece when it runs to the end of the segment, referenced from
     /// the application's buffer instead of copied; on the wire it follows `payload`.
     pub tail: Bytes,
@@ -35,14 +42,31 @@ pub struct Segment {
 }
 
 impl Segment {
-    /// Bytes of the DATA frame's body: `payload` then `tail`.
+    /// Bytes of the DATA frame's body: `payload` with `inner`, then `tail`.
     pub fn body_len(&self) -> usize {
-        self.payload.len() + self.tail.len()
+        self.payload.len() + self.inner.as_ref().map_or(0, |(_, b)| b.len()) + self.tail.len()
     }
 
-    /// Moves the tail into `payload`, for a microprotocol that needs the body in one piece
-    /// (an erasure code, a compressor).
+    /// Appends the DATA frame's body to `out`: `payload` with `inner` in place, then
+    /// `tail`.
+    pub fn put_body(&self, out: &mut Vec<u8>) {
+        match &self.inner {
+            Some((at, b)) => {
+                out.extend_from_slice(&self.payload[..*at]);
+                out.extend_from_slice(b);
+                out.extend_from_slice(&self.payload[*at..]);
+            }
+            None => out.extend_from_slice(&self.payload),
+        }
+        out.extend_from_slice(&self.tail);
+    }
+
+    /// Moves the referenced data into `payload`, for a microprotocol that needs the body
+    /// in one piece (an erasure code, a compressor).
     pub fn join_tail(&mut self) {
+        if let Some((at, b)) = self.inner.take() {
+            self.payload.splice(at..at, b.iter().copied());
+        }
         if !self.tail.is_empty() {
             self.payload.extend_from_slice(&self.tail);
             self.tail = Bytes::new();
@@ -93,13 +117,19 @@ impl SegmentStore {
                 (self.slots.len() - 1) as u32
             }
         };
-        let payload = self.pool.pop().unwrap_or_default();
+        // Room for a few piece headers from the start: bulk segments hold only headers
+        // (their data is the tail), which must not grow the buffer piece by piece.
+        let payload = self
+            .pool
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(HEADER_ROOM));
         let s = &mut self.slots[idx as usize];
         s.gen = s.gen.wrapping_add(1);
         s.live = true;
         s.seq = seq;
         s.payload = payload;
         s.payload.clear();
+        s.inner = None;
         s.tail = Bytes::new();
         s.holds = Holds::new(reg);
         s.transmissions = 0;
@@ -129,6 +159,7 @@ impl SegmentStore {
             s.live = false;
             let buf = std::mem::take(&mut s.payload);
             // Lets go of the application's buffer at once (a writer may be waiting to reuse it).
+            s.inner = None;
             s.tail = Bytes::new();
             self.pool.push(buf);
             self.free.push(id.idx);

@@ -14,6 +14,9 @@ use std::collections::BTreeMap;
 
 /// Segments cut per event before yielding, so event queues stay short.
 const BATCH: usize = 32;
+/// Smallest piece whose data a segment references instead of copying (below it a copy is
+/// cheaper than the reference count).
+const MIN_REFERENCED: usize = 256;
 /// Largest reservation made for a message before its size is known.
 const MAX_SIZE_HINT: usize = 256 * 1024;
 /// Incomplete messages kept at once when the profile is unreliable.
@@ -81,7 +84,7 @@ impl Fragmentation {
                     m
                 });
                 let left = out.data.len() - out.cut;
-                let room = room_total.saturating_sub(s.payload.len());
+                let room = room_total.saturating_sub(s.body_len());
                 // The first piece of a message carries its timestamp, if the profile stamps.
                 let stamp = if out.cut == 0 { out.sent_us } else { None };
                 // So does its list of predecessors (causal ordering).
@@ -126,11 +129,17 @@ impl Fragmentation {
                     ts: stamp,
                     deps,
                 };
+                let data = out.cut..out.cut + take;
                 if to_end {
                     // The data stays in the application's buffer; the packet takes it
                     // from there (one copy fewer on the bulk path).
                     piece.emit_header_to_end(&mut s.payload);
-                    s.tail = out.data.slice(out.cut..out.cut + take);
+                    s.tail = out.data.slice(data);
+                } else if s.inner.is_none() && take >= MIN_REFERENCED {
+                    // The end of a chunk with more to follow in this segment: referenced
+                    // too (a segment references at most one such piece).
+                    piece.emit_header_with_length(&mut s.payload);
+                    s.inner = Some((s.payload.len(), out.data.slice(data)));
                 } else {
                     piece.emit(&mut s.payload);
                 }

@@ -288,6 +288,80 @@ fn bulk_segments_reference_the_application_buffer() {
     }
     assert_eq!(got, &chunk[..]);
 }
+/// A stream chunk that ends inside a segment, with the next chunk's first piece after it,
+/// is referenced too (at its place in the segment), and FEC or compression joining the
+/// segment gets the same bytes as the wire.
+#[test]
+fn a_chunk_ending_inside_a_segment_is_referenced_too() {
+    let mut tx = reliable();
+    tx.st.session.cwnd = u64::MAX / 4;
+    // The first chunk ends some 450 bytes into its seventh segment.
+    let chunks: Vec<Bytes> = [9_000u32, 7_000]
+        .iter()
+        .enumerate()
+        .map(|(k, &n)| {
+            Bytes::from(
+                (0..n)
+                    .map(|i| (i * 13 + k as u32) as u8)
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .collect();
+    for c in &chunks {
+        tx.st
+            .app
+            .tx
+            .push_back(Outgoing::new(c.clone(), true, false, None));
+        tx.st.app.tx_bytes += c.len();
+    }
+    tx.dispatch(t(0), Event::UserData);
+    let sendable: Vec<_> = tx.st.segs.sendable.iter().copied().collect();
+    let first = chunks[0].as_ptr_range();
+    let in_first = |s: &crate::engine::segment::Segment| {
+        s.inner
+            .as_ref()
+            .is_some_and(|(_, b)| first.start <= b.as_ptr() && b.as_ptr_range().end == first.end)
+    };
+    let joint = sendable
+        .iter()
+        .copied()
+        .find(|&id| tx.st.segs.get(id).is_some_and(in_first))
+        .expect("the segment where the first chunk ends references its end");
+    let s = tx.st.segs.get(joint).expect("live");
+    let at = s.inner.as_ref().expect("inner").0;
+    assert!(at > 0 && at < s.payload.len(), "between two piece headers");
+    assert!(
+        !s.tail.is_empty(),
+        "the second chunk's piece runs to the end"
+    );
+    let mut wire = Vec::new();
+    s.put_body(&mut wire);
+    assert_eq!(wire.len(), s.body_len());
+    let s = tx.st.segs.get_mut(joint).expect("live");
+    s.join_tail();
+    assert!(s.inner.is_none() && s.tail.is_empty());
+    assert_eq!(s.payload, wire, "joining gives the wire's bytes");
+    // What arrives is both chunks, each in order.
+    let mut got = vec![Vec::new(); 2];
+    let mut msgs = Vec::new();
+    for body in data_packets(&drain(&mut tx, t(0))) {
+        let mut r = Reader::new(&body);
+        while let Ok(f) = Frame::parse(&mut r, 0) {
+            if let Frame::Data(d) = f {
+                for p in d.pieces() {
+                    if !msgs.contains(&p.msg) {
+                        msgs.push(p.msg);
+                    }
+                    let k = msgs.iter().position(|&m| m == p.msg).expect("seen");
+                    assert_eq!(p.offset as usize, got[k].len());
+                    got[k].extend_from_slice(p.data);
+                }
+            }
+        }
+    }
+    assert_eq!(got, [&chunks[0][..], &chunks[1][..]]);
+}
+
 /// Builds one packet; returns its packet number (recovered against `expected_pn`), the
 /// bytes its packet number and (if it carries data) its segment number took, and its body.
 fn numbered_packet(e: &mut Engine, now: Instant, expected_pn: u64) -> (u64, usize, usize, Vec<u8>) {

@@ -209,6 +209,12 @@ impl Piece<'_> {
         self.emit_header(out, true);
     }
 
+    /// Appends everything of the piece but its data, with its length field: the caller
+    /// puts the data right after it (without copying it into `out`).
+    pub fn emit_header_with_length(&self, out: &mut Vec<u8>) {
+        self.emit_header(out, false);
+    }
+
     fn emit_as(&self, out: &mut Vec<u8>, to_end: bool) {
         self.emit_header(out, to_end);
         out.extend_from_slice(self.data);
