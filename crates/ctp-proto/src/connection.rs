@@ -605,40 +605,46 @@ impl Connection {
     /// Reads from the byte stream. `Ok(0)` means the peer finished the stream.
     pub fn stream_read(&mut self, now: Instant, buf: &mut [u8]) -> Result<usize, ReadError> {
         udt_forward!(self, u => u.stream_read(now, buf));
-        let gate = self.read_gate();
-        let Some(e) = self.engine.as_mut() else {
-            return Err(gate);
-        };
-        let app = &mut e.st.app;
-        let n = crate::chunk_queue::read_into(&mut app.rx_stream, buf);
-        app.rx_bytes -= n;
-        if n > 0 {
-            e.dispatch(now, Event::UserRead);
-            return Ok(n);
-        }
-        if app.rx_fin || buf.is_empty() {
-            return Ok(0);
-        }
-        Err(gate)
+        let asked_nothing = buf.is_empty();
+        self.stream_take(now, asked_nothing, |q| {
+            let n = crate::chunk_queue::read_into(q, buf);
+            (n, n)
+        })
     }
 
     /// Reads from the byte stream without copying: the next received chunk, at most `max`
     /// bytes of it. An empty chunk means the peer finished the stream.
     pub fn stream_read_chunk(&mut self, now: Instant, max: usize) -> Result<Bytes, ReadError> {
         udt_forward!(self, u => u.stream_read_chunk(now, max));
+        self.stream_take(now, max == 0, |q| {
+            let chunk = crate::chunk_queue::take_front(q, max);
+            let n = chunk.len();
+            (chunk, n)
+        })
+    }
+
+    /// Takes stream bytes with `take` (which returns what it took and how many bytes);
+    /// nothing taken is the end of the stream once the peer finished it, or when nothing
+    /// was asked for, and otherwise a wait.
+    fn stream_take<T>(
+        &mut self,
+        now: Instant,
+        asked_nothing: bool,
+        take: impl FnOnce(&mut std::collections::VecDeque<Bytes>) -> (T, usize),
+    ) -> Result<T, ReadError> {
         let gate = self.read_gate();
         let Some(e) = self.engine.as_mut() else {
             return Err(gate);
         };
         let app = &mut e.st.app;
-        let chunk = crate::chunk_queue::take_front(&mut app.rx_stream, max);
-        app.rx_bytes -= chunk.len();
-        if !chunk.is_empty() {
+        let (got, n) = take(&mut app.rx_stream);
+        app.rx_bytes -= n;
+        if n > 0 {
             e.dispatch(now, Event::UserRead);
-            return Ok(chunk);
+            return Ok(got);
         }
-        if app.rx_fin || max == 0 {
-            return Ok(chunk);
+        if app.rx_fin || asked_nothing {
+            return Ok(got);
         }
         Err(gate)
     }

@@ -63,7 +63,7 @@ impl Segment {
 
     /// Moves the referenced data into `payload`, for a microprotocol that needs the body
     /// in one piece (an erasure code, a compressor).
-    pub fn join_tail(&mut self) {
+    pub fn flatten_body(&mut self) {
         if let Some((at, b)) = self.inner.take() {
             self.payload.splice(at..at, b.iter().copied());
         }

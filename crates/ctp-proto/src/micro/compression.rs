@@ -95,7 +95,7 @@ impl Microprotocol for Compression {
         if !retransmit {
             let st = &mut *cx.st;
             if let Some(s) = st.segs.get_mut(seg).filter(|s| !s.compressed) {
-                s.join_tail();
+                s.flatten_body();
                 let before = s.payload.len();
                 if self.compress(&mut s.payload) {
                     s.compressed = true;

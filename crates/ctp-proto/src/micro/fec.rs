@@ -131,7 +131,7 @@ impl Fec {
         for &(seg, seq) in &self.block {
             let mut f = self.pool.pop().unwrap_or_default();
             let s = cx.st.segs.get_mut(seg).map(|s| {
-                s.join_tail();
+                s.flatten_body();
                 &*s
             });
             frame_bytes(seq, s.map_or(&[][..], |s| &s.payload), &mut f);

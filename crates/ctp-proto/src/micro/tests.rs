@@ -95,6 +95,33 @@ fn data_packets(frames: &[Vec<u8>]) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// The messages the packets `tx` sends now carry, reassembled by message number in the
+/// order they first appear (each piece checked to continue its message).
+fn sent_messages(tx: &mut Engine, now: Instant) -> Vec<Vec<u8>> {
+    let (mut msgs, mut got) = (Vec::new(), Vec::<Vec<u8>>::new());
+    for body in data_packets(&drain(tx, now)) {
+        let mut r = Reader::new(&body);
+        while let Ok(f) = Frame::parse(&mut r, 0) {
+            let Frame::Data(d) = f else { continue };
+            for p in d.pieces() {
+                let k = msgs.iter().position(|&m| m == p.msg).unwrap_or_else(|| {
+                    msgs.push(p.msg);
+                    got.push(Vec::new());
+                    msgs.len() - 1
+                });
+                assert_eq!(
+                    p.offset as usize,
+                    got[k].len(),
+                    "message {} out of order",
+                    p.msg
+                );
+                got[k].extend_from_slice(p.data);
+            }
+        }
+    }
+    got
+}
+
 fn contains_data(body: &[u8]) -> bool {
     let mut r = Reader::new(body);
     while !r.is_empty() {
@@ -274,20 +301,10 @@ fn bulk_segments_reference_the_application_buffer() {
         sendable.len()
     );
     // What arrives is the chunk, byte for byte.
-    let mut got = Vec::new();
-    for body in data_packets(&drain(&mut tx, t(0))) {
-        let mut r = Reader::new(&body);
-        while let Ok(f) = Frame::parse(&mut r, 0) {
-            if let Frame::Data(d) = f {
-                for p in d.pieces() {
-                    assert_eq!(p.offset as usize, got.len());
-                    got.extend_from_slice(p.data);
-                }
-            }
-        }
-    }
-    assert_eq!(got, &chunk[..]);
+    let got = sent_messages(&mut tx, t(0));
+    assert_eq!(got, [&chunk[..]]);
 }
+
 /// A stream chunk that ends inside a segment, with the next chunk's first piece after it,
 /// is referenced too (at its place in the segment), and FEC or compression joining the
 /// segment gets the same bytes as the wire.
@@ -338,27 +355,11 @@ fn a_chunk_ending_inside_a_segment_is_referenced_too() {
     s.put_body(&mut wire);
     assert_eq!(wire.len(), s.body_len());
     let s = tx.st.segs.get_mut(joint).expect("live");
-    s.join_tail();
+    s.flatten_body();
     assert!(s.inner.is_none() && s.tail.is_empty());
     assert_eq!(s.payload, wire, "joining gives the wire's bytes");
     // What arrives is both chunks, each in order.
-    let mut got = vec![Vec::new(); 2];
-    let mut msgs = Vec::new();
-    for body in data_packets(&drain(&mut tx, t(0))) {
-        let mut r = Reader::new(&body);
-        while let Ok(f) = Frame::parse(&mut r, 0) {
-            if let Frame::Data(d) = f {
-                for p in d.pieces() {
-                    if !msgs.contains(&p.msg) {
-                        msgs.push(p.msg);
-                    }
-                    let k = msgs.iter().position(|&m| m == p.msg).expect("seen");
-                    assert_eq!(p.offset as usize, got[k].len());
-                    got[k].extend_from_slice(p.data);
-                }
-            }
-        }
-    }
+    let got = sent_messages(&mut tx, t(0));
     assert_eq!(got, [&chunks[0][..], &chunks[1][..]]);
 }
 
