@@ -846,44 +846,55 @@ impl Profile {
     }
 }
 
-/// Checks a microprotocol set for mandatory members, dependencies and conflicts.
+/// Checks a microprotocol set for mandatory members, dependencies and conflicts: the first
+/// problem [`problems`] finds.
 pub fn check_micros(set: MicroSet) -> Result<(), ProfileError> {
-    for &m in MANDATORY {
-        if !set.has(m) {
-            return Err(ProfileError::Mandatory(m));
-        }
+    match problems(set).into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
-    for &(a, b, why) in CONFLICTS {
-        if set.has(a) && set.has(b) {
-            return Err(ProfileError::Conflict { a, b, why });
-        }
-    }
-    for &(micro, needs, why) in DEPENDENCIES {
-        if set.has(micro) && !set.has(needs) {
-            return Err(ProfileError::Missing { micro, needs, why });
-        }
-    }
-    for &(micro, options, why) in NEEDS_ONE_OF {
-        if set.has(micro) && !options.iter().any(|&m| set.has(m)) {
-            return Err(ProfileError::MissingOneOf {
+}
+
+/// Every rule a microprotocol set breaks, in the order they are checked: mandatory members,
+/// conflicts, dependencies, dependencies on one of several alternatives, a delivery order.
+pub fn problems(set: MicroSet) -> Vec<ProfileError> {
+    let mut found: Vec<ProfileError> = MANDATORY
+        .iter()
+        .filter(|&&m| !set.has(m))
+        .map(|&m| ProfileError::Mandatory(m))
+        .collect();
+    found.extend(
+        CONFLICTS
+            .iter()
+            .filter(|&&(a, b, _)| set.has(a) && set.has(b))
+            .map(|&(a, b, why)| ProfileError::Conflict { a, b, why }),
+    );
+    found.extend(
+        DEPENDENCIES
+            .iter()
+            .filter(|&&(micro, needs, _)| set.has(micro) && !set.has(needs))
+            .map(|&(micro, needs, why)| ProfileError::Missing { micro, needs, why }),
+    );
+    found.extend(
+        NEEDS_ONE_OF
+            .iter()
+            .filter(|&&(micro, options, _)| set.has(micro) && !options.iter().any(|&m| set.has(m)))
+            .map(|&(micro, options, why)| ProfileError::MissingOneOf {
                 micro,
                 options,
                 why,
-            });
-        }
-    }
-    if ![
+            }),
+    );
+    let delivery = [
         MicroId::Fifo,
         MicroId::Unordered,
         MicroId::LossyFifo,
         MicroId::Causal,
-    ]
-    .iter()
-    .any(|&m| set.has(m))
-    {
-        return Err(ProfileError::NoDelivery);
+    ];
+    if !delivery.iter().any(|&m| set.has(m)) {
+        found.push(ProfileError::NoDelivery);
     }
-    Ok(())
+    found
 }
 
 /// Initial sequence numbers one side chose in the handshake.
@@ -1229,6 +1240,116 @@ mod tests {
     }
 
     /// Each dependency rule, provoked by removing what it needs.
+    /// Each dependency, alternative and conflict rule, provoked by the smallest set that
+    /// breaks it (the mandatory microprotocols, the rule's members, a delivery order), and
+    /// gone once the set is fixed as its message says. The rules are written out here, not
+    /// read from the checker's tables, so a rule dropped from the checker fails this test.
+    #[test]
+    fn each_rule_is_provoked_by_the_set_that_breaks_it() {
+        use MicroId::*;
+        let set = |members: &[MicroId]| {
+            let delivery = [Fifo, LossyFifo, Causal, Unordered];
+            let mut v = MANDATORY.to_vec();
+            v.extend_from_slice(members);
+            if !members.iter().any(|m| delivery.contains(m)) {
+                v.push(Unordered);
+            }
+            MicroSet::of(&v)
+        };
+        let with = |s: MicroSet, m: MicroId| MicroSet(s.0 | MicroSet::of(&[m]).0);
+        let dependencies = [
+            (Arq, AckTracking),
+            (Arq, Sequencing),
+            (AckTracking, Rtt),
+            (Fifo, Arq),
+            (Fifo, Sequencing),
+            (LossyFifo, Sequencing),
+            (Pmtud, AckTracking),
+            (Causal, Sequencing),
+            (Fec, Sequencing),
+            (FlowWindow, Sequencing),
+            (CongestionWindow, AckTracking),
+            (NewReno, CongestionWindow),
+            (NewReno, AckTracking),
+            (Scp, CongestionWindow),
+            (Scp, Pacing),
+            (Scp, AckTracking),
+            (Cc, CongestionWindow),
+            (Cc, AckTracking),
+            (RtsCts, Sequencing),
+            (Tfrc, Pacing),
+            (Tfrc, AckTracking),
+        ];
+        for (micro, needs) in dependencies {
+            let is_rule = |e: &ProfileError| matches!(e, ProfileError::Missing { micro: m, needs: n, .. } if *m == micro && *n == needs);
+            let broken = set(&[micro]);
+            let found = problems(broken);
+            let e = found
+                .iter()
+                .find(|e| is_rule(e))
+                .unwrap_or_else(|| panic!("{micro} without {needs}: {found:?}"));
+            let text = e.to_string();
+            assert!(
+                text.contains(&format!("add `{needs}` or remove `{micro}`")),
+                "{text}"
+            );
+            assert!(!problems(with(broken, needs)).iter().any(is_rule));
+        }
+        let conflicts = [
+            (Fifo, Unordered),
+            (Fifo, LossyFifo),
+            (LossyFifo, Unordered),
+            (NewReno, Scp),
+            (Compression, Fec),
+            (Causal, Fifo),
+            (Causal, LossyFifo),
+            (Causal, Unordered),
+            (FlowWindow, XonXoff),
+            (FlowWindow, RtsCts),
+            (XonXoff, RtsCts),
+            (FixedInterval, Playout),
+            (NewReno, Tfrc),
+            (Scp, Tfrc),
+            (NewReno, Cc),
+            (Scp, Cc),
+            (Tfrc, Cc),
+        ];
+        for (a, b) in conflicts {
+            let is_rule = |e: &ProfileError| matches!(e, ProfileError::Conflict { a: x, b: y, .. } if *x == a && *y == b);
+            let found = problems(set(&[a, b]));
+            let e = found
+                .iter()
+                .find(|e| is_rule(e))
+                .unwrap_or_else(|| panic!("{a} with {b}: {found:?}"));
+            let text = e.to_string();
+            assert!(
+                text.contains(&format!("`{a}` and `{b}` conflict")),
+                "{text}"
+            );
+            assert!(text.contains("keep only one"), "{text}");
+            assert!(!problems(set(&[a]).without(b)).iter().any(is_rule));
+        }
+        for micro in [CongestionWindow, Pacing] {
+            let is_rule = |e: &ProfileError| matches!(e, ProfileError::MissingOneOf { micro: m, .. } if *m == micro);
+            let broken = set(&[micro]);
+            let found = problems(broken);
+            let e = found
+                .iter()
+                .find(|e| is_rule(e))
+                .unwrap_or_else(|| panic!("{micro} without a policy: {found:?}"));
+            assert!(
+                e.to_string().contains("`newreno`, `scp`, `tfrc`, `cc`"),
+                "{e}"
+            );
+            for policy in [NewReno, Scp, Tfrc, Cc] {
+                assert!(!problems(with(broken, policy)).iter().any(is_rule));
+            }
+        }
+        // The first problem is what `check_micros` reports.
+        let broken = set(&[Fifo, NewReno]);
+        assert_eq!(check_micros(broken).unwrap_err(), problems(broken)[0]);
+    }
+
     #[test]
     fn every_dependency_is_enforced() {
         for &(micro, needs, _) in DEPENDENCIES {
@@ -1291,15 +1412,58 @@ mod tests {
 
     #[test]
     fn params_out_of_range_name_the_parameter() {
-        let mut p = Params {
-            max_udp_payload: 500,
-            ..Params::default()
-        };
-        let e = p.check().unwrap_err().to_string();
-        assert!(e.contains("max_udp_payload") && e.contains("1200"), "{e}");
-        p.max_udp_payload = 1452;
-        p.flow_window = 1;
-        assert!(p.check().unwrap_err().to_string().contains("flow_window"));
+        // One value out of range per parameter (each just past a bound), and the name the
+        // error must give with the range it must state.
+        type Set = fn(&mut Params);
+        let cases: &[(&str, &str, Set)] = &[
+            ("max_udp_payload", "1200..=65000", |p| {
+                p.max_udp_payload = 1199
+            }),
+            ("max_udp_payload", "1200..=65000", |p| {
+                p.max_udp_payload = 65_001
+            }),
+            ("flow_window", "16..=1048576", |p| p.flow_window = 15),
+            ("max_message", "1..=1073741824", |p| p.max_message = 0),
+            ("idle_timeout_ms", "100..=3600000", |p| {
+                p.idle_timeout_ms = 99
+            }),
+            ("fifo_deadline_ms", "1..=60000", |p| {
+                p.fifo_deadline_ms = 60_001
+            }),
+            ("causal_deadline_ms", "1..=60000", |p| {
+                p.causal_deadline_ms = 0
+            }),
+            ("fec_k/fec_m", "k + m ≤ 256", |p| {
+                (p.fec_k, p.fec_m) = (200, 57)
+            }),
+            ("fec_k/fec_m", "m ≥ 1", |p| p.fec_m = 0),
+            ("fec_flush_ms", "1..=10000", |p| p.fec_flush_ms = 10_001),
+            ("jitter_interval_us", "at least 1", |p| {
+                p.jitter_interval_us = 0
+            }),
+            ("playout_delay_ms", "0..=600000", |p| {
+                p.playout_delay_ms = 600_001
+            }),
+            ("cc_rate_kbps", "at least 8", |p| p.cc_rate_kbps = 7),
+            ("keepalive_ms", "at least 1", |p| p.keepalive_ms = 0),
+            ("initial_window", "at least 1", |p| p.initial_window = 0),
+            ("send_buffer/recv_buffer", "65536", |p| {
+                p.send_buffer = 65_535
+            }),
+            ("send_buffer/recv_buffer", "65536", |p| {
+                p.recv_buffer = 65_535
+            }),
+        ];
+        assert!(Params::default().check().is_ok());
+        for (name, range, set) in cases {
+            let mut p = Params::default();
+            set(&mut p);
+            let e = p.check().unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("`{name}`")) && e.contains(range),
+                "{name}: {e}"
+            );
+        }
     }
 
     #[test]
