@@ -151,11 +151,11 @@ async fn receive(
 
 /// Reads `conn` until its orderly end, counting into `got`, then closes it; returns when
 /// the stream ended.
-async fn drain(mut conn: Connection, got: &AtomicU64, quiet: bool) -> anyhow::Result<Instant> {
+async fn drain(conn: Connection, got: &AtomicU64, quiet: bool) -> anyhow::Result<Instant> {
     let pb = progress::bar(0, "perf", quiet);
-    let mut buf = vec![0u8; BLOCK];
-    while let Some(n) = crate::transfer::recv::next_chunk(&mut conn, &mut buf).await? {
-        let total = got.fetch_add(n as u64, Ordering::Relaxed) + n as u64;
+    while let Some(chunk) = crate::transfer::recv::next_chunk(&conn).await? {
+        let n = chunk.len() as u64;
+        let total = got.fetch_add(n, Ordering::Relaxed) + n;
         pb.set_position(total);
     }
     let end = Instant::now();

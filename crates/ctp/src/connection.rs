@@ -149,18 +149,52 @@ impl Connection {
         cx: &mut Context<'_>,
         dst: &mut [u8],
     ) -> Poll<Result<usize, ConnectionError>> {
+        self.poll_stream_read(cx, |c, now| c.stream_read(now, dst), |&n| n > 0)
+    }
+
+    /// Runs one stream read (`read`, whose value `got` says whether it delivered bytes) on
+    /// the proto connection, or registers to be woken when bytes arrive. A graceful close
+    /// reads as the end of the stream (`T::default()`: nothing).
+    fn poll_stream_read<T: Default>(
+        &self,
+        cx: &mut Context<'_>,
+        read: impl FnOnce(
+            &mut ctp_proto::connection::Connection,
+            ctp_proto::Instant,
+        ) -> Result<T, ReadError>,
+        got: impl Fn(&T) -> bool,
+    ) -> Poll<Result<T, ConnectionError>> {
         self.with(Some(cx), |ep, h, now, _| {
             let Some(c) = ep.connection_mut(h) else {
                 return Op::Done(Err(gone()), false);
             };
-            match c.stream_read(now, dst) {
-                Ok(n) => Op::Done(Ok(n), n > 0),
+            match read(c, now) {
+                Ok(v) => {
+                    let changed = got(&v);
+                    Op::Done(Ok(v), changed)
+                }
                 Err(ReadError::Blocked) => Op::Wait,
                 // Everything the peer sent was delivered before it closed: end of stream.
-                Err(ReadError::Closed(CloseReason::Graceful)) => Op::Done(Ok(0), false),
+                Err(ReadError::Closed(CloseReason::Graceful)) => Op::Done(Ok(T::default()), false),
                 Err(ReadError::Closed(r)) => Op::Done(Err(ConnectionError::Closed(r)), false),
             }
         })
+    }
+
+    /// Reads the next received piece of the byte stream without copying it: at most `max`
+    /// bytes (not 0), waiting until some are there; `None` at the end of the stream. The
+    /// zero-copy form of [`tokio::io::AsyncReadExt::read`].
+    pub async fn read_chunk(&self, max: usize) -> Result<Option<Bytes>, ConnectionError> {
+        let max = max.max(1);
+        let chunk = poll_fn(|cx| {
+            self.poll_stream_read(
+                cx,
+                |c, now| c.stream_read_chunk(now, max),
+                |b: &Bytes| !b.is_empty(),
+            )
+        })
+        .await?;
+        Ok((!chunk.is_empty()).then_some(chunk))
     }
 
     fn poll_write_bytes(

@@ -129,6 +129,43 @@ async fn write_bytes_moves_slices_of_a_shared_buffer_intact() {
     .expect("timed out");
 }
 
+/// `read_chunk` hands over received pieces of the stream without copying, none longer than
+/// asked, in order, and `None` at the end of the stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_chunk_takes_the_stream_in_pieces_of_at_most_the_size_asked() {
+    timeout(Duration::from_secs(40), async {
+        let (srv, addr) = server().await;
+        let (_c, tx, rx) = pair(&srv, addr, &Profile::reliable()).await;
+        let payload = Bytes::from(data(5 << 20, 11));
+        let writer = tokio::spawn({
+            let (tx, payload) = (tx.clone(), payload.clone());
+            async move {
+                let mut tx = tx;
+                tx.write_bytes(payload).await.expect("write_bytes");
+                tx.shutdown().await.expect("shutdown");
+            }
+        });
+        let (mut got, mut longest) = (Vec::new(), 0);
+        while let Some(chunk) = rx.read_chunk(3000).await.expect("read_chunk") {
+            assert!(!chunk.is_empty());
+            longest = longest.max(chunk.len());
+            got.extend_from_slice(&chunk);
+        }
+        writer.await.unwrap();
+        assert!(
+            got == payload,
+            "{} of {} bytes, or they differ",
+            got.len(),
+            payload.len()
+        );
+        assert_eq!(longest, 3000, "pieces are cut to the size asked");
+        assert_eq!(rx.read_chunk(3000).await.expect("after the end"), None);
+        tx.close().await.expect("graceful close");
+    })
+    .await
+    .expect("timed out");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_keep_boundaries_and_order() {
     timeout(Duration::from_secs(40), async {

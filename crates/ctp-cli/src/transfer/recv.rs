@@ -189,14 +189,12 @@ impl Sink {
     }
 }
 
-/// Reads the next bytes of `conn`'s stream into `buf`: `None` at its orderly end, an error
-/// when the connection broke before it.
-pub async fn next_chunk(conn: &mut Connection, buf: &mut [u8]) -> Result<Option<usize>> {
-    let n = conn
-        .read(buf)
+/// The next received piece of `conn`'s stream (at most [`CHUNK`] bytes, not copied):
+/// `None` at its orderly end, an error when the connection broke before it.
+pub async fn next_chunk(conn: &Connection) -> Result<Option<bytes::Bytes>> {
+    conn.read_chunk(CHUNK)
         .await
-        .context("receiving (the connection broke before an orderly close)")?;
-    Ok((n > 0).then_some(n))
+        .context("receiving (the connection broke before an orderly close)")
 }
 
 /// Receives a plain stream (`--raw`: no ctp header or checksum) into `out`; the end of the
@@ -217,15 +215,14 @@ pub async fn recv_raw(
         .with_context(|| format!("cannot create {}", tmp.path.display()))?;
     let mut writer = BufWriter::with_capacity(CHUNK, file);
     let mut hasher = blake3::Hasher::new();
-    let mut buf = vec![0u8; CHUNK];
     let mut got = 0u64;
-    while let Some(n) = next_chunk(conn, &mut buf).await? {
-        hasher.update(&buf[..n]);
+    while let Some(chunk) = next_chunk(conn).await? {
+        hasher.update(&chunk);
         writer
-            .write_all(&buf[..n])
+            .write_all(&chunk)
             .await
             .with_context(|| format!("writing {}", tmp.path.display()))?;
-        got += n as u64;
+        got += chunk.len() as u64;
         progress.set_position(got);
     }
     tmp.commit(writer, &dest).await?;
