@@ -105,18 +105,14 @@ impl Connection {
         }
     }
 
-    /// Locks the state and runs `f` on the proto connection, unless the endpoint is closed,
-    /// the connection was aborted, or it no longer exists. The driver is woken afterwards
-    /// when `f` reports that it changed something.
+    /// Locks the state and runs `f` on the proto connection (with the time and whether the
+    /// application is closing it), unless the endpoint is closed, the connection was
+    /// aborted, or it no longer exists. The driver is woken afterwards when `f` reports that
+    /// it changed something.
     fn with<T>(
         &self,
         cx: Option<&mut Context<'_>>,
-        f: impl FnOnce(
-            &mut ctp_proto::endpoint::Endpoint,
-            ConnectionHandle,
-            ctp_proto::Instant,
-            bool,
-        ) -> Op<T>,
+        f: impl FnOnce(&mut ctp_proto::connection::Connection, ctp_proto::Instant, bool) -> Op<T>,
     ) -> Poll<Result<T, ConnectionError>> {
         let shared = &self.inner.shared;
         let h = self.inner.handle;
@@ -127,7 +123,10 @@ impl Connection {
         }
         let now = shared.now();
         let closing = st.slot(h).is_some_and(|s| s.closing);
-        match f(&mut st.ep, h, now, closing) {
+        let Some(c) = st.ep.connection_mut(h) else {
+            return Poll::Ready(Err(gone()));
+        };
+        match f(c, now, closing) {
             Op::Done(v, changed) => {
                 drop(guard);
                 if changed {
@@ -164,10 +163,7 @@ impl Connection {
         ) -> Result<T, ReadError>,
         got: impl Fn(&T) -> bool,
     ) -> Poll<Result<T, ConnectionError>> {
-        self.with(Some(cx), |ep, h, now, _| {
-            let Some(c) = ep.connection_mut(h) else {
-                return Op::Done(Err(gone()), false);
-            };
+        self.with(Some(cx), |c, now, _| {
             match read(c, now) {
                 Ok(v) => {
                     let changed = got(&v);
@@ -215,10 +211,7 @@ impl Connection {
             ctp_proto::Instant,
         ) -> Result<T, WriteError>,
     ) -> Poll<Result<T, ConnectionError>> {
-        self.with(Some(cx), |ep, h, now, closing| {
-            let Some(c) = ep.connection_mut(h) else {
-                return Op::Done(Err(gone()), false);
-            };
+        self.with(Some(cx), |c, now, closing| {
             if closing {
                 return Op::Done(Err(ConnectionError::Closing), false);
             }
@@ -259,17 +252,12 @@ impl Connection {
     }
 
     fn poll_finish(&self) -> Poll<Result<(), ConnectionError>> {
-        self.with(None, |ep, h, now, closing| {
-            let Some(c) = ep.connection_mut(h) else {
-                return Op::Done(Err(gone()), false);
-            };
-            match c.stream_finish(now) {
-                Ok(()) => Op::Done(Ok(()), true),
-                Err(e) => Op::Done(
-                    Err(write_error(e, c.state(), closing).unwrap_or(ConnectionError::Closing)),
-                    false,
-                ),
-            }
+        self.with(None, |c, now, closing| match c.stream_finish(now) {
+            Ok(()) => Op::Done(Ok(()), true),
+            Err(e) => Op::Done(
+                Err(write_error(e, c.state(), closing).unwrap_or(ConnectionError::Closing)),
+                false,
+            ),
         })
     }
 
@@ -323,15 +311,10 @@ impl Connection {
     /// (with [`CloseReason::Graceful`] after an orderly close) and no message is left.
     pub async fn recv_msg(&self) -> Result<Bytes, ConnectionError> {
         poll_fn(|cx| {
-            self.with(Some(cx), |ep, h, now, _| {
-                let Some(c) = ep.connection_mut(h) else {
-                    return Op::Done(Err(gone()), false);
-                };
-                match c.recv_msg(now) {
-                    Ok(m) => Op::Done(Ok(m), true),
-                    Err(ReadError::Blocked) => Op::Wait,
-                    Err(ReadError::Closed(r)) => Op::Done(Err(ConnectionError::Closed(r)), false),
-                }
+            self.with(Some(cx), |c, now, _| match c.recv_msg(now) {
+                Ok(m) => Op::Done(Ok(m), true),
+                Err(ReadError::Blocked) => Op::Wait,
+                Err(ReadError::Closed(r)) => Op::Done(Err(ConnectionError::Closed(r)), false),
             })
         })
         .await

@@ -708,7 +708,7 @@ impl Engine {
             self.st.session.ping_owed = false;
         }
         let pn = self.st.next_pn;
-        let seq = carried.map(|(_, seq)| seq);
+        let (carried, seq) = carried.unzip();
         integrity::seal_numbered(out, start, pn, seq);
         if let Some(seq) = seq {
             let next = &mut self.st.session.seg_sent_next;
@@ -719,7 +719,6 @@ impl Engine {
         let stats = &mut self.st.stats;
         stats.packets_sent += 1;
         stats.bytes_sent += bytes as u64;
-        let carried = carried.map(|(seg, _)| seg);
         if let Some(seg) = carried {
             stats.segments_sent += 1;
             let rearm = self.st.holds.send_rearm;
