@@ -95,6 +95,17 @@ async fn reliable_byte_stream_moves_16_mib_intact() {
     .expect("timed out");
 }
 
+/// Writes `pieces` on `tx`'s stream with `write_bytes`, then ends the stream, in a task.
+fn write_all_then_finish(tx: &Connection, pieces: Vec<Bytes>) -> tokio::task::JoinHandle<()> {
+    let mut tx = tx.clone();
+    tokio::spawn(async move {
+        for p in pieces {
+            tx.write_bytes(p).await.expect("write_bytes");
+        }
+        tx.shutdown().await.expect("shutdown");
+    })
+}
+
 /// `write_bytes` hands the buffer itself to the connection; slices of one buffer, each
 /// larger than the send buffer, arrive whole and in order.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,18 +115,8 @@ async fn write_bytes_moves_slices_of_a_shared_buffer_intact() {
         let (_c, tx, rx) = pair(&srv, addr, &Profile::reliable()).await;
         let payload = Bytes::from(data(20 << 20, 7));
         let want = blake3::hash(&payload);
-        let writer = tokio::spawn({
-            let (tx, payload) = (tx.clone(), payload.clone());
-            async move {
-                let mut tx = tx;
-                for range in [0..(9 << 20), (9 << 20)..(18 << 20), (18 << 20)..(20 << 20)] {
-                    tx.write_bytes(payload.slice(range))
-                        .await
-                        .expect("write_bytes");
-                }
-                tx.shutdown().await.expect("shutdown");
-            }
-        });
+        let ranges = [0..(9 << 20), (9 << 20)..(18 << 20), (18 << 20)..(20 << 20)];
+        let writer = write_all_then_finish(&tx, ranges.map(|r| payload.slice(r)).to_vec());
         let mut rx = rx;
         let mut got = Vec::new();
         rx.read_to_end(&mut got).await.expect("read_to_end");
@@ -137,14 +138,7 @@ async fn read_chunk_takes_the_stream_in_pieces_of_at_most_the_size_asked() {
         let (srv, addr) = server().await;
         let (_c, tx, rx) = pair(&srv, addr, &Profile::reliable()).await;
         let payload = Bytes::from(data(5 << 20, 11));
-        let writer = tokio::spawn({
-            let (tx, payload) = (tx.clone(), payload.clone());
-            async move {
-                let mut tx = tx;
-                tx.write_bytes(payload).await.expect("write_bytes");
-                tx.shutdown().await.expect("shutdown");
-            }
-        });
+        let writer = write_all_then_finish(&tx, vec![payload.clone()]);
         let (mut got, mut longest) = (Vec::new(), 0);
         while let Some(chunk) = rx.read_chunk(3000).await.expect("read_chunk") {
             assert!(!chunk.is_empty());

@@ -40,14 +40,16 @@ fn t(ms: u64) -> Instant {
 }
 
 fn queue(e: &mut Engine, now: Instant, data: &[u8], stream: bool) {
-    e.st.app.tx.push_back(Outgoing::new(
-        Bytes::copy_from_slice(data),
-        stream,
-        false,
-        None,
-    ));
-    e.st.app.tx_bytes += data.len();
+    enqueue(e, Bytes::copy_from_slice(data), stream);
     e.dispatch(now, Event::UserData);
+}
+
+/// Puts `data` in the send queue as the application's write would, without cutting it yet.
+fn enqueue(e: &mut Engine, data: Bytes, stream: bool) {
+    e.st.app.tx_bytes += data.len();
+    e.st.app
+        .tx
+        .push_back(Outgoing::new(data, stream, false, None));
 }
 
 /// The packet (header and frames) of a datagram built as packet `pn`, its trailer checked
@@ -179,11 +181,7 @@ fn fragmentation_coalesces_small_messages_and_splits_large_ones() {
     let big: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
     // Queue all three before cutting so that they can share segments.
     for m in [&b"0123456789"[..], &[7u8; 20][..], &big[..]] {
-        tx.st
-            .app
-            .tx
-            .push_back(Outgoing::new(Bytes::copy_from_slice(m), false, false, None));
-        tx.st.app.tx_bytes += m.len();
+        enqueue(&mut tx, Bytes::copy_from_slice(m), false);
     }
     tx.dispatch(t(0), Event::UserData);
     let max = tx.st.session.max_segment_payload;
@@ -277,11 +275,7 @@ fn bulk_segments_reference_the_application_buffer() {
     let chunk: Vec<u8> = (0..50_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
     let chunk = Bytes::from(chunk);
     let range = chunk.as_ptr_range();
-    tx.st
-        .app
-        .tx
-        .push_back(Outgoing::new(chunk.clone(), true, false, None));
-    tx.st.app.tx_bytes += chunk.len();
+    enqueue(&mut tx, chunk.clone(), true);
     tx.dispatch(t(0), Event::UserData);
     let sendable: Vec<_> = tx.st.segs.sendable.iter().copied().collect();
     assert!(sendable.len() > 30, "{} segments", sendable.len());
@@ -325,11 +319,7 @@ fn a_chunk_ending_inside_a_segment_is_referenced_too() {
         })
         .collect();
     for c in &chunks {
-        tx.st
-            .app
-            .tx
-            .push_back(Outgoing::new(c.clone(), true, false, None));
-        tx.st.app.tx_bytes += c.len();
+        enqueue(&mut tx, c.clone(), true);
     }
     tx.dispatch(t(0), Event::UserData);
     let sendable: Vec<_> = tx.st.segs.sendable.iter().copied().collect();
