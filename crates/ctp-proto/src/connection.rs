@@ -733,6 +733,16 @@ impl Connection {
         self.state = ConnectionState::Draining;
     }
 
+    /// Ends the drain period: the connection closes with the reason it entered it for.
+    fn end_drain(&mut self) {
+        self.drain_until = None;
+        let r = self
+            .close_after_drain
+            .take()
+            .unwrap_or(CloseReason::Graceful);
+        self.terminate(r);
+    }
+
     /// Advances a graceful close once everything was delivered.
     pub(crate) fn progress_close(&mut self, now: Instant) {
         if self.state == ConnectionState::Closing && self.is_flushed() {
@@ -766,9 +776,22 @@ impl Connection {
         if matches!(self.state, ConnectionState::Closed(_)) {
             return true;
         }
+        let Some(e) = self.engine.as_mut() else {
+            return true;
+        };
+        let reference = self.largest_peer_pn.unwrap_or(self.peer_pn_isn);
+        let pn = pn.expand(self.largest_peer_pn.map_or(self.peer_pn_isn, |l| l + 1));
+        if pn < self.peer_pn_isn || pn > reference.saturating_add(MAX_PN_JUMP) {
+            // A number no packet of this connection can have: corrupted in flight.
+            return false;
+        }
         if self.state == ConnectionState::Draining {
-            // The peer has not seen our CLOSE yet: say it again.
-            if self.close_frame.is_none() {
+            if e.peer_close(pn, frames, Some(seal)).is_some() {
+                // The peer closed too: neither side has anything more to say, so the
+                // rest of the drain period would only delay the end.
+                self.end_drain();
+            } else if self.close_frame.is_none() {
+                // The peer has not seen our CLOSE yet: say it again.
                 if let Some(r) = &self.close_after_drain {
                     let code = if *r == CloseReason::Graceful {
                         close_code::GRACEFUL
@@ -780,15 +803,6 @@ impl Connection {
             }
             return true;
         }
-        let Some(e) = self.engine.as_mut() else {
-            return true;
-        };
-        let reference = self.largest_peer_pn.unwrap_or(self.peer_pn_isn);
-        let pn = pn.expand(self.largest_peer_pn.map_or(self.peer_pn_isn, |l| l + 1));
-        if pn < self.peer_pn_isn || pn > reference.saturating_add(MAX_PN_JUMP) {
-            // A number no packet of this connection can have: corrupted in flight.
-            return false;
-        }
         match e.receive_sealed(now, pn, frames, wire_len, Some(seal)) {
             Ok(rx) => {
                 self.largest_peer_pn = Some(self.largest_peer_pn.map_or(pn, |l| l.max(pn)));
@@ -799,6 +813,9 @@ impl Connection {
                 }
                 if let Some((code, reason)) = rx.close {
                     let r = if code == close_code::GRACEFUL {
+                        // One CLOSE in reply lets the peer end its drain period now
+                        // instead of waiting it out.
+                        self.close_frame = Some((close_code::GRACEFUL, String::new()));
                         CloseReason::Graceful
                     } else {
                         CloseReason::Peer { code, reason }
@@ -841,13 +858,7 @@ impl Connection {
         }
         if let Some(d) = self.drain_until {
             if d <= now {
-                self.drain_until = None;
-                let r = self
-                    .close_after_drain
-                    .take()
-                    .unwrap_or(CloseReason::Graceful);
-                self.state = ConnectionState::Closed(r);
-                self.activity = true;
+                self.end_drain();
                 return;
             }
         }
@@ -880,27 +891,38 @@ impl Connection {
             .min()
     }
 
-    /// Appends the next short packet, if any, to `out`.
-    pub(crate) fn build_short(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
-        let max = self.params.max_udp_payload as usize;
+    /// Appends the CLOSE this connection still owes its peer, if any: a packet with only
+    /// CLOSE, never held back by congestion control.
+    pub(crate) fn build_close(&mut self, out: &mut Vec<u8>) -> bool {
         let Some(e) = self.engine.as_mut() else {
             return false;
         };
-        if let Some((code, reason)) = self.close_frame.take() {
-            // A packet with only CLOSE, never held back by congestion control.
-            let start = out.len();
-            crate::wire::header::Header::Short {
-                dcid: self.peer_cid,
-                pn: e.st.pn_on_wire(),
-            }
-            .emit(out);
-            Frame::emit_close(out, code, &reason);
-            crate::wire::integrity::seal_numbered(out, start, e.st.next_pn, None);
-            e.st.next_pn += 1;
-            e.st.stats.packets_sent += 1;
-            e.st.stats.bytes_sent += (out.len() - start) as u64;
+        let Some((code, reason)) = self.close_frame.take() else {
+            return false;
+        };
+        let start = out.len();
+        crate::wire::header::Header::Short {
+            dcid: self.peer_cid,
+            pn: e.st.pn_on_wire(),
+        }
+        .emit(out);
+        Frame::emit_close(out, code, &reason);
+        crate::wire::integrity::seal_numbered(out, start, e.st.next_pn, None);
+        e.st.next_pn += 1;
+        e.st.stats.packets_sent += 1;
+        e.st.stats.bytes_sent += (out.len() - start) as u64;
+        true
+    }
+
+    /// Appends the next short packet, if any, to `out`.
+    pub(crate) fn build_short(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        let max = self.params.max_udp_payload as usize;
+        if self.build_close(out) {
             return true;
         }
+        let Some(e) = self.engine.as_mut() else {
+            return false;
+        };
         if !matches!(
             self.state,
             ConnectionState::Established | ConnectionState::Closing

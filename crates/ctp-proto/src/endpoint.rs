@@ -597,10 +597,15 @@ impl Endpoint {
         None
     }
 
-    /// Forgets a closed connection (its handle becomes invalid).
+    /// Forgets a closed connection (its handle becomes invalid). A CLOSE it still owes its
+    /// peer is left to the endpoint to send.
     pub fn remove(&mut self, h: ConnectionHandle) {
-        if let Some(c) = self.conns.get_mut(h.0).and_then(Option::take) {
+        if let Some(mut c) = self.conns.get_mut(h.0).and_then(Option::take) {
             self.by_cid.remove(&c.local_cid);
+            let mut close = Vec::new();
+            if c.build_close(&mut close) {
+                self.queue_stateless(c.remote, close);
+            }
         }
     }
 }

@@ -197,6 +197,115 @@ fn graceful_close_reaches_both_sides_after_all_data() {
     );
 }
 
+/// Whether the connection `h` of `ep` has closed.
+fn is_closed(ep: &ctp_proto::Endpoint, h: ctp_proto::ConnectionHandle) -> bool {
+    matches!(
+        ep.connection(h).unwrap().state(),
+        ConnectionState::Closed(_)
+    )
+}
+
+/// A pair that moved 100 kB over the reliable profile (20 ms RTT) and has nothing left
+/// in flight, so that a close sends CLOSE at once.
+fn quiet_pair_after_a_transfer(
+    seed: u64,
+) -> (
+    Pair,
+    ctp_proto::ConnectionHandle,
+    ctp_proto::ConnectionHandle,
+) {
+    let mut p = Pair::new(seed);
+    let (c, s) = connect(&mut p, &Profile::reliable());
+    let payload = data(100_000, seed);
+    let (got, eof) = stream_transfer(&mut p, c, s, &payload, Duration::from_secs(60));
+    assert!(eof && got == payload);
+    // Let the last acknowledgements land.
+    let until = p.now + Duration::from_millis(100);
+    p.run_until(Duration::from_secs(1), |p| p.now >= until);
+    (p, c, s)
+}
+
+#[test]
+fn a_close_the_peer_answers_ends_within_a_round_trip_not_a_drain_period() {
+    let (mut p, c, s) = quiet_pair_after_a_transfer(21);
+    let now = p.now;
+    p.client.connection_mut(c).unwrap().close(now);
+    assert_eq!(
+        p.client.connection(c).unwrap().state(),
+        &ConnectionState::Draining,
+        "everything was acknowledged: CLOSE goes out at once"
+    );
+    assert!(p.run_until(Duration::from_secs(10), |p| is_closed(&p.client, c)));
+    let took = p.now - now;
+    // The server, which had not closed, answers the CLOSE with its own; the client ends
+    // when that arrives, one round trip (20 ms) after it closed, instead of lingering for
+    // its drain period (at least 30 ms, three retransmission timeouts).
+    assert!(took <= Duration::from_millis(21), "closing took {took:?}");
+    let reason = |ep: &ctp_proto::Endpoint, h| ep.connection(h).unwrap().close_reason().cloned();
+    assert_eq!(reason(&p.client, c), Some(CloseReason::Graceful));
+    assert_eq!(reason(&p.server, s), Some(CloseReason::Graceful));
+}
+
+#[test]
+fn simultaneous_closes_end_both_sides_when_the_other_close_arrives() {
+    let (mut p, c, s) = quiet_pair_after_a_transfer(22);
+    let now = p.now;
+    p.client.connection_mut(c).unwrap().close(now);
+    p.server.connection_mut(s).unwrap().close(now);
+    assert!(p.run_until(Duration::from_secs(10), |p| {
+        is_closed(&p.client, c) && is_closed(&p.server, s)
+    }));
+    // Both sent CLOSE and began to drain; each ends when the other's CLOSE arrives, one
+    // way (10 ms) later.
+    let took = p.now - now;
+    assert!(took <= Duration::from_millis(11), "closing took {took:?}");
+    assert_eq!(
+        p.client.connection(c).unwrap().close_reason(),
+        Some(&CloseReason::Graceful)
+    );
+    assert_eq!(
+        p.server.connection(s).unwrap().close_reason(),
+        Some(&CloseReason::Graceful)
+    );
+}
+
+#[test]
+fn a_connection_forgotten_right_after_the_peer_closed_still_answers_the_close() {
+    let (mut p, c, s) = quiet_pair_after_a_transfer(23);
+    let now = p.now;
+    p.client.connection_mut(c).unwrap().close(now);
+    let mut buf = Vec::new();
+    let t = p
+        .client
+        .poll_transmit(now, &mut buf)
+        .expect("the client's CLOSE");
+    let close = buf[..t.size].to_vec();
+    let (client_addr, server_addr) = (p.client_addr, p.server_addr);
+    p.server.handle_datagram(now, client_addr, &close);
+    assert!(is_closed(&p.server, s));
+    // The application lets go of the closed connection before the endpoint sent anything.
+    p.server.remove(s);
+    let t = p
+        .server
+        .poll_transmit(now, &mut buf)
+        .expect("the endpoint sends the CLOSE the connection owed");
+    let answer = buf[..t.size].to_vec();
+    assert_eq!(t.destination, client_addr);
+    assert!(
+        p.server.poll_transmit(now, &mut buf).is_none(),
+        "one answer only"
+    );
+    p.client.handle_datagram(now, server_addr, &answer);
+    assert!(
+        is_closed(&p.client, c),
+        "the answer ends the client's drain"
+    );
+    assert_eq!(
+        p.client.connection(c).unwrap().close_reason(),
+        Some(&CloseReason::Graceful)
+    );
+}
+
 #[test]
 fn abort_carries_its_reason_to_the_peer() {
     let mut p = Pair::new(6);

@@ -16,7 +16,7 @@ pub mod timer;
 use crate::micro::AnyMicro;
 use crate::stats::ConnectionStats;
 use crate::time::Instant;
-use crate::wire::frame::{DataFrame, Frame};
+use crate::wire::frame::{CompressedFrame, DataFrame, Frame};
 use crate::wire::header::{ConnectionId, Header};
 use crate::wire::truncated::Truncated;
 use crate::wire::{integrity, Reader, WireError};
@@ -502,56 +502,14 @@ impl Engine {
         wire_len: usize,
         seal: Option<integrity::Unchecked<'_>>,
     ) -> Result<Received, WireError> {
-        let mut r = Reader::new(frames);
-        let mut ack_eliciting = false;
-        let (mut ping, mut padding, mut other) = (false, false, false);
-        let mut out = Received::default();
+        let seg_next = self.st.session.recv_seg_next;
+        let v = validate(pn, frames, seg_next, seal)?;
+        let out = Received { close: v.close };
         // A compressed segment is inflated here, while the packet is validated: a bad one
         // drops the whole packet before anything (its acknowledgement included) happens.
         let mut inflated = Vec::new();
         let mut inflated_seg = None;
-        let mut compressed = None;
-        let mut data_seg = None;
-        if r.is_empty() {
-            return Err(WireError::Invalid("empty packet"));
-        }
-        let seg_next = self.st.session.recv_seg_next;
-        while !r.is_empty() {
-            let f = match Frame::parse(&mut r, seg_next) {
-                Ok(f) => f,
-                // Unparseable: corrupted in flight unless the sender sealed it so.
-                Err(_) if seal.is_some_and(|u| !u.verify(pn, data_seg)) => {
-                    return Err(WireError::BadChecksum);
-                }
-                Err(e) => return Err(e),
-            };
-            match f {
-                Frame::Ping => ping = true,
-                Frame::Padding => padding = true,
-                Frame::Ack(_) | Frame::Nak(_) | Frame::AckFloor(_) => {}
-                _ => other = true,
-            }
-            match f {
-                Frame::Ping => ack_eliciting = true,
-                Frame::Data(d) => {
-                    ack_eliciting = true;
-                    data_seg = Some(d.seg);
-                }
-                Frame::DataZ(z) => {
-                    ack_eliciting = true;
-                    data_seg = Some(z.seg);
-                    compressed = Some(z);
-                }
-                Frame::Close { code, reason } => {
-                    out.close = Some((code, String::from_utf8_lossy(reason).into_owned()))
-                }
-                _ => {}
-            }
-        }
-        if seal.is_some_and(|u| !u.verify(pn, data_seg)) {
-            return Err(WireError::BadChecksum);
-        }
-        if let Some(z) = compressed {
+        if let Some(z) = v.compressed {
             let limit = self.st.session.inflate_limit;
             match crate::micro::compression::inflate(&z, limit, &mut inflated) {
                 Ok(d) => inflated_seg = Some(d.seg),
@@ -566,9 +524,9 @@ impl Engine {
         self.st.session.last_heard = now;
         self.owned.push_back(Event::PacketReceived {
             pn,
-            ack_eliciting,
+            ack_eliciting: v.ack_eliciting,
             bytes: wire_len,
-            probe: ping && padding && !other,
+            probe: v.probe,
         });
         let mut ring = BorrowedRing::default();
         self.run(now, &mut ring);
@@ -609,6 +567,19 @@ impl Engine {
         }
         self.reinject(now);
         Ok(out)
+    }
+
+    /// The CLOSE frame a received packet carries, if the packet is whole (its frames parse
+    /// and its trailer matches): what a connection that already closed still listens for.
+    pub fn peer_close(
+        &self,
+        pn: u64,
+        frames: &[u8],
+        seal: Option<integrity::Unchecked<'_>>,
+    ) -> Option<(u64, String)> {
+        validate(pn, frames, self.st.session.recv_seg_next, seal)
+            .ok()?
+            .close
     }
 
     /// Runs recovered frames through the receive path; a recovered frame may complete
@@ -748,4 +719,76 @@ impl Engine {
         self.run(now, &mut ring);
         true
     }
+}
+
+/// What validating a received packet found out, before any frame takes effect.
+struct Validated<'a> {
+    /// It asks for an acknowledgement (data or PING).
+    ack_eliciting: bool,
+    /// It is a path probe: PING and PADDING only.
+    probe: bool,
+    /// Its compressed segment, inflated before anything happens.
+    compressed: Option<CompressedFrame<'a>>,
+    /// Its CLOSE frame: code and reason.
+    close: Option<(u64, String)>,
+}
+
+/// Parses every frame of a received packet and checks its trailer once the frames have
+/// given its segment number: an unparseable packet fails as corrupted when the trailer
+/// does not match either, as malformed otherwise.
+fn validate<'a>(
+    pn: u64,
+    frames: &'a [u8],
+    seg_next: u64,
+    seal: Option<integrity::Unchecked<'_>>,
+) -> Result<Validated<'a>, WireError> {
+    let mut r = Reader::new(frames);
+    if r.is_empty() {
+        return Err(WireError::Invalid("empty packet"));
+    }
+    let (mut ping, mut padding, mut other) = (false, false, false);
+    let mut out = Validated {
+        ack_eliciting: false,
+        probe: false,
+        compressed: None,
+        close: None,
+    };
+    let mut data_seg = None;
+    while !r.is_empty() {
+        let f = match Frame::parse(&mut r, seg_next) {
+            Ok(f) => f,
+            // Unparseable: corrupted in flight unless the sender sealed it so.
+            Err(_) if seal.is_some_and(|u| !u.verify(pn, data_seg)) => {
+                return Err(WireError::BadChecksum);
+            }
+            Err(e) => return Err(e),
+        };
+        match f {
+            Frame::Ping => ping = true,
+            Frame::Padding => padding = true,
+            Frame::Ack(_) | Frame::Nak(_) | Frame::AckFloor(_) => {}
+            _ => other = true,
+        }
+        match f {
+            Frame::Ping => out.ack_eliciting = true,
+            Frame::Data(d) => {
+                out.ack_eliciting = true;
+                data_seg = Some(d.seg);
+            }
+            Frame::DataZ(z) => {
+                out.ack_eliciting = true;
+                data_seg = Some(z.seg);
+                out.compressed = Some(z);
+            }
+            Frame::Close { code, reason } => {
+                out.close = Some((code, String::from_utf8_lossy(reason).into_owned()))
+            }
+            _ => {}
+        }
+    }
+    if seal.is_some_and(|u| !u.verify(pn, data_seg)) {
+        return Err(WireError::BadChecksum);
+    }
+    out.probe = ping && padding && !other;
+    Ok(out)
 }
