@@ -262,6 +262,12 @@ impl Drop for Netns {
 impl Netns {
     /// Creates the namespaces, the veth pair, the bottleneck and the loss rule.
     pub fn create(rate_bps: u64, loss_percent: f64) -> anyhow::Result<Netns> {
+        // Checked before anything exists: a missing tool leaves nothing to delete.
+        for tool in ["ip", "tc", "ethtool", "iptables"] {
+            if !crate::bench::peers::on_path(tool) {
+                bail!("`{tool}` is not installed: apt-get install iproute2 ethtool iptables");
+            }
+        }
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let pid = std::process::id();
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
@@ -276,11 +282,6 @@ impl Netns {
             receiver_if: r_if.clone(),
             lossy: loss_percent > 0.0,
         };
-        for tool in ["ip", "tc", "ethtool", "iptables"] {
-            if !crate::bench::peers::on_path(tool) {
-                bail!("`{tool}` is not installed: apt-get install iproute2 ethtool iptables");
-            }
-        }
         // From here on, dropping `ns` deletes whatever was created.
         let (s, r) = (ns.sender.as_str(), ns.receiver.as_str());
         sh(&["ip", "netns", "add", s])?;
