@@ -64,9 +64,10 @@ async fn send(
     profile: &ctp::Profile,
 ) -> Result<(), Failure> {
     let t = &a.transport;
+    // Generated before the clock starts: it is the test's input, not the transfer's work.
+    let block = generated_block();
     let start = Instant::now();
     let mut conn = crate::open_connection(addr, None, false, t, profile).await?;
-    let block = generated_block();
     let pb = progress::bar(bytes, "perf", t.json);
     let mut sent = 0u64;
     while sent < bytes {

@@ -100,5 +100,46 @@ fn core_throughput(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, dispatch, core_throughput);
+/// One whole handshake between two fresh endpoints: INIT, cookie, COOKIE-ECHO, the first
+/// short packet; what a server pays per connection it accepts.
+fn handshake(c: &mut Criterion) {
+    let a: SocketAddr = "10.0.0.1:1".parse().expect("literal");
+    let b_addr: SocketAddr = "10.0.0.2:2".parse().expect("literal");
+    let profile = Profile::reliable();
+    let mut buf = Vec::with_capacity(2048);
+    let mut g = c.benchmark_group("endpoint");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("handshake_reliable", |bch| {
+        bch.iter(|| {
+            let mut scfg = EndpointConfig::new([3; 32], [4; 32]);
+            scfg.accept = true;
+            let mut client = Endpoint::new(EndpointConfig::new([1; 32], [2; 32]));
+            let mut server = Endpoint::new(scfg);
+            let now = Instant::from_micros(1_000);
+            let ch = client.connect(now, b_addr, &profile).expect("profile");
+            let mut accepted = None;
+            while accepted.is_none() || !client.connection(ch).expect("conn").is_established() {
+                let mut moved = false;
+                while let Some(t) = client.poll_transmit(now, &mut buf) {
+                    server.handle_datagram(now, a, &buf[..t.size]);
+                    moved = true;
+                }
+                while let Some(t) = server.poll_transmit(now, &mut buf) {
+                    client.handle_datagram(now, b_addr, &buf[..t.size]);
+                    moved = true;
+                }
+                while let Some(ev) = server.poll_event() {
+                    if let ctp_proto::EndpointEvent::Incoming(h) = ev {
+                        accepted = Some(h);
+                    }
+                }
+                assert!(moved, "the handshake stalled");
+            }
+            black_box(accepted)
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, dispatch, core_throughput, handshake);
 criterion_main!(benches);

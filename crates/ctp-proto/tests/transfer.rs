@@ -429,7 +429,10 @@ fn ctp_lossy_fifo_delivers_in_strictly_increasing_order_despite_loss_and_reorder
     let (c, s) = connect(&mut p, &Profile::ctp_lossy_fifo());
     let got = numbered_messages(&mut p, c, s, 500);
     assert!(got.windows(2).all(|w| w[0] < w[1]), "order violated");
-    assert!(got.len() > 300 && got.len() < 500, "{} of 500", got.len());
+    // All 500 are written at once, faster than they leave: queued messages share segments
+    // (about two per segment), so one lost packet costs two, and one that overtakes others
+    // makes the FIFO skip what it overtook. More than half arrive.
+    assert!(got.len() > 250 && got.len() < 500, "{} of 500", got.len());
 }
 
 #[test]

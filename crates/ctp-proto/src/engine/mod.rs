@@ -364,6 +364,12 @@ impl Binding {
     }
 }
 
+/// Segments cut from the application's queue ahead of the packets that carry them. More
+/// would only be cut sooner: cutting a whole send buffer at once (thousands of segments)
+/// delays the first packet by milliseconds and holds the connection meanwhile. Half of it
+/// left asks the segmenter for more.
+pub const CUT_AHEAD: usize = 128;
+
 /// A composed connection core: its microprotocols, binding tables and shared state.
 pub struct Engine {
     micros: Vec<AnyMicro>,
@@ -698,11 +704,20 @@ impl Engine {
                     stats.retransmissions += 1;
                 }
                 s.transmissions += 1;
+                let first = s.transmissions == 1;
                 s.holds.send = rearm;
                 if s.holds.done == 0 && s.transmissions == 1 {
                     self.owned.push_back(Event::SegmentDone(seg));
                 }
-                if s.holds.dealloc == 0 {
+                let free = s.holds.dealloc == 0;
+                if first {
+                    self.st.segs.note_first_transmission();
+                    if self.st.segs.unsent() <= CUT_AHEAD / 2 && !self.st.app.tx.is_empty() {
+                        // The cut-ahead runs low: the application's queue has more.
+                        self.owned.push_back(Event::UserData);
+                    }
+                }
+                if free {
                     self.st.segs.free(seg);
                 }
             }

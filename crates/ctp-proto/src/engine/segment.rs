@@ -83,6 +83,8 @@ pub struct SegmentStore {
     /// Segments whose send bits are all set, in release order.
     pub sendable: VecDeque<SegId>,
     live: usize,
+    /// Live segments never put in a packet.
+    unsent: usize,
     limit: usize,
 }
 
@@ -98,6 +100,17 @@ impl SegmentStore {
     /// Live segments.
     pub fn live(&self) -> usize {
         self.live
+    }
+
+    /// Live segments that were never put in a packet (cut, waiting for the window, the
+    /// pacer or their turn).
+    pub fn unsent(&self) -> usize {
+        self.unsent
+    }
+
+    /// Counts the first transmission of a segment (it no longer waits to be sent).
+    pub fn note_first_transmission(&mut self) {
+        self.unsent = self.unsent.saturating_sub(1);
     }
 
     /// True when no further segment may be allocated.
@@ -136,6 +149,7 @@ impl SegmentStore {
         s.acked = false;
         s.compressed = false;
         self.live += 1;
+        self.unsent += 1;
         Some(SegId { idx, gen: s.gen })
     }
 
@@ -161,9 +175,13 @@ impl SegmentStore {
             // Lets go of the application's buffer at once (a writer may be waiting to reuse it).
             s.inner = None;
             s.tail = Bytes::new();
+            let never_sent = s.transmissions == 0;
             self.pool.push(buf);
             self.free.push(id.idx);
             self.live -= 1;
+            if never_sent {
+                self.unsent -= 1;
+            }
         }
     }
 }

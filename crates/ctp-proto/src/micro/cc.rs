@@ -12,10 +12,12 @@
 //! messages written as `CC_MSG` frames into outgoing packets.
 //!
 //! Delivery-rate samples (BBR's rate sampler, simplified): when a packet leaves, the bytes
-//! delivered so far and the time of the latest delivery are remembered in a fixed ring of
-//! slots indexed by packet number (allocated once, at set-up, only for algorithms that read
-//! per-packet events, and large enough for twice the flow window in flight, at least
-//! [`RATE_SLOTS`]); when it is acknowledged,
+//! delivered so far and the time of the latest delivery are remembered in a ring of slots
+//! indexed by packet number (only for algorithms that read per-packet events). The ring
+//! starts at [`RATE_SLOTS`] and doubles whenever a packet in flight would be overwritten,
+//! up to twice the flow window: a connection pays for the flight it has, not for the
+//! largest it could have (a megabyte written at set-up cost half a millisecond of every
+//! handshake); when it is acknowledged,
 //! `rate = (delivered now − delivered then) / (now − delivery time then)`. A packet whose
 //! slot was reused by a later one gives no sample.
 
@@ -81,6 +83,8 @@ pub struct CcPolicy {
     delivered: u64,
     delivered_at: Option<Instant>,
     slots: Box<[RateSlot]>,
+    /// The most slots the ring may grow to.
+    max_slots: usize,
 }
 
 impl CcPolicy {
@@ -97,10 +101,11 @@ impl CcPolicy {
             delivered: 0,
             delivered_at: None,
             slots: if wants {
-                vec![RateSlot::default(); rate_slots(cfg.max_window)].into_boxed_slice()
+                vec![RateSlot::default(); RATE_SLOTS].into_boxed_slice()
             } else {
                 Box::default()
             },
+            max_slots: if wants { rate_slots(cfg.max_window) } else { 0 },
         }
     }
 
@@ -134,6 +139,29 @@ impl CcPolicy {
         let n = self.slots.len() as u64;
         (n > 0).then(|| &mut self.slots[(pn % n) as usize])
     }
+
+    /// The slot for packet `pn` about to leave: the ring doubles (up to its limit) while
+    /// that slot still holds a packet in flight.
+    fn slot_for_sent(&mut self, pn: u64) -> Option<&mut RateSlot> {
+        while self.slots.len() < self.max_slots
+            && self.slot(pn).is_some_and(|s| s.valid && s.pn != pn)
+        {
+            let n = self.slots.len() * 2;
+            let mut grown = vec![RateSlot::default(); n].into_boxed_slice();
+            // Valid entries have distinct numbers modulo n / 2, so modulo n too.
+            for s in self.slots.iter().filter(|s| s.valid) {
+                grown[(s.pn % n as u64) as usize] = *s;
+            }
+            self.slots = grown;
+        }
+        self.slot(pn)
+    }
+
+    /// Slots in the ring now (tests).
+    #[cfg(test)]
+    pub(crate) fn ring_len(&self) -> usize {
+        self.slots.len()
+    }
 }
 
 impl Microprotocol for CcPolicy {
@@ -166,7 +194,7 @@ impl Microprotocol for CcPolicy {
                 self.largest_sent = self.largest_sent.max(p.pn);
                 let delivered = self.delivered;
                 let delivered_at = *self.delivered_at.get_or_insert(now);
-                if let Some(slot) = self.slot(p.pn) {
+                if let Some(slot) = self.slot_for_sent(p.pn) {
                     *slot = RateSlot {
                         pn: p.pn,
                         delivered,

@@ -7,7 +7,7 @@
 
 use crate::engine::app::Completed;
 use crate::engine::event::{Event, EventKind, Reassembled};
-use crate::engine::{Cx, Microprotocol};
+use crate::engine::{Cx, Microprotocol, CUT_AHEAD};
 use crate::wire::frame::{Deps, Piece, PieceFlags};
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -62,11 +62,12 @@ impl Fragmentation {
         }
     }
 
-    /// Cuts queued data into at most [`BATCH`] segments.
+    /// Cuts queued data into at most [`BATCH`] segments, while fewer than
+    /// [`CUT_AHEAD`] wait to be sent.
     fn cut(&mut self, cx: &mut Cx<'_, '_>) {
         let mut deps_buf = Vec::new();
         for _ in 0..BATCH {
-            if cx.st.app.tx.is_empty() {
+            if cx.st.app.tx.is_empty() || cx.st.segs.unsent() >= CUT_AHEAD {
                 return;
             }
             let seq = cx.st.session.next_seg_seq;
@@ -155,7 +156,7 @@ impl Fragmentation {
             }
             cx.submit(seg);
         }
-        if !cx.st.app.tx.is_empty() && !cx.st.segs.is_full() {
+        if !cx.st.app.tx.is_empty() && !cx.st.segs.is_full() && cx.st.segs.unsent() < CUT_AHEAD {
             cx.raise(Event::UserData);
         }
     }

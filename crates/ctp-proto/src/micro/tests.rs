@@ -265,6 +265,48 @@ fn packets_append_to_a_batch_and_seal_on_their_own_bytes() {
     assert_eq!(got, data);
 }
 
+/// A large write is cut as packets leave: never more than `CUT_AHEAD` segments wait to be
+/// sent (cutting a whole send buffer at once delayed the first packet by milliseconds),
+/// and every byte still goes, in order.
+#[test]
+fn a_large_write_is_cut_as_packets_leave_not_all_at_once() {
+    use crate::engine::CUT_AHEAD;
+    let mut tx = reliable();
+    tx.st.session.cwnd = u64::MAX / 4;
+    let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
+    queue(&mut tx, t(0), &data, true);
+    assert_eq!(
+        tx.st.segs.unsent(),
+        CUT_AHEAD,
+        "cut ahead, not the whole write"
+    );
+    assert!(tx.st.app.tx_bytes > data.len() - CUT_AHEAD * 1472);
+    let (mut got, mut most, mut buf) = (Vec::new(), 0, Vec::new());
+    for ms in 0..1000 {
+        while {
+            buf.clear();
+            tx.build_packet(t(ms), 9, 1472, &mut buf)
+        } {
+            most = most.max(tx.st.segs.unsent());
+            let body = sealed_body(&buf, tx.st.next_pn - 1, tx.st.session.seg_sent_next);
+            let mut r = Reader::new(&body);
+            Header::parse(&mut r).expect("header");
+            while let Ok(f) = Frame::parse(&mut r, tx.st.session.seg_sent_next) {
+                if let Frame::Data(d) = f {
+                    d.pieces().for_each(|p| got.extend_from_slice(p.data));
+                }
+            }
+        }
+        if got.len() == data.len() {
+            break;
+        }
+    }
+    assert!(most <= CUT_AHEAD, "{most} segments waited to be sent");
+    assert_eq!(got.len(), data.len());
+    assert!(got == data, "the bytes arrive as written");
+    assert_eq!(tx.st.segs.unsent(), 0);
+}
+
 /// A segment whose last piece runs to its end keeps that piece's data as a slice of the
 /// application's buffer (no copy until the packet is built), and the packet carries it
 /// after the piece header intact.
@@ -1382,6 +1424,65 @@ fn cc_feeds_delivery_rate_samples_and_custom_messages() {
         (crate::cc::bbr::HIGH_GAIN * b.btl_bw() as f64) as u64
     );
 }
+#[test]
+fn the_rate_ring_grows_with_the_flight_and_keeps_every_sample() {
+    let set = MicroSet(
+        MicroSet::of(&[
+            Sequencing,
+            AckTracking,
+            Rtt,
+            Arq,
+            Fifo,
+            CongestionWindow,
+            Pacing,
+            Cc,
+        ])
+        .0 | MicroSet::of(MANDATORY).0,
+    );
+    let params = Params {
+        cc: crate::cc::CcKind::Bbr,
+        ..Params::default()
+    };
+    let mut e = compose(set, &params, LOCAL, PEER).unwrap();
+    let ring = |e: &Engine| {
+        e.micros()
+            .iter()
+            .find_map(|m| match m {
+                crate::micro::AnyMicro::Cc(c) => Some(c.ring_len()),
+                _ => None,
+            })
+            .expect("cc")
+    };
+    assert_eq!(ring(&e), crate::micro::cc::RATE_SLOTS, "small at set-up");
+    // 3000 packets in flight, one every 100 µs: the ring doubles twice to hold them all.
+    let at = |i: u64| Instant::from_micros(1_000 + 100 * i);
+    for i in 0..3000 {
+        e.dispatch(at(i), Event::PacketSent(sent(i, at(i))));
+    }
+    assert_eq!(ring(&e), 4 * crate::micro::cc::RATE_SLOTS);
+    // The first packet's slot survived: its acknowledgement is a rate sample (1000 bytes
+    // delivered since it left, over the time since), and BBR learns a bandwidth from it.
+    e.dispatch(at(3000), Event::PacketAcked(sent(0, at(0))));
+    let Some(crate::micro::AnyMicro::Cc(c)) = e
+        .micros()
+        .iter()
+        .find(|m| matches!(m, crate::micro::AnyMicro::Cc(_)))
+    else {
+        panic!("no cc");
+    };
+    let crate::cc::AnyCc::Bbr(b) = c.algorithm() else {
+        panic!("not bbr");
+    };
+    assert_eq!(b.btl_bw(), 1000 * 1_000_000 / 300_000);
+    // Packets acknowledged in turn free their slots: a steady flight of the same size
+    // needs no more room.
+    for i in 3000..9000 {
+        e.dispatch(at(i), Event::PacketAcked(sent(i - 2999, at(i - 2999))));
+        e.dispatch(at(i), Event::PacketSent(sent(i, at(i))));
+    }
+    assert_eq!(ring(&e), 4 * crate::micro::cc::RATE_SLOTS);
+}
+
 fn causal_frame(seg: u64, msg: u64, deps: &[u64]) -> Vec<u8> {
     let mut f = Vec::new();
     let mut buf = Vec::new();
