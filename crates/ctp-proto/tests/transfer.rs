@@ -187,14 +187,18 @@ fn graceful_close_reaches_both_sides_after_all_data() {
         )
     });
     assert!(ok);
-    assert_eq!(
-        p.client.connection(c).unwrap().close_reason(),
-        Some(&CloseReason::Graceful)
-    );
-    assert_eq!(
-        p.server.connection(s).unwrap().close_reason(),
-        Some(&CloseReason::Graceful)
-    );
+    assert_both_closed_gracefully(&p, c, s);
+}
+
+/// Both ends of the pair's connection closed gracefully.
+fn assert_both_closed_gracefully(
+    p: &Pair,
+    c: ctp_proto::ConnectionHandle,
+    s: ctp_proto::ConnectionHandle,
+) {
+    let reason = |ep: &ctp_proto::Endpoint, h| ep.connection(h).unwrap().close_reason().cloned();
+    assert_eq!(reason(&p.client, c), Some(CloseReason::Graceful), "client");
+    assert_eq!(reason(&p.server, s), Some(CloseReason::Graceful), "server");
 }
 
 /// Whether the connection `h` of `ep` has closed.
@@ -241,9 +245,7 @@ fn a_close_the_peer_answers_ends_within_a_round_trip_not_a_drain_period() {
     // when that arrives, one round trip (20 ms) after it closed, instead of lingering for
     // its drain period (at least 30 ms, three retransmission timeouts).
     assert!(took <= Duration::from_millis(21), "closing took {took:?}");
-    let reason = |ep: &ctp_proto::Endpoint, h| ep.connection(h).unwrap().close_reason().cloned();
-    assert_eq!(reason(&p.client, c), Some(CloseReason::Graceful));
-    assert_eq!(reason(&p.server, s), Some(CloseReason::Graceful));
+    assert_both_closed_gracefully(&p, c, s);
 }
 
 #[test]
@@ -259,14 +261,7 @@ fn simultaneous_closes_end_both_sides_when_the_other_close_arrives() {
     // way (10 ms) later.
     let took = p.now - now;
     assert!(took <= Duration::from_millis(11), "closing took {took:?}");
-    assert_eq!(
-        p.client.connection(c).unwrap().close_reason(),
-        Some(&CloseReason::Graceful)
-    );
-    assert_eq!(
-        p.server.connection(s).unwrap().close_reason(),
-        Some(&CloseReason::Graceful)
-    );
+    assert_both_closed_gracefully(&p, c, s);
 }
 
 #[test]

@@ -1364,10 +1364,9 @@ fn cc_running_newreno_matches_the_newreno_microprotocol() {
     assert_eq!(new.st.session.cwnd, 2 * 1472 + 1000);
 }
 
-#[test]
-fn cc_feeds_delivery_rate_samples_and_custom_messages() {
-    use crate::cc::{AnyCc, RateMessage};
-    let set = MicroSet(
+/// A reliable set whose congestion control is the `cc` microprotocol, paced.
+fn cc_set() -> MicroSet {
+    MicroSet(
         MicroSet::of(&[
             Sequencing,
             AckTracking,
@@ -1379,7 +1378,24 @@ fn cc_feeds_delivery_rate_samples_and_custom_messages() {
             Cc,
         ])
         .0 | MicroSet::of(MANDATORY).0,
-    );
+    )
+}
+
+/// The engine's `cc` microprotocol.
+fn cc_policy(e: &Engine) -> &crate::micro::cc::CcPolicy {
+    e.micros()
+        .iter()
+        .find_map(|m| match m {
+            crate::micro::AnyMicro::Cc(c) => Some(c),
+            _ => None,
+        })
+        .expect("a cc microprotocol")
+}
+
+#[test]
+fn cc_feeds_delivery_rate_samples_and_custom_messages() {
+    use crate::cc::{AnyCc, RateMessage};
+    let set = cc_set();
     let params = Params {
         cc: crate::cc::CcKind::Blast,
         cc_rate_kbps: 8_000,
@@ -1407,13 +1423,7 @@ fn cc_feeds_delivery_rate_samples_and_custom_messages() {
     for i in 0..10 {
         e.dispatch(t(100 + i), Event::PacketAcked(sent(i, t(i))));
     }
-    let Some(crate::micro::AnyMicro::Cc(c)) = e
-        .micros()
-        .iter()
-        .find(|m| matches!(m, crate::micro::AnyMicro::Cc(_)))
-    else {
-        panic!("no cc");
-    };
+    let c = cc_policy(&e);
     let AnyCc::Bbr(b) = c.algorithm() else {
         panic!("not bbr");
     };
@@ -1426,33 +1436,13 @@ fn cc_feeds_delivery_rate_samples_and_custom_messages() {
 }
 #[test]
 fn the_rate_ring_grows_with_the_flight_and_keeps_every_sample() {
-    let set = MicroSet(
-        MicroSet::of(&[
-            Sequencing,
-            AckTracking,
-            Rtt,
-            Arq,
-            Fifo,
-            CongestionWindow,
-            Pacing,
-            Cc,
-        ])
-        .0 | MicroSet::of(MANDATORY).0,
-    );
+    let set = cc_set();
     let params = Params {
         cc: crate::cc::CcKind::Bbr,
         ..Params::default()
     };
     let mut e = compose(set, &params, LOCAL, PEER).unwrap();
-    let ring = |e: &Engine| {
-        e.micros()
-            .iter()
-            .find_map(|m| match m {
-                crate::micro::AnyMicro::Cc(c) => Some(c.ring_len()),
-                _ => None,
-            })
-            .expect("cc")
-    };
+    let ring = |e: &Engine| cc_policy(e).ring_len();
     assert_eq!(ring(&e), crate::micro::cc::RATE_SLOTS, "small at set-up");
     // 3000 packets in flight, one every 100 µs: the ring doubles twice to hold them all.
     let at = |i: u64| Instant::from_micros(1_000 + 100 * i);
@@ -1463,13 +1453,7 @@ fn the_rate_ring_grows_with_the_flight_and_keeps_every_sample() {
     // The first packet's slot survived: its acknowledgement is a rate sample (1000 bytes
     // delivered since it left, over the time since), and BBR learns a bandwidth from it.
     e.dispatch(at(3000), Event::PacketAcked(sent(0, at(0))));
-    let Some(crate::micro::AnyMicro::Cc(c)) = e
-        .micros()
-        .iter()
-        .find(|m| matches!(m, crate::micro::AnyMicro::Cc(_)))
-    else {
-        panic!("no cc");
-    };
+    let c = cc_policy(&e);
     let crate::cc::AnyCc::Bbr(b) = c.algorithm() else {
         panic!("not bbr");
     };
