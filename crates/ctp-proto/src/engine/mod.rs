@@ -706,19 +706,24 @@ impl Engine {
                 s.transmissions += 1;
                 let first = s.transmissions == 1;
                 s.holds.send = rearm;
-                if s.holds.done == 0 && s.transmissions == 1 {
+                if s.holds.done == 0 && first {
                     self.owned.push_back(Event::SegmentDone(seg));
                 }
                 let free = s.holds.dealloc == 0;
                 if first {
                     self.st.segs.note_first_transmission();
-                    if self.st.segs.unsent() <= CUT_AHEAD / 2 && !self.st.app.tx.is_empty() {
-                        // The cut-ahead runs low: the application's queue has more.
-                        self.owned.push_back(Event::UserData);
-                    }
                 }
                 if free {
                     self.st.segs.free(seg);
+                }
+                let segs = &self.st.segs;
+                if first
+                    && segs.unsent() <= CUT_AHEAD / 2
+                    && !segs.is_full()
+                    && !self.st.app.tx.is_empty()
+                {
+                    // The cut-ahead runs low: the application's queue has more.
+                    self.owned.push_back(Event::UserData);
                 }
             }
         }
