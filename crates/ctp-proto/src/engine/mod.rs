@@ -122,6 +122,12 @@ pub struct State {
 const MAX_SEG_JUMP: u64 = 1 << 22;
 
 impl State {
+    /// Whether the segmenter should cut more: the application's queue holds data, the
+    /// store has room, and fewer than `below` segments wait to be sent.
+    pub fn wants_cut(&self, below: usize) -> bool {
+        !self.app.tx.is_empty() && !self.segs.is_full() && self.segs.unsent() < below
+    }
+
     /// The next packet number as it goes on the wire: as few low bits as the peer needs,
     /// given the largest number it acknowledged (RFC 9000 §17.1); 30 bits before any.
     ///
@@ -699,29 +705,18 @@ impl Engine {
         if let Some(seg) = carried {
             stats.segments_sent += 1;
             let rearm = self.st.holds.send_rearm;
-            if let Some(s) = self.st.segs.get_mut(seg) {
-                if s.transmissions > 0 {
+            if let Some((s, first)) = self.st.segs.transmit(seg) {
+                if !first {
                     stats.retransmissions += 1;
                 }
-                s.transmissions += 1;
-                let first = s.transmissions == 1;
                 s.holds.send = rearm;
                 if s.holds.done == 0 && first {
                     self.owned.push_back(Event::SegmentDone(seg));
                 }
-                let free = s.holds.dealloc == 0;
-                if first {
-                    self.st.segs.note_first_transmission();
-                }
-                if free {
+                if s.holds.dealloc == 0 {
                     self.st.segs.free(seg);
                 }
-                let segs = &self.st.segs;
-                if first
-                    && segs.unsent() <= CUT_AHEAD / 2
-                    && !segs.is_full()
-                    && !self.st.app.tx.is_empty()
-                {
+                if first && self.st.wants_cut(CUT_AHEAD / 2 + 1) {
                     // The cut-ahead runs low: the application's queue has more.
                     self.owned.push_back(Event::UserData);
                 }

@@ -108,9 +108,16 @@ impl SegmentStore {
         self.unsent
     }
 
-    /// Counts the first transmission of a segment (it no longer waits to be sent).
-    pub fn note_first_transmission(&mut self) {
-        self.unsent = self.unsent.saturating_sub(1);
+    /// Counts a transmission of the segment behind `id`: the segment, and whether this was
+    /// its first (it then no longer waits to be sent).
+    pub fn transmit(&mut self, id: SegId) -> Option<(&mut Segment, bool)> {
+        let s = live_slot(&mut self.slots, id)?;
+        s.transmissions += 1;
+        let first = s.transmissions == 1;
+        if first {
+            self.unsent -= 1;
+        }
+        Some((s, first))
     }
 
     /// True when no further segment may be allocated.
@@ -162,9 +169,7 @@ impl SegmentStore {
 
     /// Mutable access to the segment behind `id`, if it is still live.
     pub fn get_mut(&mut self, id: SegId) -> Option<&mut Segment> {
-        self.slots
-            .get_mut(id.idx as usize)
-            .filter(|s| s.live && s.gen == id.gen)
+        live_slot(&mut self.slots, id)
     }
 
     /// Frees a segment and keeps its buffer for reuse.
@@ -184,6 +189,14 @@ impl SegmentStore {
             }
         }
     }
+}
+
+/// The slot behind `id` if it still holds that segment (borrowing only the slots, so that
+/// the store's counters stay at hand).
+fn live_slot(slots: &mut [Segment], id: SegId) -> Option<&mut Segment> {
+    slots
+        .get_mut(id.idx as usize)
+        .filter(|s| s.live && s.gen == id.gen)
 }
 
 #[cfg(test)]

@@ -67,7 +67,7 @@ impl Fragmentation {
     fn cut(&mut self, cx: &mut Cx<'_, '_>) {
         let mut deps_buf = Vec::new();
         for _ in 0..BATCH {
-            if cx.st.app.tx.is_empty() || cx.st.segs.unsent() >= CUT_AHEAD {
+            if !cx.st.wants_cut(CUT_AHEAD) {
                 return;
             }
             let seq = cx.st.session.next_seg_seq;
@@ -156,7 +156,7 @@ impl Fragmentation {
             }
             cx.submit(seg);
         }
-        if !cx.st.app.tx.is_empty() && !cx.st.segs.is_full() && cx.st.segs.unsent() < CUT_AHEAD {
+        if cx.st.wants_cut(CUT_AHEAD) {
             cx.raise(Event::UserData);
         }
     }
