@@ -44,6 +44,8 @@ pub struct PaceClock {
     next_at: Instant,
     /// Fraction of a microsecond left over by the gaps so far, in units of 1/rate µs.
     remainder: u64,
+    /// Nothing leaves before this, paced or not ([`Self::hold_until`]).
+    held_until: Instant,
 }
 
 impl PaceClock {
@@ -52,6 +54,7 @@ impl PaceClock {
         PaceClock {
             next_at: Instant::ZERO,
             remainder: 0,
+            held_until: Instant::ZERO,
         }
     }
 
@@ -60,9 +63,12 @@ impl PaceClock {
         (2 * packet * 1_000_000).checked_div(rate)
     }
 
-    /// Caps the credit; true when a packet may leave at `now` (always at rate 0, which
-    /// means unpaced).
+    /// Caps the credit; true when a packet may leave at `now` (at rate 0, which means
+    /// unpaced, unless a hold lasts).
     pub fn ready(&mut self, now: Instant, rate: u64, packet: u64, spacing: Spacing) -> bool {
+        if now < self.held_until {
+            return false;
+        }
         let Some(pair) = Self::pair_us(rate, packet) else {
             return true;
         };
@@ -84,7 +90,8 @@ impl PaceClock {
             Some(pair) if spacing == Spacing::Trains && pair <= TRAIN_US => {
                 self.next_at + Duration::from_micros(TRAIN_US)
             }
-            _ => self.next_at,
+            Some(_) => self.next_at,
+            None => self.held_until,
         }
     }
 
@@ -95,6 +102,13 @@ impl PaceClock {
         let gap = exact.checked_div(rate)?;
         self.remainder = exact % rate;
         Some(gap)
+    }
+
+    /// No packet leaves before `at`, paced or not; a paced flow resumes without the credit
+    /// it would have earned meanwhile.
+    pub fn hold_until(&mut self, at: Instant) {
+        self.held_until = self.held_until.max(at);
+        self.next_at = self.next_at.max(at);
     }
 
     /// Moves the next slot `us` microseconds later.
@@ -127,6 +141,35 @@ mod tests {
             sent += 1;
         }
         sent
+    }
+
+    #[test]
+    fn a_hold_keeps_packets_back_paced_or_not_and_forfeits_the_credit() {
+        let t = |us: u64| Instant::from_micros(1_000_000 + us);
+        for rate in [0, 125_000_000] {
+            let mut c = PaceClock::new();
+            c.hold_until(t(10_000));
+            assert!(
+                !c.ready(t(9_999), rate, 1414, Spacing::Packets),
+                "rate {rate}"
+            );
+            assert_eq!(c.wake_at(rate, 1414, Spacing::Packets), t(10_000));
+            assert!(
+                c.ready(t(10_000), rate, 1414, Spacing::Packets),
+                "rate {rate}"
+            );
+        }
+        // A paced flow after the hold: no credit from the time it stood still.
+        let mut c = PaceClock::new();
+        c.hold_until(t(10_000));
+        assert_eq!(
+            send_all(&mut c, t(10_000), 125_000_000, 1414, Spacing::Strict),
+            1
+        );
+        // An earlier hold than the next slot changes nothing.
+        let next = c.wake_at(125_000_000, 1414, Spacing::Strict);
+        c.hold_until(t(0));
+        assert_eq!(c.wake_at(125_000_000, 1414, Spacing::Strict), next);
     }
 
     #[test]

@@ -130,6 +130,11 @@ pub trait CongestionControl: fmt::Debug + Send {
     fn cwnd(&self) -> u64;
     /// Pacing rate in bytes per second; 0 sends unpaced.
     fn pacing_rate(&self) -> u64;
+    /// Sending stops until this time (UDT's freeze after a congestion event); `None` or a
+    /// time already past: no pause.
+    fn paused_until(&self) -> Option<Instant> {
+        None
+    }
     /// Inter-packet period for packets of `bytes` bytes, microseconds (`None` when unpaced).
     fn pacing_period_us(&self, bytes: u64) -> Option<u64> {
         (bytes * 1_000_000).checked_div(self.pacing_rate())
@@ -327,6 +332,9 @@ macro_rules! algorithms {
             }
             fn ack_interval(&self) -> Option<u32> {
                 match self { AnyCc::NewReno(a) => a.ack_interval(), $(AnyCc::$variant(a) => a.ack_interval(),)* }
+            }
+            fn paused_until(&self) -> Option<Instant> {
+                match self { AnyCc::NewReno(a) => a.paused_until(), $(AnyCc::$variant(a) => a.paused_until(),)* }
             }
             fn packet_pairs(&self) -> bool {
                 match self { AnyCc::NewReno(a) => a.packet_pairs(), $(AnyCc::$variant(a) => a.packet_pairs(),)* }

@@ -24,6 +24,16 @@
 //! (0.889⁵ ≈ 0.55: never below half within an epoch). The draw is seeded with the largest
 //! sequence number sent, as UDT4 does, so concurrent flows de-synchronise but runs repeat.
 //!
+//! Freeze (§3.3.1): after the decrease of a congestion event "the packet sending is
+//! stopped for the next SYN time" ([`CongestionControl::paused_until`]; the pacing
+//! mechanism holds every packet, retransmissions too). UDT4 does not do this; without it a
+//! short-RTT flow sharing a drop-tail queue with long-RTT flows is cut about twice as often
+//! as they are: it learns of the overflow first, and the packets it sends right after its
+//! decrease still meet the full queue (the long-RTT flows have not slowed down yet), which
+//! starts a new congestion epoch one short round trip later. Pausing one SYN drains its
+//! share of the queue while the others' signals arrive. `rtt-fairness` (40 µs / 16 ms /
+//! 110 ms, 60 s): the 40 µs flow went from 2× the others' congestion events to as many.
+//!
 //! Noisy link (§3.3.2): "UDT does not react to the first packet loss in a congestion event
 //! … This algorithm is equivalent to removing Step 1.a": isolated random losses never cut
 //! the rate; a second loss in one epoch does. That suits the "small non-congestion losses"
@@ -48,6 +58,7 @@
 
 use super::{mix64, Ack, Config, CongestionControl, Loss, Sent};
 use crate::time::Instant;
+use core::time::Duration;
 
 /// The rate-control interval, microseconds.
 pub const SYN_US: u64 = 10_000;
@@ -181,6 +192,8 @@ pub struct Udt {
     avg_nak: u64,
     dec_random: u64,
     pairs: PairEstimator,
+    /// Sending stops until then after a congestion event (one SYN): the freeze.
+    frozen_until: Option<Instant>,
 }
 
 impl Udt {
@@ -208,6 +221,7 @@ impl Udt {
             avg_nak: 0,
             dec_random: 1,
             pairs: PairEstimator::new(),
+            frozen_until: None,
         }
     }
 
@@ -369,6 +383,7 @@ impl CongestionControl for Udt {
             self.last_dec_period = self.period_us;
             if !self.noisy {
                 self.decrease();
+                self.frozen_until = Some(l.now + Duration::from_micros(SYN_US));
             }
             self.avg_nak =
                 (self.avg_nak as f64 * 0.875 + self.nak_count as f64 * 0.125).ceil() as u64;
@@ -398,6 +413,10 @@ impl CongestionControl for Udt {
 
     fn cwnd(&self) -> u64 {
         (self.cwnd_pkts * self.mss) as u64
+    }
+
+    fn paused_until(&self) -> Option<Instant> {
+        self.frozen_until
     }
 
     fn pacing_rate(&self) -> u64 {
@@ -540,6 +559,36 @@ mod tests {
         // A timeout after slow start changes nothing.
         u.on_timeout(ms(300), 1);
         assert_eq!(u.pacing_rate(), 1_000_000_000 / 1803);
+    }
+
+    #[test]
+    fn a_congestion_event_stops_sending_for_one_syn_and_further_decreases_do_not() {
+        let mut u = steady(false);
+        assert_eq!(
+            u.paused_until(),
+            None,
+            "the end of slow start does not freeze"
+        );
+        sent(&mut u, 300);
+        u.on_loss(&loss(150, 207, 200, 300));
+        assert_eq!(
+            u.paused_until(),
+            Some(ms(217)),
+            "one SYN from the congestion event"
+        );
+        // Further loss events of the epoch decrease (DR = 1: 1125 → 1266) but do not freeze.
+        u.on_loss(&loss(151, 230, 200, 300));
+        assert_eq!(u.period_us(), 1266.0);
+        assert_eq!(u.paused_until(), Some(ms(217)));
+        // The next congestion event freezes from its own time.
+        sent(&mut u, 600);
+        u.on_loss(&loss(450, 400, 390, 600));
+        assert_eq!(u.paused_until(), Some(ms(410)));
+        // Noisy mode does not decrease on a congestion event, so it does not freeze.
+        let mut n = steady(true);
+        sent(&mut n, 300);
+        n.on_loss(&queued_loss(150, 207, 200, 300));
+        assert_eq!(n.paused_until(), None);
     }
 
     /// A loss report whose smoothed RTT shows a queue (150 ms over a 100 ms minimum).

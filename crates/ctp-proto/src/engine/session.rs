@@ -109,6 +109,8 @@ pub struct Session {
     pub plpmtu: usize,
     /// Pacing sends every 16th packet right behind the one before (UDT's packet pairs).
     pub pacing_pairs: bool,
+    /// The congestion policy stopped sending until this time (UDT's freeze).
+    pub paused_until: Option<Instant>,
 }
 
 impl Default for Session {
@@ -140,6 +142,7 @@ impl Default for Session {
             inflate_limit: 0,
             plpmtu: 1200,
             pacing_pairs: false,
+            paused_until: None,
         }
     }
 }

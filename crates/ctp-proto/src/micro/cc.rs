@@ -128,9 +128,11 @@ impl CcPolicy {
 
     fn publish(&self, s: &mut Session) -> bool {
         let (cwnd, rate) = (self.algo.cwnd(), self.algo.pacing_rate());
-        let changed = s.cwnd != cwnd || s.pacing_rate != rate;
+        let paused_until = self.algo.paused_until();
+        let changed = s.cwnd != cwnd || s.pacing_rate != rate || s.paused_until != paused_until;
         s.cwnd = cwnd;
         s.pacing_rate = rate;
+        s.paused_until = paused_until;
         changed
     }
 

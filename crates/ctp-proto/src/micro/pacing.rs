@@ -58,6 +58,9 @@ impl Pacing {
         } else {
             Spacing::Trains
         };
+        if let Some(until) = cx.st.session.paused_until {
+            self.clock.hold_until(until);
+        }
         while let Some(&seg) = self.queue.front() {
             let Some(s) = cx.st.segs.get(seg) else {
                 self.queue.pop_front();

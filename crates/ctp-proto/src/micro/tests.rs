@@ -3,7 +3,7 @@
 
 use crate::engine::app::Outgoing;
 use crate::engine::event::{Event, PacketInfo};
-use crate::engine::session::CloseReason;
+use crate::engine::session::{CloseReason, Session};
 use crate::engine::Engine;
 use crate::profile::{compose, Isn, MicroId, MicroSet, Params, MANDATORY};
 use crate::time::Instant;
@@ -601,6 +601,15 @@ fn paced_departures(pairs: bool, ms: u64) -> Vec<u64> {
 
 /// Departure times (µs) of `segments` full segments paced at `rate` bytes/s for `ms`.
 fn paced_departures_at(rate: u64, pairs: bool, segments: usize, ms: u64) -> Vec<u64> {
+    paced_departures_with(segments, ms, |s| {
+        s.pacing_rate = rate;
+        s.pacing_pairs = pairs;
+    })
+}
+
+/// Departure times (µs) of `segments` full segments for `ms`, the window open and the
+/// session's pacing set by `pace`.
+fn paced_departures_with(segments: usize, ms: u64, pace: impl FnOnce(&mut Session)) -> Vec<u64> {
     let mut tx = engine(&[
         Sequencing,
         AckTracking,
@@ -612,8 +621,7 @@ fn paced_departures_at(rate: u64, pairs: bool, segments: usize, ms: u64) -> Vec<
         NewReno,
     ]);
     tx.st.session.cwnd = u64::MAX / 4;
-    tx.st.session.pacing_rate = rate;
-    tx.st.session.pacing_pairs = pairs;
+    pace(&mut tx.st.session);
     queue(&mut tx, t(0), &vec![2u8; segments * 1374], true);
     let mut now = t(0);
     let mut times = Vec::new();
@@ -663,6 +671,22 @@ fn fast_pacing_sends_trains_without_changing_the_rate() {
         "{} wake-ups for {count} packets: trains, not single packets",
         instants.len()
     );
+}
+
+#[test]
+fn pacing_holds_every_packet_while_the_congestion_policy_pauses_sending() {
+    // UDT's freeze: nothing leaves before the pause ends, paced or not, and afterwards
+    // the paced flow resumes at its rate without a burst of the credit it would have had.
+    let unpaced = paced_departures_with(20, 50, |s| s.paused_until = Some(t(10)));
+    assert_eq!(unpaced.first(), Some(&t(10).as_micros()), "{unpaced:?}");
+    assert_eq!(unpaced.len(), 20, "then everything at once");
+    let paced = paced_departures_with(100, 50, |s| {
+        s.pacing_rate = 1_414_000;
+        s.paused_until = Some(t(10));
+    });
+    assert_eq!(paced.first(), Some(&t(10).as_micros()), "{paced:?}");
+    // 40 ms at one packet per ms after the pause, plus the quantum.
+    assert!((40..=43).contains(&paced.len()), "{} packets", paced.len());
 }
 
 #[test]

@@ -883,6 +883,10 @@ impl UdtConnection {
             self.sent(now, out.len() - start);
             return true;
         }
+        // UDT4's sender has no freeze after a congestion event (`CongestionControl::
+        // paused_until`, the paper's §3.3.1): its `processCtrl` queues the NAKed packets
+        // for immediate retransmission. This sender follows UDT4; the composed engine's
+        // pacing honours the freeze.
         if !self.is_open()
             || !self.pace.ready(
                 now,
