@@ -170,9 +170,126 @@ impl<T> EventQueue<T> {
     }
 }
 
+/// The current wake time of each of a fixed set of sources (the nodes), at most one each.
+///
+/// Setting a source's time replaces its previous one in place: a node's deadline moves
+/// with nearly every packet it sends or receives, and as queue events the superseded ones
+/// would pile up (over a million stale wakes per ten simulated seconds of two 1-Gb/s
+/// flows) and make every pop sift through them. A tournament tree: leaves are the
+/// sources, each inner entry the earliest below it; set is O(log n), the earliest O(1).
+/// Ties go to the lowest source index.
+#[derive(Clone, Debug)]
+pub struct WakeTimes {
+    /// `tree[1]` is the root; the leaves start at `leaves`. Empty slots hold `NONE`.
+    tree: Vec<(u64, u32)>,
+    leaves: usize,
+}
+
+impl WakeTimes {
+    /// No wake (sorts after every real time).
+    const NONE: (u64, u32) = (u64::MAX, u32::MAX);
+
+    /// `n` sources, none with a wake.
+    pub fn new(n: usize) -> Self {
+        let leaves = n.max(1).next_power_of_two();
+        WakeTimes {
+            tree: vec![Self::NONE; 2 * leaves],
+            leaves,
+        }
+    }
+
+    fn time((t, _): (u64, u32)) -> Option<Instant> {
+        (t != u64::MAX).then(|| Instant::from_micros(t))
+    }
+
+    /// Source `i`'s wake time.
+    pub fn get(&self, i: usize) -> Option<Instant> {
+        Self::time(self.tree[self.leaves + i])
+    }
+
+    /// Sets (or with `None` clears) source `i`'s wake time.
+    pub fn set(&mut self, i: usize, at: Option<Instant>) {
+        let mut k = self.leaves + i;
+        self.tree[k] = at.map_or(Self::NONE, |t| (t.as_micros(), i as u32));
+        while k > 1 {
+            k /= 2;
+            self.tree[k] = self.tree[2 * k].min(self.tree[2 * k + 1]);
+        }
+    }
+
+    /// The earliest wake time.
+    pub fn earliest(&self) -> Option<Instant> {
+        Self::time(self.tree[1])
+    }
+
+    /// Clears and returns the source with the earliest wake if it is due at or before `now`.
+    pub fn pop_due(&mut self, now: Instant) -> Option<usize> {
+        let (t, i) = self.tree[1];
+        if t == u64::MAX || t > now.as_micros() {
+            return None;
+        }
+        self.set(i as usize, None);
+        Some(i as usize)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wake_times_keep_one_per_source_and_pop_earliest_first() {
+        let t = Instant::from_micros;
+        let mut w = WakeTimes::new(5);
+        assert_eq!(w.earliest(), None);
+        w.set(3, Some(t(50)));
+        w.set(1, Some(t(20)));
+        w.set(4, Some(t(20)));
+        w.set(1, Some(t(70))); // replaces 20: no stale wake remains
+        assert_eq!(w.get(1), Some(t(70)));
+        assert_eq!(w.earliest(), Some(t(20)));
+        assert_eq!(w.pop_due(t(10)), None, "nothing due yet");
+        assert_eq!(w.pop_due(t(60)), Some(4));
+        assert_eq!(w.pop_due(t(60)), Some(3));
+        assert_eq!(w.pop_due(t(60)), None);
+        w.set(0, Some(t(70)));
+        // A tie goes to the lower index.
+        assert_eq!(w.pop_due(t(70)), Some(0));
+        assert_eq!(w.pop_due(t(70)), Some(1));
+        assert_eq!(w.earliest(), None);
+        w.set(2, Some(t(5)));
+        w.set(2, None);
+        assert_eq!(w.earliest(), None);
+    }
+
+    /// Against a plain scan, over random sets and pops.
+    #[test]
+    fn wake_times_agree_with_a_scan() {
+        use rand_chacha::ChaCha8Rng;
+        use rand_core::{Rng, SeedableRng};
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let mut w = WakeTimes::new(13);
+        let mut plain: Vec<Option<u64>> = vec![None; 13];
+        for _ in 0..20_000 {
+            let i = (rng.next_u32() % 13) as usize;
+            let at = (rng.next_u32() % 8 != 0).then(|| u64::from(rng.next_u32() % 500));
+            w.set(i, at.map(Instant::from_micros));
+            plain[i] = at;
+            let now = u64::from(rng.next_u32() % 500);
+            let expect = plain
+                .iter()
+                .enumerate()
+                .filter_map(|(k, t)| t.filter(|&t| t <= now).map(|t| (t, k)))
+                .min()
+                .map(|(_, k)| k);
+            assert_eq!(w.pop_due(Instant::from_micros(now)), expect);
+            if let Some(k) = expect {
+                plain[k] = None;
+            }
+            let earliest = plain.iter().flatten().min().copied();
+            assert_eq!(w.earliest(), earliest.map(Instant::from_micros));
+        }
+    }
 
     #[test]
     fn ties_pop_in_insertion_order() {

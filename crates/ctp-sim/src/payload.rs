@@ -91,24 +91,47 @@ pub fn fill(key: u64, offset: u64, out: &mut [u8]) {
 /// `o / BLOCK_LEN` at `o % BLOCK_LEN`.
 pub const BLOCK_LEN: usize = PERIOD;
 
+/// Most block buffers kept for reuse per thread (64 MiB).
+const POOLED_BLOCKS: usize = 1024;
+
+std::thread_local! {
+    /// Buffers of blocks whose last slice was dropped, for the next blocks: a bulk sender
+    /// goes through a block every 45 packets, and fresh 64-KiB allocations cost page faults
+    /// (the allocator hands freed ones back to the system).
+    static BLOCK_POOL: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A block's buffer; it goes back to the pool when the block's last slice is dropped.
+struct PooledBlock(Vec<u8>);
+
+impl AsRef<[u8]> for PooledBlock {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for PooledBlock {
+    fn drop(&mut self) {
+        let buf = std::mem::take(&mut self.0);
+        // During thread teardown the pool may be gone: the buffer is then simply freed.
+        let _ = BLOCK_POOL.try_with(|p| {
+            let mut p = p.borrow_mut();
+            if p.len() < POOLED_BLOCKS {
+                p.push(buf);
+            }
+        });
+    }
+}
+
 /// Block `index` of the stream of `key` ([`BLOCK_LEN`] bytes), to be written in slices
 /// without copying.
 pub fn block(key: u64, index: u64) -> bytes::Bytes {
-    // The pattern, masked in place (no zero-filling first): a block starts at phase 0.
-    let mut b = pattern().to_vec();
-    let m = mask(key, index);
-    let mw = u64::from_le_bytes(m);
-    let mut words = b.chunks_exact_mut(8);
-    for w in &mut words {
-        let x = u64::from_le_bytes((&*w).try_into().expect("8 bytes")) ^ mw;
-        w.copy_from_slice(&x.to_le_bytes());
-    }
-    words
-        .into_remainder()
-        .iter_mut()
-        .zip(m)
-        .for_each(|(x, k)| *x ^= k);
-    b.into()
+    let mut b = BLOCK_POOL
+        .with(|p| p.borrow_mut().pop())
+        .unwrap_or_else(|| vec![0; BLOCK_LEN]);
+    // A block starts at phase 0 of the pattern.
+    masked_copy(&mut b, pattern(), mask(key, index), 0);
+    bytes::Bytes::from_owner(PooledBlock(b))
 }
 
 /// Position of the first byte of `data` that differs from the stream of `key` at `offset`.

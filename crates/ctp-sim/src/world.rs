@@ -3,7 +3,7 @@
 
 use crate::app::FlowApp;
 pub use crate::app::{FlowKind, FlowResult, FlowSpec, Sample};
-use crate::clock::EventQueue;
+use crate::clock::{EventQueue, WakeTimes};
 use crate::link::{DropKind, Link};
 use crate::topology::Topology;
 use core::time::Duration;
@@ -77,9 +77,6 @@ enum Ev {
         hop: u8,
         slot: u32,
     },
-    /// Node `node`'s wake (a deadline, or its interface queue draining); skipped unless it
-    /// is still the node's current wake (`World::node_wake`).
-    NodeWake { node: u32 },
     /// Flow `flow`'s application wake; skipped unless still current (`World::flow_wake`).
     FlowWake { flow: u32 },
 }
@@ -123,8 +120,9 @@ pub struct World {
     out: Vec<(Instant, Vec<u8>)>,
     packets: u64,
     next_sample: Instant,
-    /// Per node, the wake currently in the queue.
-    node_wake: Vec<Option<Instant>>,
+    /// Per node, its one wake (a deadline, or its interface queue draining): kept out of
+    /// the event queue, where the superseded ones would pile up.
+    node_wake: WakeTimes,
     /// Per flow, the application wake currently in the queue.
     flow_wake: Vec<Option<Instant>>,
     /// Flows to step at the current instant, and the same as flags.
@@ -183,7 +181,7 @@ impl World {
             out: Vec::new(),
             packets: 0,
             next_sample,
-            node_wake: vec![None; 2 * n_flows],
+            node_wake: WakeTimes::new(2 * n_flows),
             flow_wake: vec![None; n_flows],
             touched: Vec::new(),
             flow_touched: vec![false; n_flows],
@@ -479,7 +477,7 @@ impl World {
                 break;
             }
             let mut next = self.next_sample.min(end);
-            if let Some(t) = self.queue.peek_time() {
+            if let Some(t) = self.next_event_time() {
                 next = next.min(t);
             }
             if !self.timeouts_due.is_empty() || !self.touched.is_empty() {
@@ -498,7 +496,7 @@ impl World {
                 same_time = 0;
             }
             self.now = self.now.max(next);
-            if self.now >= end && self.queue.peek_time().is_none_or(|t| t > end) {
+            if self.now >= end && self.next_event_time().is_none_or(|t| t > end) {
                 while self.next_sample <= end {
                     self.sample();
                 }
@@ -510,6 +508,9 @@ impl World {
             }
             self.timeouts_due = due;
             self.timeouts_due.clear();
+            while let Some(n) = self.node_wake.pop_due(self.now) {
+                self.touch(n / 2);
+            }
             while let Some((at, ev)) = self.queue.pop_due(self.now) {
                 match ev {
                     Ev::Hop {
@@ -520,13 +521,6 @@ impl World {
                     } => {
                         let bytes = self.unstash(slot);
                         self.forward(flow as usize, dir as usize, hop as usize, bytes);
-                    }
-                    Ev::NodeWake { node } => {
-                        let n = node as usize;
-                        if self.node_wake[n] == Some(at) {
-                            self.node_wake[n] = None;
-                            self.touch(n / 2);
-                        }
                     }
                     Ev::FlowWake { flow } => {
                         let f = flow as usize;
@@ -602,6 +596,14 @@ impl World {
     /// due fires at this instant again — unless the interface is full: then the deadline is
     /// one that only sending satisfies (a pacing slot), and it waits for the drain, or
     /// virtual time would stand still while the interface is busy.
+    /// When the next queued event or node wake is due.
+    fn next_event_time(&self) -> Option<Instant> {
+        match (self.queue.peek_time(), self.node_wake.earliest()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     fn schedule_node(&mut self, n: usize) {
         let deadline = self.nodes[n].poll_timeout();
         let blocked = self.nic_blocked(n);
@@ -618,11 +620,8 @@ impl World {
         } else {
             deadline
         };
-        if want != self.node_wake[n] {
-            self.node_wake[n] = want;
-            if let Some(t) = want {
-                self.queue.push(t, Ev::NodeWake { node: n as u32 });
-            }
+        if want != self.node_wake.get(n) {
+            self.node_wake.set(n, want);
         }
     }
 
