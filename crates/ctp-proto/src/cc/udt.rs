@@ -33,6 +33,9 @@
 //! starts a new congestion epoch one short round trip later. Pausing one SYN drains its
 //! share of the queue while the others' signals arrive. `rtt-fairness` (40 µs / 16 ms /
 //! 110 ms, 60 s): the 40 µs flow went from 2× the others' congestion events to as many.
+//! Deviation, written down: the freeze only when the smoothed RTT shows a queue (as the
+//! noisy mode reads it): with none there is nothing to drain, and a pause would only idle
+//! the link (random loss on a short path).
 //!
 //! Noisy link (§3.3.2): "UDT does not react to the first packet loss in a congestion event
 //! … This algorithm is equivalent to removing Step 1.a": isolated random losses never cut
@@ -383,7 +386,9 @@ impl CongestionControl for Udt {
             self.last_dec_period = self.period_us;
             if !self.noisy {
                 self.decrease();
-                self.frozen_until = Some(l.now + Duration::from_micros(SYN_US));
+                if !self.no_queue(l.srtt_us) {
+                    self.frozen_until = Some(l.now + Duration::from_micros(SYN_US));
+                }
             }
             self.avg_nak =
                 (self.avg_nak as f64 * 0.875 + self.nak_count as f64 * 0.125).ceil() as u64;
@@ -570,25 +575,31 @@ mod tests {
             "the end of slow start does not freeze"
         );
         sent(&mut u, 300);
-        u.on_loss(&loss(150, 207, 200, 300));
+        u.on_loss(&queued_loss(150, 207, 200, 300));
         assert_eq!(
             u.paused_until(),
             Some(ms(217)),
             "one SYN from the congestion event"
         );
         // Further loss events of the epoch decrease (DR = 1: 1125 → 1266) but do not freeze.
-        u.on_loss(&loss(151, 230, 200, 300));
+        u.on_loss(&queued_loss(151, 230, 200, 300));
         assert_eq!(u.period_us(), 1266.0);
         assert_eq!(u.paused_until(), Some(ms(217)));
         // The next congestion event freezes from its own time.
         sent(&mut u, 600);
-        u.on_loss(&loss(450, 400, 390, 600));
+        u.on_loss(&queued_loss(450, 400, 390, 600));
         assert_eq!(u.paused_until(), Some(ms(410)));
         // Noisy mode does not decrease on a congestion event, so it does not freeze.
         let mut n = steady(true);
         sent(&mut n, 300);
         n.on_loss(&queued_loss(150, 207, 200, 300));
         assert_eq!(n.paused_until(), None);
+        // Nor does a congestion event while the path holds no queue: nothing to drain.
+        let mut q = steady(false);
+        sent(&mut q, 300);
+        q.on_loss(&loss(150, 207, 200, 300)); // srtt 100 ms = the minimum RTT
+        assert!(q.period_us() > 1000.0, "it still decreases");
+        assert_eq!(q.paused_until(), None);
     }
 
     /// A loss report whose smoothed RTT shows a queue (150 ms over a 100 ms minimum).
