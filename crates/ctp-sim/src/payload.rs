@@ -129,8 +129,7 @@ pub fn block(key: u64, index: u64) -> bytes::Bytes {
     let mut b = BLOCK_POOL
         .with(|p| p.borrow_mut().pop())
         .unwrap_or_else(|| vec![0; BLOCK_LEN]);
-    // A block starts at phase 0 of the pattern.
-    masked_copy(&mut b, pattern(), mask(key, index), 0);
+    fill(key, index * BLOCK_LEN as u64, &mut b);
     bytes::Bytes::from_owner(PooledBlock(b))
 }
 

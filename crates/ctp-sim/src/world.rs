@@ -68,17 +68,14 @@ pub struct RunResult {
 /// Bytes of trace records hashed at once.
 const TRACE_BATCH: usize = 64 * 1024;
 
-enum Ev {
-    /// A packet of `flow` arriving at hop `hop` of its route in direction `dir`; its bytes
-    /// wait in slot `slot` of the world's packet slab (a small event keeps the queue fast).
-    Hop {
-        flow: u32,
-        dir: u8,
-        hop: u8,
-        slot: u32,
-    },
-    /// Flow `flow`'s application wake; skipped unless still current (`World::flow_wake`).
-    FlowWake { flow: u32 },
+/// The one kind of queued event: a packet of `flow` arriving at hop `hop` of its route in
+/// direction `dir`; its bytes wait in slot `slot` of the world's packet slab (a small event
+/// keeps the queue fast). Node and application wakes are kept apart ([`WakeTimes`]).
+struct Hop {
+    flow: u32,
+    dir: u8,
+    hop: u8,
+    slot: u32,
 }
 
 struct FlowState {
@@ -107,7 +104,7 @@ pub struct World {
     links: Vec<Link>,
     nodes: Vec<Endpoint>,
     flows: Vec<FlowState>,
-    queue: EventQueue<Ev>,
+    queue: EventQueue<Hop>,
     trace: blake3::Hasher,
     /// Trace records not hashed yet (see `flush_trace`).
     trace_buf: Vec<u8>,
@@ -123,8 +120,8 @@ pub struct World {
     /// Per node, its one wake (a deadline, or its interface queue draining): kept out of
     /// the event queue, where the superseded ones would pile up.
     node_wake: WakeTimes,
-    /// Per flow, the application wake currently in the queue.
-    flow_wake: Vec<Option<Instant>>,
+    /// Per flow, its application's one wake (start, stop, or what it has due).
+    flow_wake: WakeTimes,
     /// Flows to step at the current instant, and the same as flags.
     touched: Vec<u32>,
     flow_touched: Vec<bool>,
@@ -182,7 +179,7 @@ impl World {
             packets: 0,
             next_sample,
             node_wake: WakeTimes::new(2 * n_flows),
-            flow_wake: vec![None; n_flows],
+            flow_wake: WakeTimes::new(n_flows),
             touched: Vec::new(),
             flow_touched: vec![false; n_flows],
             timeouts_due: Vec::new(),
@@ -245,7 +242,7 @@ impl World {
                     self.queue.push_in_lane(
                         l,
                         at,
-                        Ev::Hop {
+                        Hop {
                             flow: flow as u32,
                             dir: dir as u8,
                             hop: (hop + 1) as u8,
@@ -511,25 +508,12 @@ impl World {
             while let Some(n) = self.node_wake.pop_due(self.now) {
                 self.touch(n / 2);
             }
-            while let Some((at, ev)) = self.queue.pop_due(self.now) {
-                match ev {
-                    Ev::Hop {
-                        flow,
-                        dir,
-                        hop,
-                        slot,
-                    } => {
-                        let bytes = self.unstash(slot);
-                        self.forward(flow as usize, dir as usize, hop as usize, bytes);
-                    }
-                    Ev::FlowWake { flow } => {
-                        let f = flow as usize;
-                        if self.flow_wake[f] == Some(at) {
-                            self.flow_wake[f] = None;
-                            self.touch(f);
-                        }
-                    }
-                }
+            while let Some(f) = self.flow_wake.pop_due(self.now) {
+                self.touch(f);
+            }
+            while let Some((_, ev)) = self.queue.pop_due(self.now) {
+                let bytes = self.unstash(ev.slot);
+                self.forward(ev.flow as usize, ev.dir as usize, ev.hop as usize, bytes);
             }
             // Due timers, in node order (an untouched node has none due: it sleeps in the
             // queue until its deadline).
@@ -596,12 +580,16 @@ impl World {
     /// due fires at this instant again — unless the interface is full: then the deadline is
     /// one that only sending satisfies (a pacing slot), and it waits for the drain, or
     /// virtual time would stand still while the interface is busy.
-    /// When the next queued event or node wake is due.
+    /// When the next queued packet, node wake or application wake is due.
     fn next_event_time(&self) -> Option<Instant> {
-        match (self.queue.peek_time(), self.node_wake.earliest()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            self.queue.peek_time(),
+            self.node_wake.earliest(),
+            self.flow_wake.earliest(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     fn schedule_node(&mut self, n: usize) {
@@ -642,11 +630,8 @@ impl World {
                 consider(t);
             }
         }
-        if want != self.flow_wake[f] {
-            self.flow_wake[f] = want;
-            if let Some(t) = want {
-                self.queue.push(t, Ev::FlowWake { flow: f as u32 });
-            }
+        if want != self.flow_wake.get(f) {
+            self.flow_wake.set(f, want);
         }
     }
 
