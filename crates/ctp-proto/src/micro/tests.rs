@@ -73,6 +73,17 @@ fn sealed_body(datagram: &[u8], pn: u64, seg_ref: u64) -> Vec<u8> {
     u.packet.to_vec()
 }
 
+/// Appends the data of every piece a packet's `body` (header included) carries to `got`.
+fn append_stream_data(body: &[u8], seg_ref: u64, got: &mut Vec<u8>) {
+    let mut r = Reader::new(body);
+    Header::parse(&mut r).expect("header");
+    while let Ok(f) = Frame::parse(&mut r, seg_ref) {
+        if let Frame::Data(d) = f {
+            d.pieces().for_each(|p| got.extend_from_slice(p.data));
+        }
+    }
+}
+
 /// Builds every packet the engine will send now; returns their frame bodies.
 fn drain(e: &mut Engine, now: Instant) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
@@ -254,13 +265,7 @@ fn packets_append_to_a_batch_and_seal_on_their_own_bytes() {
     for w in ends.windows(2) {
         let pn = LOCAL.pn + got.len() as u64 / 1400;
         let body = sealed_body(&batch[w[0]..w[1]], pn, 0);
-        let mut r = Reader::new(&body);
-        Header::parse(&mut r).expect("header");
-        while let Ok(f) = Frame::parse(&mut r, 0) {
-            if let Frame::Data(d) = f {
-                d.pieces().for_each(|p| got.extend_from_slice(p.data));
-            }
-        }
+        append_stream_data(&body, 0, &mut got);
     }
     assert_eq!(got, data);
 }
@@ -288,14 +293,9 @@ fn a_large_write_is_cut_as_packets_leave_not_all_at_once() {
             tx.build_packet(t(ms), 9, 1472, &mut buf)
         } {
             most = most.max(tx.st.segs.unsent());
-            let body = sealed_body(&buf, tx.st.next_pn - 1, tx.st.session.seg_sent_next);
-            let mut r = Reader::new(&body);
-            Header::parse(&mut r).expect("header");
-            while let Ok(f) = Frame::parse(&mut r, tx.st.session.seg_sent_next) {
-                if let Frame::Data(d) = f {
-                    d.pieces().for_each(|p| got.extend_from_slice(p.data));
-                }
-            }
+            let seg_ref = tx.st.session.seg_sent_next;
+            let body = sealed_body(&buf, tx.st.next_pn - 1, seg_ref);
+            append_stream_data(&body, seg_ref, &mut got);
         }
         if got.len() == data.len() {
             break;
