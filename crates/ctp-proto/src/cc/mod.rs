@@ -20,6 +20,7 @@ pub mod fast;
 pub mod group;
 pub mod highspeed;
 pub mod newreno;
+pub mod rate;
 pub mod scalable;
 pub mod udt;
 pub mod vegas;

@@ -11,16 +11,10 @@
 //! algorithm that talks to its peer (UDT's receiver-side link-capacity estimate) has its
 //! messages written as `CC_MSG` frames into outgoing packets.
 //!
-//! Delivery-rate samples (BBR's rate sampler, simplified): when a packet leaves, the bytes
-//! delivered so far and the time of the latest delivery are remembered in a ring of slots
-//! indexed by packet number (only for algorithms that read per-packet events). The ring
-//! starts at [`RATE_SLOTS`] and doubles whenever a packet in flight would be overwritten,
-//! up to twice the flow window: a connection pays for the flight it has, not for the
-//! largest it could have (a megabyte written at set-up cost half a millisecond of every
-//! handshake); when it is acknowledged,
-//! `rate = (delivered now − delivered then) / (now − delivery time then)`. A packet whose
-//! slot was reused by a later one gives no sample.
+//! Delivery-rate samples come from a [`DeliveryRate`] sampler, kept only for algorithms
+//! that read per-packet events.
 
+use crate::cc::rate::{Acks, DeliveryRate};
 use crate::cc::{Ack, AnyCc, CcKind, Config, CongestionControl, Loss, Sent, MAX_CC_MSG};
 use crate::engine::event::{Event, EventKind, PacketInfo};
 use crate::engine::session::Session;
@@ -56,35 +50,12 @@ pub(crate) fn loss(now: Instant, p: PacketInfo, s: &Session, largest_sent_pn: u6
     }
 }
 
-/// Fewest packets in flight whose delivery state is remembered for rate samples.
-pub const RATE_SLOTS: usize = 1024;
-
-/// Slots for a flow window of `max_window` packets: twice that (retransmissions and
-/// control packets take packet numbers too), a power of two within `RATE_SLOTS..=2^20`.
-fn rate_slots(max_window: u64) -> usize {
-    (max_window.saturating_mul(2) as usize)
-        .clamp(RATE_SLOTS, 1 << 20)
-        .next_power_of_two()
-}
-
-#[derive(Clone, Copy, Debug, Default)]
-struct RateSlot {
-    pn: u64,
-    delivered: u64,
-    delivered_at: Instant,
-    valid: bool,
-}
-
 /// The `cc` microprotocol: one algorithm from the library, driving the shared variables.
 #[derive(Debug)]
 pub struct CcPolicy {
     algo: AnyCc,
     largest_sent: u64,
-    delivered: u64,
-    delivered_at: Option<Instant>,
-    slots: Box<[RateSlot]>,
-    /// The most slots the ring may grow to.
-    max_slots: usize,
+    rate: DeliveryRate,
 }
 
 impl CcPolicy {
@@ -98,14 +69,11 @@ impl CcPolicy {
         CcPolicy {
             algo,
             largest_sent: 0,
-            delivered: 0,
-            delivered_at: None,
-            slots: if wants {
-                vec![RateSlot::default(); RATE_SLOTS].into_boxed_slice()
+            rate: if wants {
+                DeliveryRate::new(cfg.max_window, Acks::Selective)
             } else {
-                Box::default()
+                DeliveryRate::off()
             },
-            max_slots: if wants { rate_slots(cfg.max_window) } else { 0 },
         }
     }
 
@@ -136,33 +104,10 @@ impl CcPolicy {
         changed
     }
 
-    /// The rate slot of packet `pn` (`None` when the algorithm reads no rate samples).
-    fn slot(&mut self, pn: u64) -> Option<&mut RateSlot> {
-        let n = self.slots.len() as u64;
-        (n > 0).then(|| &mut self.slots[(pn % n) as usize])
-    }
-
-    /// The slot for packet `pn` about to leave: the ring doubles (up to its limit) while
-    /// that slot still holds a packet in flight.
-    fn slot_for_sent(&mut self, pn: u64) -> Option<&mut RateSlot> {
-        while self.slots.len() < self.max_slots
-            && self.slot(pn).is_some_and(|s| s.valid && s.pn != pn)
-        {
-            let n = self.slots.len() * 2;
-            let mut grown = vec![RateSlot::default(); n].into_boxed_slice();
-            // Valid entries have distinct numbers modulo n / 2, so modulo n too.
-            for s in self.slots.iter().filter(|s| s.valid) {
-                grown[(s.pn % n as u64) as usize] = *s;
-            }
-            self.slots = grown;
-        }
-        self.slot(pn)
-    }
-
     /// Slots in the ring now (tests).
     #[cfg(test)]
     pub(crate) fn ring_len(&self) -> usize {
-        self.slots.len()
+        self.rate.ring_len()
     }
 }
 
@@ -194,16 +139,10 @@ impl Microprotocol for CcPolicy {
         match *ev {
             Event::PacketSent(p) if p.in_flight => {
                 self.largest_sent = self.largest_sent.max(p.pn);
-                let delivered = self.delivered;
-                let delivered_at = *self.delivered_at.get_or_insert(now);
-                if let Some(slot) = self.slot_for_sent(p.pn) {
-                    *slot = RateSlot {
-                        pn: p.pn,
-                        delivered,
-                        delivered_at,
-                        valid: true,
-                    };
-                }
+                // Not `idle` even with nothing in flight: whether the window counted this
+                // packet yet depends on the composition's order. A pause then gives one low
+                // sample, which BBR's maximum filter passes over.
+                self.rate.on_sent(p.pn, now, false);
                 self.algo.on_packet_sent(&Sent {
                     now,
                     pn: p.pn,
@@ -212,25 +151,12 @@ impl Microprotocol for CcPolicy {
                 });
             }
             Event::PacketAcked(p) if p.in_flight => {
-                self.delivered += p.bytes as u64;
-                self.delivered_at = Some(now);
-                let delivered = self.delivered;
-                let mut delivery_rate = 0;
-                if let Some(slot) = self.slot(p.pn).filter(|s| s.valid && s.pn == p.pn) {
-                    slot.valid = false;
-                    let us = now.saturating_since(slot.delivered_at).as_micros() as u64;
-                    if us > 0 {
-                        delivery_rate =
-                            ((delivered - slot.delivered) as u128 * 1_000_000 / us as u128) as u64;
-                    }
-                }
+                let delivery_rate = self.rate.on_acked(p.pn, p.bytes as u64, now);
                 self.algo
                     .on_ack(&ack(now, p, &cx.st.session, delivery_rate));
             }
             Event::PacketLost(p) if p.in_flight => {
-                if let Some(slot) = self.slot(p.pn).filter(|s| s.pn == p.pn) {
-                    slot.valid = false;
-                }
+                self.rate.on_lost(p.pn);
                 self.algo
                     .on_loss(&loss(now, p, &cx.st.session, self.largest_sent));
             }

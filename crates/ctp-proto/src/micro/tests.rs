@@ -1467,13 +1467,13 @@ fn the_rate_ring_grows_with_the_flight_and_keeps_every_sample() {
     };
     let mut e = compose(set, &params, LOCAL, PEER).unwrap();
     let ring = |e: &Engine| cc_policy(e).ring_len();
-    assert_eq!(ring(&e), crate::micro::cc::RATE_SLOTS, "small at set-up");
+    assert_eq!(ring(&e), crate::cc::rate::RATE_SLOTS, "small at set-up");
     // 3000 packets in flight, one every 100 µs: the ring doubles twice to hold them all.
     let at = |i: u64| Instant::from_micros(1_000 + 100 * i);
     for i in 0..3000 {
         e.dispatch(at(i), Event::PacketSent(sent(i, at(i))));
     }
-    assert_eq!(ring(&e), 4 * crate::micro::cc::RATE_SLOTS);
+    assert_eq!(ring(&e), 4 * crate::cc::rate::RATE_SLOTS);
     // The first packet's slot survived: its acknowledgement is a rate sample (1000 bytes
     // delivered since it left, over the time since), and BBR learns a bandwidth from it.
     e.dispatch(at(3000), Event::PacketAcked(sent(0, at(0))));
@@ -1488,7 +1488,7 @@ fn the_rate_ring_grows_with_the_flight_and_keeps_every_sample() {
         e.dispatch(at(i), Event::PacketAcked(sent(i - 2999, at(i - 2999))));
         e.dispatch(at(i), Event::PacketSent(sent(i, at(i))));
     }
-    assert_eq!(ring(&e), 4 * crate::micro::cc::RATE_SLOTS);
+    assert_eq!(ring(&e), 4 * crate::cc::rate::RATE_SLOTS);
 }
 
 fn causal_frame(seg: u64, msg: u64, deps: &[u64]) -> Vec<u8> {

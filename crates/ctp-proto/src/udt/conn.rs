@@ -19,8 +19,10 @@
 //!
 //! Congestion control is any algorithm of the [`crate::cc`] library (UDT native by default):
 //! its window (bytes → packets) and pacing period drive the sender, its `on_ack` sees one
-//! event per ACK with the newly acknowledged bytes and the receiver's arrival speed as the
-//! delivery rate, `on_loss` one event per NAK range, `on_timeout` each EXP expiry with data
+//! event per ACK with the newly acknowledged bytes and a delivery rate — for UDT native the
+//! receiver's arrival speed, as in UDT4; for the others (BBR) the sender's own sample
+//! ([`crate::cc::rate`]: a bunched ACK or a tbf's burst makes the receiver's packet
+//! intervals read ten times the link), `on_loss` one event per NAK range, `on_timeout` each EXP expiry with data
 //! in flight.
 //!
 //! ctp extension (invisible to UDT4, which passes unknown user-defined control packets to
@@ -39,6 +41,7 @@ use super::packet::{
 use super::receiver::Receiver;
 use super::sender::{Next, Sender};
 use super::seq;
+use crate::cc::rate::{Acks, DeliveryRate};
 use crate::cc::{self, Ack, AnyCc, CcKind, CongestionControl, Loss, Sent};
 use crate::connection::{ConnectionState, ReadError, WriteError};
 use crate::engine::session::CloseReason;
@@ -153,6 +156,9 @@ pub struct UdtConnection {
     snd: Sender,
     rcv: Receiver,
     cc: AnyCc,
+    /// The sender's delivery-rate samples, for controllers that model the path (BBR). UDT
+    /// native reads the receiver's arrival speed from the full ACK instead, as UDT4 does.
+    rate: DeliveryRate,
     peer_window: u64,
     peer_avail: u64,
     // timers
@@ -196,6 +202,11 @@ pub struct UdtConnection {
     peer_capacity: u32,
 }
 
+/// UDT native (or its noisy-link mode): the controller that keeps UDT4's own accounting.
+fn is_udt_native(cc: &AnyCc) -> bool {
+    matches!(cc, AnyCc::Udt(_) | AnyCc::UdtNoisy(_))
+}
+
 impl UdtConnection {
     fn new(
         now: Instant,
@@ -215,6 +226,11 @@ impl UdtConnection {
             rate: cfg.cc_rate,
             max_window: u64::from(cfg.flow_window),
         });
+        let rate = if cc.wants_packet_events() && !is_udt_native(&cc) {
+            DeliveryRate::new(u64::from(cfg.flow_window), Acks::Cumulative)
+        } else {
+            DeliveryRate::off()
+        };
         let prop = Proposal {
             dgram: cfg.dgram,
             isn,
@@ -236,6 +252,7 @@ impl UdtConnection {
             snd: Sender::new(payload, cfg.send_buffer),
             rcv: Receiver::new(cfg.dgram, cfg.flow_window as usize, payload),
             cc,
+            rate,
             peer_window: u64::from(cfg.flow_window),
             peer_avail: u64::from(cfg.flow_window),
             hs_next: Some(now),
@@ -709,6 +726,15 @@ impl UdtConnection {
                 _ => {}
             }
         }
+        let delivery_rate = if is_udt_native(&self.cc) {
+            u64::from(rate) * self.payload as u64
+        } else if pkts > 0 {
+            // Packets as they travelled, headers too (as the composed engine counts them).
+            let wire = bytes + pkts * HEADER_LEN as u64;
+            self.rate.on_acked(ext - 1, wire, now)
+        } else {
+            0
+        };
         if pkts > 0 || a.full.is_some() {
             self.cc.on_ack(&Ack {
                 now,
@@ -718,8 +744,8 @@ impl UdtConnection {
                 rtt_us: self.rtt_us,
                 srtt_us: self.rtt_us,
                 min_rtt_us: self.rtt_us,
-                bytes_in_flight: self.snd.in_flight() * self.payload as u64,
-                delivery_rate: u64::from(rate) * self.payload as u64,
+                bytes_in_flight: self.pipe() * self.payload as u64,
+                delivery_rate,
             });
         }
         if pkts > 0 {
@@ -760,7 +786,26 @@ impl UdtConnection {
         } else {
             (cwnd / self.payload as u64).max(2)
         };
-        cwnd_pkts.min(self.peer_window).min(self.peer_avail.max(2))
+        // The flow window bounds every packet unacknowledged; the congestion window only
+        // those in the pipe (`Sender::next` compares the former with the window).
+        let settled = self.snd.in_flight() - self.pipe();
+        cwnd_pkts
+            .saturating_add(settled)
+            .min(self.peer_window)
+            .min(self.peer_avail.max(2))
+    }
+
+    /// Packets in flight as the congestion controller counts them: UDT native counts every
+    /// packet not yet acknowledged, as UDT4 does; the others (TCP's windows, BBR's) leave
+    /// out those the receiver is known to hold or to have lost, as SACK lets TCP do — with
+    /// cumulative ACKs alone, a 1 % random loss keeps a hole open most of the time and the
+    /// window fills with packets that have arrived.
+    fn pipe(&self) -> u64 {
+        if is_udt_native(&self.cc) {
+            self.snd.in_flight()
+        } else {
+            self.snd.unsettled()
+        }
     }
 
     fn exp_interval(&self) -> Duration {
@@ -915,11 +960,13 @@ impl UdtConnection {
                 .emit(out);
                 out.extend_from_slice(&p.payload);
                 let bytes = (out.len() - start) as u64;
+                // Nothing else in flight: the pause before it is not delivery time.
+                self.rate.on_sent(ext, now, self.snd.in_flight() <= 1);
                 self.cc.on_packet_sent(&Sent {
                     now,
                     pn: ext,
                     bytes,
-                    bytes_in_flight: self.snd.in_flight() * self.payload as u64,
+                    bytes_in_flight: self.pipe() * self.payload as u64,
                 });
                 self.stats.segments_sent += 1;
                 if retx {
@@ -1203,7 +1250,7 @@ impl UdtConnection {
         s.srtt_us = self.rtt_us;
         s.rttvar_us = self.rttvar_us;
         s.cwnd = self.cc.cwnd().min(u64::MAX - 1);
-        s.bytes_in_flight = self.snd.in_flight() * self.payload as u64;
+        s.bytes_in_flight = self.pipe() * self.payload as u64;
         s.pacing_rate = self.cc.pacing_rate();
         s.buffered_bytes = (self.snd.buffered() + self.rcv.queued_bytes()) as u64;
         s.path_mtu = u64::from(self.cfg.mss);

@@ -45,6 +45,9 @@ pub struct Sender {
     una: u64,
     /// Next packet never sent yet.
     next_new: u64,
+    /// One past the highest packet the receiver is known to hold: a NAK of `a..=b` is sent
+    /// when `b + 1` arrives.
+    frontier: u64,
     loss: LossList,
     next_msg: u32,
     bytes: usize,
@@ -59,6 +62,7 @@ impl Sender {
             buf: VecDeque::new(),
             una: 0,
             next_new: 0,
+            frontier: 0,
             loss: LossList::new(),
             next_msg: 1,
             bytes: 0,
@@ -100,6 +104,13 @@ impl Sender {
     /// Packets sent at least once and not acknowledged.
     pub fn in_flight(&self) -> u64 {
         self.next_new - self.una
+    }
+
+    /// Packets sent whose fate is unknown: those after the highest one the receiver is known
+    /// to hold. Below it, each packet has arrived or was reported lost (RFC 6675's *pipe*,
+    /// with a NAK's end standing in for a SACK block; retransmissions not counted).
+    pub fn unsettled(&self) -> u64 {
+        self.next_new - self.frontier.max(self.una)
     }
 
     /// Packets waiting for retransmission.
@@ -159,6 +170,7 @@ impl Sender {
         if self.next_new == 0 || a > b {
             return 0;
         }
+        self.frontier = self.frontier.max(b + 2).min(self.next_new);
         self.loss.insert(a, b)
     }
 
@@ -240,5 +252,25 @@ mod tests {
         assert!(s.next(Instant::ZERO, 1).is_none(), "window of one packet");
         s.nak(0, 0);
         assert!(matches!(s.next(t, 1), Some(Next::Drop(1, 0, 1))));
+    }
+
+    #[test]
+    fn a_nak_settles_the_packets_before_its_end() {
+        let mut s = Sender::new(10, 1000);
+        s.push(&Bytes::from(vec![0u8; 100]), false, None);
+        let t = Instant::ZERO;
+        while s.next(t, 100).is_some() {}
+        assert_eq!((s.in_flight(), s.unsettled()), (10, 10));
+        // 3..=4 lost means 5 arrived: 0..=5 are settled (arrived or lost).
+        s.nak(3, 4);
+        assert_eq!((s.in_flight(), s.unsettled()), (10, 4));
+        // An older NAK does not move the frontier back; an ACK past it moves it on.
+        s.nak(1, 1);
+        assert_eq!(s.unsettled(), 4);
+        s.ack(8);
+        assert_eq!((s.in_flight(), s.unsettled()), (2, 2));
+        // A NAK reaching past the last packet sent settles no more than was sent.
+        s.nak(9, 50);
+        assert_eq!(s.unsettled(), 0);
     }
 }
