@@ -21,9 +21,10 @@
 //! its window (bytes → packets) and pacing period drive the sender, its `on_ack` sees one
 //! event per ACK with the newly acknowledged bytes and a delivery rate — for UDT native the
 //! receiver's arrival speed, as in UDT4; for the others (BBR) the sender's own sample
-//! ([`crate::cc::rate`]: a bunched ACK or a tbf's burst makes the receiver's packet
-//! intervals read ten times the link), `on_loss` one event per NAK range, `on_timeout` each EXP expiry with data
-//! in flight.
+//! ([`crate::cc::rate`]: packets a token bucket releases in clumps make the receiver's
+//! intervals read ten times the link) — `on_loss` one event per NAK range, `on_timeout`
+//! each EXP expiry with data in flight. Their window counts only the packets whose fate
+//! is unknown ([`Sender::unsettled`]); UDT native counts every unacknowledged one.
 //!
 //! ctp extension (invisible to UDT4, which passes unknown user-defined control packets to
 //! its congestion controller and ignores them): a stream can be *finished* without closing
