@@ -586,7 +586,11 @@ impl Scenario {
     pub fn plan(&self, seed: Option<u64>) -> Result<(Vec<RunSpec>, Vec<String>), ScenarioError> {
         let f = &self.file;
         let profiles: Vec<String> = if f.profiles.is_empty() {
-            BUILTIN.iter().map(|b| b.0.to_string()).collect()
+            BUILTIN
+                .iter()
+                .chain(ctp_proto::udt::PROFILES)
+                .map(|b| b.0.to_string())
+                .collect()
         } else {
             f.profiles.iter().map(|p| p.get_ref().clone()).collect()
         };

@@ -30,3 +30,41 @@ bytes = 4000000
     assert!(f.violations.is_empty(), "{:?}", f.violations);
     assert!(f.retransmissions > 0, "1% loss must cost retransmissions");
 }
+
+#[test]
+fn window_controllers_over_the_udt4_wire_cut_once_per_loss_event() {
+    // The loss-sweep path without random loss: slow start overflows the 200-packet queue
+    // and the NAKs of that one overflow arrive over a round trip. NewReno and CUBIC must
+    // cut once for them, as over the composed engine (2.2 s), not once per NAK (a window
+    // of two packets: 29 s for the same 4 MB).
+    let sc = Scenario::parse(
+        r#"
+name = "udt-window-cc"
+duration = "60s"
+profiles = ["udt"]
+cc = ["newreno", "cubic"]
+stop_when_done = true
+[bottleneck]
+bandwidth = "20Mbps"
+delay = "50ms"
+queue_packets = 200
+[[flow]]
+bytes = 4000000
+"#,
+        "udt-window-cc.toml",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let rep = run_scenario(&sc, None, &mut |_, _, _| {}).expect("runs");
+    for r in &rep.runs {
+        let f = &r.result.flows[0];
+        assert!(f.completed && f.violations.is_empty(), "{}: {f:?}", r.cc);
+        assert_eq!(f.bytes_delivered, 4_000_000);
+        let done_s = f.completion_us.expect("completed") as f64 / 1e6;
+        assert!(done_s < 4.0, "{}: {done_s} s", r.cc);
+        assert!(
+            f.retransmissions > 0,
+            "{}: slow start must overflow the queue",
+            r.cc
+        );
+    }
+}

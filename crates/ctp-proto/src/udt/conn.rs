@@ -767,12 +767,17 @@ impl UdtConnection {
             let n = self.snd.nak(x, y);
             if n > 0 {
                 self.stats.packets_lost += n;
+                // When the range's last packet left: a window-based controller cuts once
+                // for the losses of one window, not once per NAK (a loss reported later
+                // of a packet sent before its cut is part of the same event).
+                let last = y.min(self.snd.next_new().saturating_sub(1));
+                let sent_at = self.snd.get(last).map_or(now, |p| p.sent_at);
                 self.cc.on_loss(&Loss {
                     now,
                     first_pn: x,
                     last_pn: y,
                     bytes: n * self.payload as u64,
-                    sent_at: now,
+                    sent_at,
                     largest_sent_pn: self.snd.next_new().saturating_sub(1),
                     srtt_us: self.rtt_us,
                 });
@@ -961,6 +966,7 @@ impl UdtConnection {
                 .emit(out);
                 out.extend_from_slice(&p.payload);
                 let bytes = (out.len() - start) as u64;
+                self.snd.mark_sent(ext, now);
                 // Nothing else in flight: the pause before it is not delivery time.
                 self.rate.on_sent(ext, now, self.snd.in_flight() <= 1);
                 self.cc.on_packet_sent(&Sent {

@@ -25,6 +25,8 @@ pub struct OutPacket {
     pub expires: Option<Instant>,
     /// Extended sequence numbers of its message's first and last packets.
     pub msg_span: (u64, u64),
+    /// When it last left ([`Instant::ZERO`] before it first does).
+    pub sent_at: Instant,
 }
 
 /// What to send next.
@@ -124,6 +126,19 @@ impl Sender {
             .get(usize::try_from(seq.checked_sub(self.una)?).ok()?)
     }
 
+    /// Packet `seq` left at `now` (the first time or again).
+    pub fn mark_sent(&mut self, seq: u64, now: Instant) {
+        let Some(i) = seq
+            .checked_sub(self.una)
+            .and_then(|i| usize::try_from(i).ok())
+        else {
+            return;
+        };
+        if let Some(p) = self.buf.get_mut(i) {
+            p.sent_at = now;
+        }
+    }
+
     /// Queues one message (or, in stream mode, one write) split into packets.
     pub fn push(&mut self, data: &Bytes, in_order: bool, expires: Option<Instant>) {
         let msg = self.next_msg;
@@ -140,6 +155,7 @@ impl Sender {
                 payload: data.slice(i * self.payload..end),
                 expires,
                 msg_span: span,
+                sent_at: Instant::ZERO,
             });
         }
         self.bytes += data.len();
