@@ -1,7 +1,9 @@
 //! Flow kinds (bulk, constant bit rate, ping-pong), several paths, interface back-pressure
 //! and queue disciplines, each pinned on a small scenario.
 
-use ctp_sim::report::{run_scenario, ScenarioReport};
+mod common;
+
+use common::run;
 use ctp_sim::scenario::Scenario;
 
 /// A flow's goodput per sample interval of `interval_s` seconds, Mb/s.
@@ -10,11 +12,6 @@ fn goodput_mbps(f: &ctp_sim::FlowResult, interval_s: f64) -> Vec<f64> {
         .iter()
         .map(|s| s.bytes as f64 * 8.0 / 1e6 / interval_s)
         .collect()
-}
-
-fn run(src: &str) -> ScenarioReport {
-    let sc = Scenario::parse(src, "t.toml").unwrap_or_else(|e| panic!("{e}"));
-    run_scenario(&sc, None, &mut |_, _, _| {}).expect("runs")
 }
 
 #[test]
@@ -200,7 +197,8 @@ send_buffer = 33554432
     };
     let tail = run(&scenario(""));
     let codel = run(&scenario("aqm = { kind = \"codel\" }"));
-    let inflation = |r: &ScenarioReport| r.runs[0].metrics.flows[0].rtt_inflation.unwrap();
+    let inflation =
+        |r: &ctp_sim::report::ScenarioReport| r.runs[0].metrics.flows[0].rtt_inflation.unwrap();
     let (t, c) = (inflation(&tail), inflation(&codel));
     // 1000 packets of 1.2 kB at 10 Mb/s is ~1 s of queue against a 20 ms path.
     assert!(t > 5.0, "drop-tail RTT inflation {t}");

@@ -1,13 +1,13 @@
 //! The `udt` profile (UDT4 wire format) inside the simulator: its endpoints take the wire
 //! format of the flow's profile.
 
-use ctp_sim::report::run_scenario;
-use ctp_sim::scenario::Scenario;
+mod common;
+
+use common::run;
 
 #[test]
 fn a_udt_bulk_flow_completes_verified_over_a_lossy_bottleneck() {
-    let sc = Scenario::parse(
-        r#"
+    let rep = run(r#"
 name = "udt-bulk"
 duration = "60s"
 profiles = ["udt"]
@@ -19,11 +19,7 @@ delay = "20ms"
 loss = { model = "bernoulli", p = 0.01 }
 [[flow]]
 bytes = 4000000
-"#,
-        "udt.toml",
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let rep = run_scenario(&sc, None, &mut |_, _, _| {}).expect("runs");
+"#);
     let f = &rep.runs[0].result.flows[0];
     assert!(f.completed, "{f:?}");
     assert_eq!(f.bytes_delivered, 4_000_000);
@@ -37,8 +33,7 @@ fn window_controllers_over_the_udt4_wire_cut_once_per_loss_event() {
     // and the NAKs of that one overflow arrive over a round trip. NewReno and CUBIC must
     // cut once for them, as over the composed engine (2.2 s), not once per NAK (a window
     // of two packets: 29 s for the same 4 MB).
-    let sc = Scenario::parse(
-        r#"
+    let rep = run(r#"
 name = "udt-window-cc"
 duration = "60s"
 profiles = ["udt"]
@@ -50,11 +45,7 @@ delay = "50ms"
 queue_packets = 200
 [[flow]]
 bytes = 4000000
-"#,
-        "udt-window-cc.toml",
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let rep = run_scenario(&sc, None, &mut |_, _, _| {}).expect("runs");
+"#);
     for r in &rep.runs {
         let f = &r.result.flows[0];
         assert!(f.completed && f.violations.is_empty(), "{}: {f:?}", r.cc);
