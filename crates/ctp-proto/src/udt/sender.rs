@@ -122,19 +122,17 @@ impl Sender {
 
     /// The packet with extended sequence number `seq`, if buffered.
     pub fn get(&self, seq: u64) -> Option<&OutPacket> {
-        self.buf
-            .get(usize::try_from(seq.checked_sub(self.una)?).ok()?)
+        self.buf.get(self.index(seq)?)
+    }
+
+    /// Where packet `seq` sits in the buffer (`None` below the acknowledgement point).
+    fn index(&self, seq: u64) -> Option<usize> {
+        usize::try_from(seq.checked_sub(self.una)?).ok()
     }
 
     /// Packet `seq` left at `now` (the first time or again).
     pub fn mark_sent(&mut self, seq: u64, now: Instant) {
-        let Some(i) = seq
-            .checked_sub(self.una)
-            .and_then(|i| usize::try_from(i).ok())
-        else {
-            return;
-        };
-        if let Some(p) = self.buf.get_mut(i) {
+        if let Some(p) = self.index(seq).and_then(|i| self.buf.get_mut(i)) {
             p.sent_at = now;
         }
     }
@@ -277,6 +275,10 @@ mod tests {
         let t = Instant::ZERO;
         while s.next(t, 100).is_some() {}
         assert_eq!((s.in_flight(), s.unsettled()), (10, 10));
+        // The send buffer remembers when each packet last left (a loss's send time).
+        s.mark_sent(4, Instant::from_micros(70));
+        assert_eq!(s.get(4).map(|p| p.sent_at), Some(Instant::from_micros(70)));
+        assert_eq!(s.get(5).map(|p| p.sent_at), Some(Instant::ZERO));
         // 3..=4 lost means 5 arrived: 0..=5 are settled (arrived or lost).
         s.nak(3, 4);
         assert_eq!((s.in_flight(), s.unsettled()), (10, 4));
