@@ -3,7 +3,7 @@
 
 use crate::output::outln;
 use crate::Failure;
-use ctp_proto::profile::{explain, file, warnings, Profile, BUILTIN};
+use ctp_proto::profile::{every_builtin, explain, file, warnings, Profile};
 use serde::Serialize;
 use std::path::Path;
 
@@ -110,9 +110,7 @@ struct ProfileInfo {
 }
 
 fn infos() -> Vec<ProfileInfo> {
-    BUILTIN
-        .iter()
-        .chain(ctp_proto::udt::PROFILES)
+    every_builtin()
         .filter_map(|&(name, description)| {
             let p = Profile::builtin(name).ok()?;
             Some(ProfileInfo {

@@ -11,7 +11,7 @@ use crate::units::{Bandwidth, Dur};
 use crate::world::{FlowKind, FlowSpec, SimConfig};
 use core::time::Duration;
 use ctp_proto::cc::CcKind;
-use ctp_proto::profile::BUILTIN;
+use ctp_proto::profile::every_builtin;
 use ctp_proto::{Instant, Profile, ProfileError};
 use serde::Deserialize;
 use std::path::Path;
@@ -586,11 +586,7 @@ impl Scenario {
     pub fn plan(&self, seed: Option<u64>) -> Result<(Vec<RunSpec>, Vec<String>), ScenarioError> {
         let f = &self.file;
         let profiles: Vec<String> = if f.profiles.is_empty() {
-            BUILTIN
-                .iter()
-                .chain(ctp_proto::udt::PROFILES)
-                .map(|b| b.0.to_string())
-                .collect()
+            every_builtin().map(|b| b.0.to_string()).collect()
         } else {
             f.profiles.iter().map(|p| p.get_ref().clone()).collect()
         };

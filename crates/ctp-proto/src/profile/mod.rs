@@ -624,6 +624,12 @@ pub struct Profile {
     pub params: Params,
 }
 
+/// Every built-in profile, name and description: the ctp-wire ones ([`BUILTIN`]), then
+/// the UDT4-wire ones ([`crate::udt::PROFILES`]).
+pub fn every_builtin() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    BUILTIN.iter().chain(crate::udt::PROFILES)
+}
+
 /// Names and one-line descriptions of the built-in profiles.
 pub const BUILTIN: &[(&str, &str)] = &[
     (
