@@ -674,6 +674,16 @@ impl Connection {
         self.engine.as_ref().map_or(0, |e| e.st.app.tx_room())
     }
 
+    /// Bytes written and not yet sent: what a sender that writes just in time (like TCP's
+    /// `TCP_NOTSENT_LOWAT`) keeps small, so the data it writes is still in cache when it goes
+    /// out.
+    pub fn unsent_bytes(&self) -> usize {
+        if let Some(u) = self.udt.as_deref() {
+            return u.unsent_bytes();
+        }
+        self.engine.as_ref().map_or(0, |e| e.st.app.tx_bytes)
+    }
+
     /// True when everything written was acknowledged (or, unreliably, sent).
     pub fn is_flushed(&self) -> bool {
         if let Some(u) = self.udt.as_deref() {

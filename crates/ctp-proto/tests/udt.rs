@@ -294,6 +294,50 @@ fn close_delivers_everything_then_shuts_down_both_sides() {
 }
 
 #[test]
+fn a_first_write_after_idle_is_not_timed_out_before_its_ack_is_due() {
+    // 100 ms round trip; UDT's ACK comes on the receiver's 10-ms timer. The EXP timer
+    // counts from the last packet heard, so without a restart at the write that ends an
+    // idle spell (UDT4's `CUDT::send`), a write late in an idle spell timed out its first
+    // window and fell back to a two-packet window.
+    let mut spurious = Vec::new();
+    for idle_ms in (0..1500).step_by(50) {
+        let mut p = udt_pair(20 + idle_ms, false);
+        p.to_client.delay = Duration::from_millis(50);
+        p.to_server.delay = Duration::from_millis(50);
+        let (c, s) = connect(&mut p, &Profile::udt());
+        p.run_until(Duration::from_millis(idle_ms), |_| false);
+        let now = p.now;
+        let payload = data(64 << 10, idle_ms);
+        let written = p
+            .client
+            .connection_mut(c)
+            .unwrap()
+            .stream_write(now, &payload)
+            .expect("room for 64 KiB");
+        assert_eq!(written, payload.len());
+        let (mut got, mut buf) = (Vec::new(), vec![0u8; 65536]);
+        let ok = p.run_until(Duration::from_secs(10), |p| {
+            let now = p.now;
+            common::read_available(p.server.connection_mut(s).unwrap(), now, &mut buf, &mut got);
+            got.len() == payload.len()
+        });
+        assert!(
+            ok && got == payload,
+            "idle {idle_ms} ms: {} bytes",
+            got.len()
+        );
+        let st = p.client.connection(c).unwrap().stats();
+        if st.rto_expiries > 0 {
+            spurious.push(idle_ms);
+        }
+    }
+    assert!(
+        spurious.is_empty(),
+        "timed out after idle spells of {spurious:?} ms"
+    );
+}
+
+#[test]
 fn a_vanished_peer_breaks_the_connection_after_expiry() {
     let mut p = udt_pair(8, false);
     let (c, _) = connect(&mut p, &Profile::udt());

@@ -170,6 +170,13 @@ pub(crate) struct FlowApp {
 /// reassembles whole before delivering them.
 const STREAM_WRITE: usize = 16_384;
 
+/// How far a bulk stream sender writes ahead of what has been sent: like a `TCP_NOTSENT_LOWAT`
+/// application, it keeps this much unsent and tops it up whenever the connection runs low
+/// (`World` asks it to when the sender has nothing left to send), so the sender is never
+/// short of data while the bytes it sends are still in cache, and a flow's buffer holds its
+/// window plus this rather than the whole send buffer.
+pub const SEND_AHEAD: usize = 256 * 1024;
+
 impl FlowApp {
     pub fn new(spec: FlowSpec, key: u64, prop_rtt: Duration) -> Self {
         let res = FlowResult {
@@ -314,9 +321,24 @@ impl FlowApp {
         }
     }
 
+    /// Writes more of a bulk stream if the connection is running low on unsent data; true if
+    /// it wrote anything.
+    pub fn top_up(&mut self, now: Instant, c: &mut Connection) -> bool {
+        if self.closing
+            || !c.is_established()
+            || self.spec.kind != FlowKind::Bulk
+            || self.spec.uses_messages()
+        {
+            return false;
+        }
+        let before = self.res.bytes_sent;
+        self.write_stream(now, c);
+        self.res.bytes_sent > before
+    }
+
     fn write_stream(&mut self, now: Instant, c: &mut Connection) {
         let limit = self.limit();
-        while self.res.bytes_sent < limit && c.send_room() > 0 {
+        while self.res.bytes_sent < limit && c.send_room() > 0 && c.unsent_bytes() < SEND_AHEAD {
             let offset = self.res.bytes_sent;
             let index = offset / payload::BLOCK_LEN as u64;
             let at = (offset % payload::BLOCK_LEN as u64) as usize;

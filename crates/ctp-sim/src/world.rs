@@ -315,6 +315,9 @@ impl World {
             let t = self.nodes[n].poll_transmit(self.now, &mut bytes);
             let Some(t) = t else {
                 self.recycle(bytes);
+                if dir == 0 && self.top_up(flow) {
+                    continue;
+                }
                 break;
             };
             self.packets += 1;
@@ -326,6 +329,19 @@ impl World {
             }
             self.forward(flow, dir, 0, bytes);
         }
+    }
+
+    /// Lets flow `f`'s sending application write more (see [`crate::app::SEND_AHEAD`]); true
+    /// if it did.
+    fn top_up(&mut self, f: usize) -> bool {
+        let fl = &mut self.flows[f];
+        if fl.stopped {
+            return false;
+        }
+        let Some(c) = fl.client.and_then(|h| self.nodes[2 * f].connection_mut(h)) else {
+            return false;
+        };
+        fl.app.top_up(self.now, c)
     }
 
     /// Takes the endpoint events of flow `f`'s two nodes.

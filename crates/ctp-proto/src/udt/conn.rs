@@ -1171,6 +1171,11 @@ impl UdtConnection {
         self.snd.room()
     }
 
+    /// Bytes written and not yet sent once (about: packets count at the full payload size).
+    pub fn unsent_bytes(&self) -> usize {
+        self.snd.unsent()
+    }
+
     /// True when everything written was acknowledged.
     pub fn is_flushed(&self) -> bool {
         self.snd.is_empty()
@@ -1211,9 +1216,14 @@ impl UdtConnection {
         true
     }
 
+    /// After a write: a send buffer that was empty starts a busy period (the monitor's send
+    /// duration) and, as UDT4's `CUDT::send` does ("delay the EXP timer to avoid mis-fired
+    /// timeout"), restarts the EXP timer, which would otherwise count the idle time before
+    /// the write as a silent peer and time out the first window before its ACK is due.
     fn start_busy(&mut self, now: Instant) {
         if self.busy_since.is_none() && !self.snd.is_empty() {
             self.busy_since = Some(now);
+            self.exp_base = now;
         }
     }
 

@@ -83,6 +83,11 @@ impl Sender {
         self.bytes
     }
 
+    /// Bytes queued and never sent (about: every packet counted at the full payload size).
+    pub fn unsent(&self) -> usize {
+        (self.end() - self.next_new) as usize * self.payload
+    }
+
     /// Oldest unacknowledged sequence number.
     pub fn una(&self) -> u64 {
         self.una
