@@ -43,8 +43,8 @@ pub struct Fragmentation {
     /// (CTP-Minimal) every arrival is taken (binds `SegmentArrived`).
     deduplicated: bool,
     partials: BTreeMap<u64, Partial>,
-    /// Size of the last message reassembled from several pieces: a new one reserves that
-    /// much at once instead of growing piece by piece (stream chunks are all alike).
+    /// Size of the last message reassembled from several pieces, rounded up to a power of
+    /// two: a new one reserves that much at once instead of growing piece by piece (stream chunks are all alike).
     size_hint: usize,
 }
 
@@ -222,7 +222,10 @@ impl Fragmentation {
             let p = self.partials.remove(&piece.msg).unwrap_or_default();
             let mut buf = p.buf;
             buf.truncate(p.total.unwrap_or(0));
-            self.size_hint = buf.len().min(MAX_SIZE_HINT);
+            // Rounded up to a power of two: stream writes cut at odd places (a 16 KiB write
+            // shortened by a buffer's edge) would otherwise make the next full-sized message
+            // outgrow the reservation and reallocate.
+            self.size_hint = buf.len().next_power_of_two().min(MAX_SIZE_HINT);
             self.complete(
                 piece.msg,
                 Completed {

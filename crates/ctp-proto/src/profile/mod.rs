@@ -800,7 +800,7 @@ impl Profile {
             _ => Err(ProfileError::Unknown {
                 what: "profile",
                 name: name.into(),
-                known: BUILTIN.iter().map(|b| b.0).collect::<Vec<_>>().join(", "),
+                known: every_builtin().map(|b| b.0).collect::<Vec<_>>().join(", "),
             }),
         }
     }
@@ -1239,10 +1239,16 @@ mod tests {
         for (name, _) in BUILTIN {
             Profile::builtin(name).unwrap().check().unwrap();
         }
-        assert!(matches!(
-            Profile::builtin("nope"),
-            Err(ProfileError::Unknown { .. })
-        ));
+        for (name, _) in every_builtin() {
+            assert_eq!(Profile::builtin(name).unwrap().name, *name);
+        }
+        // An unknown name lists every built-in, the UDT4-wire ones included.
+        let Err(ProfileError::Unknown { known, .. }) = Profile::builtin("nope") else {
+            panic!("an unknown name must be refused");
+        };
+        let listed: Vec<&str> = known.split(", ").collect();
+        let all: Vec<&str> = every_builtin().map(|b| b.0).collect();
+        assert_eq!(listed, all);
     }
 
     /// Each dependency rule, provoked by removing what it needs.

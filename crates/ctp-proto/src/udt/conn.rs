@@ -714,6 +714,10 @@ impl UdtConnection {
         let Some(ext) = Self::ext_near(una, self.wire_snd(una), a.ack) else {
             return;
         };
+        // When the newest packet this ACK covers last left (a controller's recovery check
+        // compares it with its last cut); an ACK that covers nothing new falls back to one
+        // round trip ago.
+        let newest_sent = self.snd.get(ext.saturating_sub(1)).map(|p| p.sent_at);
         let (pkts, bytes) = self.snd.ack(ext);
         if self.snd.is_empty() {
             self.stop_busy(now);
@@ -741,7 +745,9 @@ impl UdtConnection {
                 now,
                 pn: ext.saturating_sub(1),
                 bytes,
-                sent_at: Instant::from_micros(now.as_micros().saturating_sub(self.rtt_us)),
+                sent_at: newest_sent.filter(|_| pkts > 0).unwrap_or_else(|| {
+                    Instant::from_micros(now.as_micros().saturating_sub(self.rtt_us))
+                }),
                 rtt_us: self.rtt_us,
                 srtt_us: self.rtt_us,
                 min_rtt_us: self.rtt_us,
