@@ -169,8 +169,15 @@ impl Link {
         if self.cfg.bandwidth_bps == 0 {
             return 0;
         }
-        let ns = (size as u128 * 8 * 1_000_000_000).div_ceil(self.cfg.bandwidth_bps as u128);
-        ns.min(u64::MAX as u128) as u64
+        // In 64 bits while the product fits (any datagram; a 128-bit division is several
+        // times slower and runs twice per packet), else in 128.
+        match (size as u64).checked_mul(8_000_000_000) {
+            Some(bits_ns) => bits_ns.div_ceil(self.cfg.bandwidth_bps),
+            None => {
+                let ns = (size as u128 * 8_000_000_000).div_ceil(self.cfg.bandwidth_bps as u128);
+                ns.min(u64::MAX as u128) as u64
+            }
+        }
     }
 
     /// Offers a packet at `now`. On success pushes one or two `(arrival, bytes)` onto `out`
@@ -261,5 +268,31 @@ impl Link {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_core::SeedableRng;
+
+    fn link(bandwidth_bps: u64) -> Link {
+        let cfg = LinkConfig {
+            bandwidth_bps,
+            ..LinkConfig::default()
+        };
+        Link::new(cfg, ChaCha8Rng::seed_from_u64(1))
+    }
+
+    #[test]
+    fn serialisation_time_is_exact_and_rounds_up_in_either_width() {
+        assert_eq!(link(10_000_000).serialisation_ns(1500), 1_200_000);
+        // 1 byte at 3 b/s: 8/3 s, rounded up to the nanosecond.
+        assert_eq!(link(3).serialisation_ns(1), 2_666_666_667);
+        // A size whose bit-nanoseconds overflow 64 bits takes the 128-bit path.
+        let huge = usize::MAX / 2;
+        let expect = (huge as u128 * 8_000_000_000).div_ceil(u64::MAX as u128);
+        assert_eq!(u128::from(link(u64::MAX).serialisation_ns(huge)), expect);
+        assert_eq!(link(1).serialisation_ns(huge), u64::MAX, "saturates");
     }
 }
