@@ -321,10 +321,13 @@ impl FlowApp {
         }
     }
 
-    /// Writes more of a bulk stream if the connection is running low on unsent data; true if
-    /// it wrote anything.
+    /// Writes more of a bulk stream (up to [`SEND_AHEAD`] unsent) once the connection holds
+    /// less than half of that unsent; true if it wrote anything.
     pub fn top_up(&mut self, now: Instant, c: &mut Connection) -> bool {
+        // Below half: a sender that found the window shut with this much queued was not
+        // short of data, and topping up after every packet would cost a second poll each.
         if self.closing
+            || c.unsent_bytes() >= SEND_AHEAD / 2
             || !c.is_established()
             || self.spec.kind != FlowKind::Bulk
             || self.spec.uses_messages()
