@@ -171,8 +171,8 @@ pub(crate) struct FlowApp {
 const STREAM_WRITE: usize = 16_384;
 
 /// How far a bulk stream sender writes ahead of what has been sent: like a `TCP_NOTSENT_LOWAT`
-/// application, it keeps this much unsent and tops it up whenever the connection runs low
-/// (`World` asks it to when the sender has nothing left to send), so the sender is never
+/// application, it keeps up to this much unsent and tops it up when less than half is left
+/// (`World` asks it to whenever the sender's poll comes back empty), so the sender is never
 /// short of data while the bytes it sends are still in cache, and a flow's buffer holds its
 /// window plus this rather than the whole send buffer.
 pub const SEND_AHEAD: usize = 256 * 1024;

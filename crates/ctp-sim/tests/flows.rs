@@ -282,6 +282,15 @@ send_buffer = 33554432
             "{}: goodput {mbps:?} Mb/s of 200",
             r.cc
         );
+        // The application writes just in time (`SEND_AHEAD`), yet keeps the path full:
+        // the sender holds what is in flight or awaits retransmission (UDT's window runs
+        // to ~11 MB here) and a little unsent, not 32 MiB of send buffer on top.
+        assert!(
+            f.peak_sender_buffered < 16 << 20,
+            "{}: {} bytes buffered at the sender",
+            r.cc,
+            f.peak_sender_buffered
+        );
     }
 }
 
