@@ -49,6 +49,13 @@ pub trait Microprotocol {
     }
     /// Writes this microprotocol's frames into the packet being built.
     fn write_frames(&mut self, _w: &mut FrameWriter<'_>, _cx: &mut Cx<'_, '_>) {}
+    /// Whether [`Microprotocol::write_frames`] would write a frame into a packet that has
+    /// no data to carry (nothing sendable, no PING owed); when no writer would, the engine
+    /// does not build such a packet. It must be true whenever `write_frames` would write
+    /// then; the default, true, is always safe.
+    fn owes_frames(&self, _st: &State) -> bool {
+        true
+    }
 }
 
 /// What a microprotocol may reserve while the connection is being set up.
@@ -617,6 +624,18 @@ impl Engine {
         max_len: usize,
         out: &mut Vec<u8>,
     ) -> bool {
+        let nothing_owed = self.st.segs.sendable.is_empty()
+            && !self.st.session.ping_owed
+            && !self
+                .writers
+                .ids()
+                .iter()
+                .any(|&i| self.micros[i as usize].owes_frames(&self.st));
+        if nothing_owed && !cfg!(debug_assertions) {
+            // Nothing to say (the common poll between packets): no header, no writers.
+            // Debug builds take the full path and check that it indeed builds nothing.
+            return false;
+        }
         let start = out.len();
         Header::Short {
             dcid,
@@ -687,6 +706,10 @@ impl Engine {
             out.truncate(start);
             return false;
         }
+        debug_assert!(
+            !nothing_owed,
+            "a writer wrote frames its owes_frames denied: the two are out of step"
+        );
         if ack_eliciting {
             self.st.session.ping_owed = false;
         }

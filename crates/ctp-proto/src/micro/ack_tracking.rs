@@ -11,7 +11,7 @@
 
 use crate::engine::event::{Event, EventKind, PacketInfo};
 use crate::engine::timer::TimerId;
-use crate::engine::{Cx, FrameWriter, Microprotocol, Setup, SetupError};
+use crate::engine::{Cx, FrameWriter, Microprotocol, Setup, SetupError, State};
 use crate::time::Instant;
 use crate::wire::frame::{ty, AckFrame, Frame, NakFrame, PnRange, MAX_RANGES};
 use core::time::Duration;
@@ -76,6 +76,12 @@ pub struct AckTracking {
 }
 
 impl AckTracking {
+    /// Whether an ACK frame goes into the next packet: one is due, or one can ride along
+    /// with data (`data_follows`) while ack-eliciting packets wait to be acknowledged.
+    fn ack_owed(&self, data_follows: bool) -> bool {
+        (self.ack_now || (self.unacked_eliciting > 0 && data_follows)) && !self.recv.is_empty()
+    }
+
     /// Registers the tracker's timers.
     pub fn new(setup: &mut Setup<'_>, max_ack_delay: Duration) -> Result<Self, SetupError> {
         Ok(AckTracking {
@@ -534,9 +540,12 @@ impl Microprotocol for AckTracking {
         true
     }
 
+    fn owes_frames(&self, _st: &State) -> bool {
+        self.ack_owed(false) || !self.pending_naks.is_empty()
+    }
+
     fn write_frames(&mut self, w: &mut FrameWriter<'_>, cx: &mut Cx<'_, '_>) {
-        let piggyback = self.unacked_eliciting > 0 && !cx.st.segs.sendable.is_empty();
-        if (self.ack_now || piggyback) && !self.recv.is_empty() {
+        if self.ack_owed(!cx.st.segs.sendable.is_empty()) {
             let delay = cx.now.saturating_since(self.largest_recv_at).as_micros() as u64;
             let before = w.buf.len();
             AckFrame::emit(w.buf, delay, self.recv.iter().copied());

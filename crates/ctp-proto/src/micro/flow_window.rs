@@ -10,7 +10,7 @@
 use super::flow_gate::FlowGate;
 use crate::engine::event::{Event, EventKind};
 use crate::engine::timer::TimerId;
-use crate::engine::{Cx, FrameWriter, Microprotocol, Setup, SetupError};
+use crate::engine::{Cx, FrameWriter, Microprotocol, Setup, SetupError, State};
 use crate::wire::frame::{ty, Frame};
 
 /// The flow-window microprotocol.
@@ -43,13 +43,19 @@ impl FlowWindow {
         (self.window / 8).max(1)
     }
 
-    fn credit(&self, cx: &Cx<'_, '_>) -> u64 {
-        let app = &cx.st.app;
+    fn credit(&self, st: &State) -> u64 {
+        let app = &st.app;
         if app.rx_bytes >= app.rx_limit {
             self.granted
         } else {
-            self.granted.max(cx.st.session.recv_seg_cum + self.window)
+            self.granted.max(st.session.recv_seg_cum + self.window)
         }
+    }
+
+    /// Whether a MAX_SEG frame is due: the credit grew by an eighth of the window, or one
+    /// was asked for.
+    fn announce_owed(&self, credit: u64) -> bool {
+        credit >= self.granted + self.step() || self.repeat
     }
 }
 
@@ -84,10 +90,13 @@ impl Microprotocol for FlowWindow {
         true
     }
 
+    fn owes_frames(&self, st: &State) -> bool {
+        self.announce_owed(self.credit(st))
+    }
+
     fn write_frames(&mut self, w: &mut FrameWriter<'_>, cx: &mut Cx<'_, '_>) {
-        let credit = self.credit(cx);
-        // Announce when the credit grew by an eighth of the window, or when asked to.
-        if (credit >= self.granted + self.step() || self.repeat) && w.room() > 9 {
+        let credit = self.credit(cx.st);
+        if self.announce_owed(credit) && w.room() > 9 {
             Frame::emit_simple(w.buf, ty::MAX_SEG, Some(credit));
             self.granted = credit;
             self.repeat = false;

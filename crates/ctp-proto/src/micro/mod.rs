@@ -29,7 +29,7 @@ mod tests;
 
 use crate::engine::event::{Event, EventKind};
 use crate::engine::timer::TimerId;
-use crate::engine::{Cx, FrameWriter, Microprotocol};
+use crate::engine::{Cx, FrameWriter, Microprotocol, State};
 
 macro_rules! any_micro {
     ($($variant:ident($ty:ty)),* $(,)?) => {
@@ -59,6 +59,9 @@ macro_rules! any_micro {
             }
             fn write_frames(&mut self, w: &mut FrameWriter<'_>, cx: &mut Cx<'_, '_>) {
                 match self { $(AnyMicro::$variant(m) => m.write_frames(w, cx),)* }
+            }
+            fn owes_frames(&self, st: &State) -> bool {
+                match self { $(AnyMicro::$variant(m) => m.owes_frames(st),)* }
             }
         }
     };
