@@ -549,11 +549,13 @@ impl Engine {
         });
         let mut ring = BorrowedRing::default();
         self.run(now, &mut ring);
-        let mut r = Reader::new(frames);
-        while !r.is_empty() {
-            let Ok(f) = Frame::parse(&mut r, seg_next) else {
-                break;
-            };
+        // The frames validation parsed, then any beyond them, parsed again.
+        let mut rest = Reader::new(&frames[v.rest..]);
+        let more = core::iter::from_fn(|| {
+            (!rest.is_empty()).then(|| Frame::parse(&mut rest, seg_next).ok())
+        })
+        .map_while(|f| f);
+        for f in v.parsed[..v.n_parsed].iter().copied().chain(more) {
             match f {
                 Frame::Data(d) => self.st.saw_peer_seg(d.seg),
                 Frame::DataZ(z) => self.st.saw_peer_seg(z.seg),
@@ -769,7 +771,16 @@ struct Validated<'a> {
     compressed: Option<CompressedFrame<'a>>,
     /// Its CLOSE frame: code and reason.
     close: Option<(u64, String)>,
+    /// Its first frames as parsed, so that dispatch does not parse them again (a packet
+    /// rarely has more; the rest are parsed again from `rest`).
+    parsed: [Frame<'a>; PARSED_FRAMES],
+    n_parsed: usize,
+    /// Offset in the frames of the first one not in `parsed`.
+    rest: usize,
 }
+
+/// How many frames of a received packet validation keeps for dispatch.
+const PARSED_FRAMES: usize = 4;
 
 /// Parses every frame of a received packet and checks its trailer once the frames have
 /// given its segment number: an unparseable packet fails as corrupted when the trailer
@@ -790,6 +801,9 @@ fn validate<'a>(
         probe: false,
         compressed: None,
         close: None,
+        parsed: [Frame::Padding; PARSED_FRAMES],
+        n_parsed: 0,
+        rest: 0,
     };
     let mut data_seg = None;
     while !r.is_empty() {
@@ -801,6 +815,11 @@ fn validate<'a>(
             }
             Err(e) => return Err(e),
         };
+        if out.n_parsed < PARSED_FRAMES {
+            out.parsed[out.n_parsed] = f;
+            out.n_parsed += 1;
+            out.rest = frames.len() - r.remaining();
+        }
         match f {
             Frame::Ping => ping = true,
             Frame::Padding => padding = true,

@@ -484,6 +484,30 @@ fn reliable_set() -> MicroSet {
 }
 
 #[test]
+fn every_frame_of_a_packet_takes_effect_however_many_it_carries() {
+    // Validation keeps the first frames it parsed for dispatch and the rest are parsed
+    // again: DATA as the first, the fourth, the fifth or the ninth frame is delivered.
+    for pings in [0usize, 3, 4, 8] {
+        let mut rx = reliable();
+        let mut f = Vec::new();
+        for _ in 0..pings {
+            Frame::emit_simple(&mut f, crate::wire::frame::ty::PING, None);
+        }
+        f.extend(data_frame(
+            PEER.seg,
+            &[(PieceFlags::LAST, PEER.msg, 0, b"after pings")],
+        ));
+        rx.receive(t(0), PEER.pn, &f, f.len()).unwrap();
+        let got: Vec<Bytes> = rx.st.app.rx_msgs.drain(..).collect();
+        assert_eq!(
+            got,
+            [Bytes::from_static(b"after pings")],
+            "{pings} PINGs first"
+        );
+    }
+}
+
+#[test]
 fn sequencing_drops_duplicates_and_segments_beyond_the_window() {
     let mut rx = reliable();
     let f = data_frame(PEER.seg, &[(PieceFlags::LAST, PEER.msg, 0, b"once")]);
