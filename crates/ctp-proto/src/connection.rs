@@ -676,7 +676,9 @@ impl Connection {
 
     /// Bytes written and not yet sent: what a sender that writes just in time (like TCP's
     /// `TCP_NOTSENT_LOWAT`) keeps small, so the data it writes is still in cache when it goes
-    /// out.
+    /// out. On the ctp wire these are the bytes not yet cut into segments (the segmenter
+    /// cuts up to `CUT_AHEAD` segments before they leave); on the UDT4 wire, packets never
+    /// sent, each counted at the full payload size.
     pub fn unsent_bytes(&self) -> usize {
         if let Some(u) = self.udt.as_deref() {
             return u.unsent_bytes();

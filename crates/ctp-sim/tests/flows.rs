@@ -4,6 +4,7 @@
 mod common;
 
 use common::run;
+use ctp_sim::report::ScenarioReport;
 use ctp_sim::scenario::Scenario;
 
 /// A flow's goodput per sample interval of `interval_s` seconds, Mb/s.
@@ -197,8 +198,7 @@ send_buffer = 33554432
     };
     let tail = run(&scenario(""));
     let codel = run(&scenario("aqm = { kind = \"codel\" }"));
-    let inflation =
-        |r: &ctp_sim::report::ScenarioReport| r.runs[0].metrics.flows[0].rtt_inflation.unwrap();
+    let inflation = |r: &ScenarioReport| r.runs[0].metrics.flows[0].rtt_inflation.unwrap();
     let (t, c) = (inflation(&tail), inflation(&codel));
     // 1000 packets of 1.2 kB at 10 Mb/s is ~1 s of queue against a 20 ms path.
     assert!(t > 5.0, "drop-tail RTT inflation {t}");

@@ -776,15 +776,15 @@ impl UdtConnection {
                 // When the range's last packet left: a window-based controller cuts once
                 // for the losses of one window, not once per NAK (a loss reported later
                 // of a packet sent before its cut is part of the same event).
-                let last = y.min(self.snd.next_new().saturating_sub(1));
-                let sent_at = self.snd.get(last).map_or(now, |p| p.sent_at);
+                let largest_sent = self.snd.next_new().saturating_sub(1);
+                let sent_at = self.snd.get(y.min(largest_sent)).map_or(now, |p| p.sent_at);
                 self.cc.on_loss(&Loss {
                     now,
                     first_pn: x,
                     last_pn: y,
                     bytes: n * self.payload as u64,
                     sent_at,
-                    largest_sent_pn: self.snd.next_new().saturating_sub(1),
+                    largest_sent_pn: largest_sent,
                     srtt_us: self.rtt_us,
                 });
             }
