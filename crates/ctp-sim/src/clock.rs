@@ -127,6 +127,13 @@ impl<T> EventQueue<T> {
 
     /// Removes the earliest event if it is due at or before `now`.
     pub fn pop_due(&mut self, now: Instant) -> Option<(Instant, T)> {
+        self.pop_due_peek(now).map(|(e, _)| e)
+    }
+
+    /// [`EventQueue::pop_due`], and the event now at the front of the popped one's lane
+    /// (the next packet off the same link), if it came from a lane: a caller can prepare
+    /// for that one while it handles this one.
+    pub fn pop_due_peek(&mut self, now: Instant) -> Option<((Instant, T), Option<&T>)> {
         let from_lane = match (self.heap.peek(), self.heads.peek()) {
             (None, None) => return None,
             (Some(h), Some(l)) => (l.at, l.seq) < (h.at, h.seq),
@@ -150,13 +157,14 @@ impl<T> EventQueue<T> {
                 });
             }
             self.len -= 1;
-            return Some((e.at, e.item));
+            let next = self.lanes[lane].front().map(|n| &n.item);
+            return Some(((e.at, e.item), next));
         }
         if self.heap.peek()?.at > now {
             return None;
         }
         self.len -= 1;
-        self.heap.pop().map(|e| (e.at, e.item))
+        self.heap.pop().map(|e| ((e.at, e.item), None))
     }
 
     /// Number of pending events.
@@ -301,6 +309,32 @@ mod tests {
         let order: Vec<char> = std::iter::from_fn(|| q.pop_due(now).map(|e| e.1)).collect();
         assert_eq!(order, vec!['a', 'b', 'c']);
         assert!(q.pop_due(now).is_none());
+    }
+
+    #[test]
+    fn a_pop_from_a_lane_shows_that_lane_s_next_event() {
+        let t = Instant::from_micros;
+        let mut q = EventQueue::default();
+        q.push_in_lane(0, t(1), 'a');
+        q.push_in_lane(1, t(2), 'x');
+        q.push_in_lane(0, t(3), 'b');
+        q.push(t(4), 'h');
+        q.push_in_lane(0, t(5), 'c');
+        let now = t(10);
+        let mut seen = Vec::new();
+        while let Some(((_, item), next)) = q.pop_due_peek(now) {
+            seen.push((item, next.copied()));
+        }
+        assert_eq!(
+            seen,
+            vec![
+                ('a', Some('b')), // lane 0's next, not the earlier-due 'x' of lane 1
+                ('x', None),      // lane 1 is empty now
+                ('b', Some('c')),
+                ('h', None), // from the main heap: no lane
+                ('c', None),
+            ]
+        );
     }
 
     /// Lanes and the main heap together pop in exactly the order one heap would, whatever

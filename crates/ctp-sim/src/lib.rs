@@ -14,6 +14,7 @@ pub mod link;
 pub mod loss;
 pub mod metrics;
 pub mod payload;
+pub mod prefetch;
 pub mod report;
 pub mod scenario;
 pub mod svg;

@@ -527,7 +527,12 @@ impl World {
             while let Some(f) = self.flow_wake.pop_due(self.now) {
                 self.touch(f);
             }
-            while let Some((_, ev)) = self.queue.pop_due(self.now) {
+            while let Some(((_, ev), next)) = self.queue.pop_due_peek(self.now) {
+                if let Some(n) = next {
+                    // The link's next packet is handled a few events from now; its bytes,
+                    // in flight for milliseconds, have left the caches meanwhile.
+                    crate::prefetch::prefetch(&self.slab[n.slot as usize]);
+                }
                 let bytes = self.unstash(ev.slot);
                 self.forward(ev.flow as usize, ev.dir as usize, ev.hop as usize, bytes);
             }
