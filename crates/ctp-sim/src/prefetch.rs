@@ -16,12 +16,12 @@ const LINE: usize = 64;
 /// waits for memory.
 pub fn prefetch(bytes: &[u8]) {
     #[cfg(target_arch = "x86_64")]
-    for line in bytes.chunks(LINE) {
+    for at in (0..bytes.len()).step_by(LINE) {
         // SAFETY: a prefetch is a hint: it never faults, whatever the address, and the
         // program cannot observe it; SSE is part of the x86-64 baseline.
         unsafe {
             core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                line.as_ptr().cast(),
+                bytes.as_ptr().wrapping_add(at).cast(),
             );
         }
     }

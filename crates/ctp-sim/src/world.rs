@@ -596,11 +596,6 @@ impl World {
         }
     }
 
-    /// Puts a node's next wake in the queue: its earliest deadline, or while its interface
-    /// queue is full (it is not polled then) the moment that queue drains. A deadline already
-    /// due fires at this instant again — unless the interface is full: then the deadline is
-    /// one that only sending satisfies (a pacing slot), and it waits for the drain, or
-    /// virtual time would stand still while the interface is busy.
     /// When the next queued packet, node wake or application wake is due.
     fn next_event_time(&self) -> Option<Instant> {
         [
@@ -613,6 +608,11 @@ impl World {
         .min()
     }
 
+    /// Puts a node's next wake in the queue: its earliest deadline, or while its interface
+    /// queue is full (it is not polled then) the moment that queue drains. A deadline already
+    /// due fires at this instant again — unless the interface is full: then the deadline is
+    /// one that only sending satisfies (a pacing slot), and it waits for the drain, or
+    /// virtual time would stand still while the interface is busy.
     fn schedule_node(&mut self, n: usize) {
         let deadline = self.nodes[n].poll_timeout();
         let blocked = self.nic_blocked(n);

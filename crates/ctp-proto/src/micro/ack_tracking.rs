@@ -234,10 +234,16 @@ impl AckTracking {
         let prev = std::mem::take(&mut self.prev_ack_ranges);
         let mut this = std::mem::take(&mut self.scratch_ranges);
         this.clear();
+        // Both lists run highest first: a covered range wholly above this one is above
+        // every later one too, so it is passed over once per frame, not once per range.
+        let mut above = 0;
         for r in ack.ranges() {
             this.push(r);
+            while prev.get(above).is_some_and(|c| c.lo > r.hi) {
+                above += 1;
+            }
             let lo = r.lo.max(self.base_pn);
-            for_each_uncovered(r.hi, lo, &prev, |pn| {
+            for_each_uncovered(r.hi, lo, &prev[above..], |pn| {
                 match self.entry(pn).map(|s| s.state) {
                     Some(SentState::Outstanding) => {
                         any_new = true;
