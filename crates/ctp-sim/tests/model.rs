@@ -190,3 +190,65 @@ fn corruption_is_caught_by_the_endpoints_integrity_check() {
     assert!(r.bad_checksum > r.unknown_connection);
     assert_delivered_exactly(&r.flows[0], 300_000, "corrupting link");
 }
+
+/// The speed figure's second unit: every datagram counts once per link it crossed. On a
+/// dumbbell (access link, then the bottleneck) with nothing dropped that is two per datagram,
+/// but for the last few still on their first link when the run ends; a datagram lost on
+/// the bottleneck crossed one.
+#[test]
+fn link_transmissions_count_each_datagram_once_per_link_it_crossed() {
+    use ctp_sim::{metrics, FlowSpec, SimConfig, Topology, World};
+    let run = |loss: f64| {
+        let bn = LinkConfig {
+            bandwidth_bps: 20_000_000,
+            delay: Duration::from_millis(5),
+            loss: if loss > 0.0 {
+                LossModel::Bernoulli { p: loss }
+            } else {
+                LossModel::None
+            },
+            ..LinkConfig::default()
+        };
+        let cfg = SimConfig {
+            seed: 5,
+            topology: Topology::dumbbell(bn.clone(), bn, &[Duration::from_millis(1)]),
+            flows: vec![FlowSpec::bulk(
+                ctp_proto::Profile::reliable(),
+                Some(400_000),
+            )],
+            duration: Duration::from_secs(30),
+            interval: Duration::from_millis(100),
+            handshake_timeout: Duration::from_secs(10),
+            stop_when_done: true,
+            check_limits: false,
+        };
+        let r = World::new(cfg).run(&mut |_| {});
+        assert_delivered_exactly(&r.flows[0], 400_000, "dumbbell");
+        let m = metrics::compute(&r, 20_000_000);
+        let lost: u64 = r.links.iter().map(|l| l.loss_drops).sum();
+        (
+            r.packets,
+            m.transmissions,
+            lost,
+            m.transmissions_per_sec / m.packets_per_sec,
+        )
+    };
+    let (packets, transmissions, lost, ratio) = run(0.0);
+    // Datagrams on their first link when the run stopped.
+    let unfinished = |packets: u64, lost: u64, transmissions: u64| {
+        (2 * packets - lost)
+            .checked_sub(transmissions)
+            .expect("never more than two per datagram")
+    };
+    assert_eq!(lost, 0);
+    assert!(packets > 300);
+    assert!(unfinished(packets, lost, transmissions) <= 2);
+    let expected = transmissions as f64 / packets as f64;
+    assert!(
+        (ratio - expected).abs() < 1e-9,
+        "per CPU second too: {ratio}"
+    );
+    let (packets, transmissions, lost, _) = run(0.02);
+    assert!(lost > 0);
+    assert!(unfinished(packets, lost, transmissions) <= 2);
+}
