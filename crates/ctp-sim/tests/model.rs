@@ -31,6 +31,24 @@ fn offer(l: &mut Link, n: u64, gap_us: u64) -> Vec<(Instant, usize)> {
     arrivals
 }
 
+/// One `reliable` bulk flow of `bytes` over a dumbbell whose bottleneck is `bn` both ways,
+/// ending when it is done (a minute at most), its sender's limits checked at every step.
+fn one_bulk_flow(bn: LinkConfig, access: Duration, bytes: u64, seed: u64) -> ctp_sim::SimConfig {
+    ctp_sim::SimConfig {
+        seed,
+        topology: ctp_sim::Topology::dumbbell(bn.clone(), bn, &[access]),
+        flows: vec![ctp_sim::FlowSpec::bulk(
+            ctp_proto::Profile::reliable(),
+            Some(bytes),
+        )],
+        duration: Duration::from_secs(60),
+        interval: Duration::from_millis(100),
+        handshake_timeout: Duration::from_secs(10),
+        stop_when_done: true,
+        check_limits: true,
+    }
+}
+
 #[test]
 fn a_10_mbps_link_never_carries_more_than_10_mbps() {
     // Offered at 20 Mb/s (1200 B every 480 µs); the queue is unlimited.
@@ -158,27 +176,14 @@ fn outages_drop_everything_while_down() {
 
 #[test]
 fn corruption_is_caught_by_the_endpoints_integrity_check() {
-    use ctp_sim::{FlowSpec, SimConfig, Topology, World};
+    use ctp_sim::World;
     let bn = LinkConfig {
         bandwidth_bps: 10_000_000,
         delay: Duration::from_millis(5),
         corrupt: 0.05,
         ..LinkConfig::default()
     };
-    let cfg = SimConfig {
-        seed: 3,
-        topology: Topology::dumbbell(bn.clone(), bn, &[Duration::ZERO]),
-        flows: vec![FlowSpec::bulk(
-            ctp_proto::Profile::reliable(),
-            Some(300_000),
-        )],
-        duration: Duration::from_secs(60),
-        interval: Duration::from_millis(100),
-        handshake_timeout: Duration::from_secs(10),
-        stop_when_done: true,
-        check_limits: true,
-    };
-    let r = World::new(cfg).run(&mut |_| {});
+    let r = World::new(one_bulk_flow(bn, Duration::ZERO, 300_000, 3)).run(&mut |_| {});
     let corrupted: u64 = r.links.iter().map(|l| l.corrupted).sum();
     assert!(corrupted > 10);
     // Caught by the trailer, or (a short packet's connection id hit) by the lookup.
@@ -197,7 +202,7 @@ fn corruption_is_caught_by_the_endpoints_integrity_check() {
 /// the bottleneck crossed one.
 #[test]
 fn link_transmissions_count_each_datagram_once_per_link_it_crossed() {
-    use ctp_sim::{metrics, FlowSpec, SimConfig, Topology, World};
+    use ctp_sim::{metrics, World};
     let run = |loss: f64| {
         let bn = LinkConfig {
             bandwidth_bps: 20_000_000,
@@ -209,19 +214,7 @@ fn link_transmissions_count_each_datagram_once_per_link_it_crossed() {
             },
             ..LinkConfig::default()
         };
-        let cfg = SimConfig {
-            seed: 5,
-            topology: Topology::dumbbell(bn.clone(), bn, &[Duration::from_millis(1)]),
-            flows: vec![FlowSpec::bulk(
-                ctp_proto::Profile::reliable(),
-                Some(400_000),
-            )],
-            duration: Duration::from_secs(30),
-            interval: Duration::from_millis(100),
-            handshake_timeout: Duration::from_secs(10),
-            stop_when_done: true,
-            check_limits: false,
-        };
+        let cfg = one_bulk_flow(bn, Duration::from_millis(1), 400_000, 5);
         let r = World::new(cfg).run(&mut |_| {});
         assert_delivered_exactly(&r.flows[0], 400_000, "dumbbell");
         let m = metrics::compute(&r, 20_000_000);
