@@ -329,7 +329,6 @@ impl FlowApp {
         if self.closing
             || c.unsent_bytes() >= SEND_AHEAD / 2
             || !c.is_established()
-            || self.spec.kind != FlowKind::Bulk
             || self.spec.uses_messages()
         {
             return false;

@@ -551,10 +551,14 @@ impl Engine {
         self.run(now, &mut ring);
         // The frames validation parsed, then any beyond them, parsed again.
         let mut rest = Reader::new(&frames[v.rest..]);
+        // Validation parsed every frame, so a failure here cannot happen; it ends the walk.
         let more = core::iter::from_fn(|| {
-            (!rest.is_empty()).then(|| Frame::parse(&mut rest, seg_next).ok())
-        })
-        .map_while(|f| f);
+            if rest.is_empty() {
+                None
+            } else {
+                Frame::parse(&mut rest, seg_next).ok()
+            }
+        });
         for f in v.parsed[..v.n_parsed].iter().copied().chain(more) {
             match f {
                 Frame::Data(d) => self.st.saw_peer_seg(d.seg),

@@ -44,7 +44,8 @@ pub struct Fragmentation {
     deduplicated: bool,
     partials: BTreeMap<u64, Partial>,
     /// Size of the last message reassembled from several pieces, rounded up to a power of
-    /// two: a new one reserves that much at once instead of growing piece by piece (stream chunks are all alike).
+    /// two: a new one reserves that much at once instead of growing piece by piece (stream
+    /// chunks are all alike).
     size_hint: usize,
 }
 
