@@ -122,9 +122,9 @@ pub struct World {
     node_wake: WakeTimes,
     /// Per flow, its application's one wake (start, stop, or what it has due).
     flow_wake: WakeTimes,
-    /// Flows to step at the current instant, and the same as flags.
+    /// Nodes to step at the current instant, and the same as flags.
     touched: Vec<u32>,
-    flow_touched: Vec<bool>,
+    node_touched: Vec<bool>,
     /// Nodes whose deadline was already due when they were scheduled.
     timeouts_due: Vec<u32>,
 }
@@ -181,7 +181,7 @@ impl World {
             node_wake: WakeTimes::new(2 * n_flows),
             flow_wake: WakeTimes::new(n_flows),
             touched: Vec::new(),
-            flow_touched: vec![false; n_flows],
+            node_touched: vec![false; 2 * n_flows],
             timeouts_due: Vec::new(),
         }
     }
@@ -227,7 +227,7 @@ impl World {
             let from = addr(flow, dir == 1);
             self.nodes[node].handle_datagram(self.now, from, &bytes);
             self.recycle(bytes);
-            self.touch(flow);
+            self.touch(node);
             return;
         }
         let l = route[hop];
@@ -344,84 +344,83 @@ impl World {
         fl.app.top_up(self.now, c)
     }
 
-    /// Takes the endpoint events of flow `f`'s two nodes.
-    fn handle_events(&mut self, f: usize) {
-        for n in [2 * f, 2 * f + 1] {
-            while let Some(e) = self.nodes[n].poll_event() {
-                let fl = &mut self.flows[f];
-                let app = &mut fl.app;
-                match e {
-                    EndpointEvent::Incoming(h) => {
-                        if fl.server.is_some() {
-                            app.res.violations.push("second incoming connection".into());
-                        }
-                        fl.server = Some(h);
+    /// Takes node `n`'s endpoint events.
+    fn handle_events(&mut self, n: usize) {
+        while let Some(e) = self.nodes[n].poll_event() {
+            let fl = &mut self.flows[n / 2];
+            let app = &mut fl.app;
+            match e {
+                EndpointEvent::Incoming(h) => {
+                    if fl.server.is_some() {
+                        app.res.violations.push("second incoming connection".into());
                     }
-                    EndpointEvent::Connected(_) => {
-                        app.res.connected_us = Some(self.now.as_micros());
+                    fl.server = Some(h);
+                }
+                EndpointEvent::Connected(_) => {
+                    app.res.connected_us = Some(self.now.as_micros());
+                }
+                EndpointEvent::Activity(_) => {}
+                EndpointEvent::Closed(_, r) => {
+                    let slot = if n % 2 == 0 {
+                        &mut app.res.sender_close
+                    } else {
+                        &mut app.res.receiver_close
+                    };
+                    if slot.is_none() {
+                        *slot = Some(r.to_string());
                     }
-                    EndpointEvent::Activity(_) => {}
-                    EndpointEvent::Closed(_, r) => {
-                        let slot = if n % 2 == 0 {
-                            &mut app.res.sender_close
-                        } else {
-                            &mut app.res.receiver_close
-                        };
-                        if slot.is_none() {
-                            *slot = Some(r.to_string());
-                        }
-                        // A message flow is complete once its sender closed gracefully
-                        // (everything it promised to deliver was delivered).
-                        if n % 2 == 0
-                            && r == CloseReason::Graceful
-                            && app.spec.uses_messages()
-                            && app.closing
-                            && app.done_at.is_none()
-                        {
-                            app.done_at = Some(self.now);
-                            app.res.completed = true;
-                        }
+                    // A message flow is complete once its sender closed gracefully
+                    // (everything it promised to deliver was delivered).
+                    if n % 2 == 0
+                        && r == CloseReason::Graceful
+                        && app.spec.uses_messages()
+                        && app.closing
+                        && app.done_at.is_none()
+                    {
+                        app.done_at = Some(self.now);
+                        app.res.completed = true;
                     }
                 }
             }
         }
     }
 
-    /// Runs flow `f`'s application: start, stop, sending, receiving.
-    fn run_app(&mut self, f: usize) {
+    /// Runs node `n`'s side of its flow's application: on the sender, start, stop, the
+    /// limits, echoes and sending; on the receiver, receiving.
+    fn run_app(&mut self, n: usize) {
         let now = self.now;
-        {
-            let fl = &mut self.flows[f];
-            let (senders, receivers) = self.nodes.split_at_mut(2 * f + 1);
-            let (client_ep, server_ep) = (&mut senders[2 * f], &mut receivers[0]);
-            if !fl.started && now >= Self::at(fl.app.spec.start) {
-                fl.started = true;
-                match client_ep.connect(now, addr(f, true), &fl.app.spec.profile) {
-                    Ok(h) => fl.client = Some(h),
-                    Err(e) => fl.app.res.sender_close = Some(format!("connect refused: {e}")),
-                }
+        let fl = &mut self.flows[n / 2];
+        let ep = &mut self.nodes[n];
+        if n % 2 == 1 {
+            if let Some(c) = fl.server.and_then(|h| ep.connection_mut(h)) {
+                fl.app.drive_receiver(now, c);
             }
-            if let (Some(stop), false) = (fl.app.spec.stop, fl.stopped) {
-                if now >= Self::at(stop) && fl.started {
-                    fl.stopped = true;
-                    if fl.app.done_at.is_none() {
-                        if let Some(c) = fl.client.and_then(|h| client_ep.connection_mut(h)) {
-                            c.abort(now, "flow stopped");
-                        }
+            return;
+        }
+        if !fl.started && now >= Self::at(fl.app.spec.start) {
+            fl.started = true;
+            match ep.connect(now, addr(n / 2, true), &fl.app.spec.profile) {
+                Ok(h) => fl.client = Some(h),
+                Err(e) => fl.app.res.sender_close = Some(format!("connect refused: {e}")),
+            }
+        }
+        if let (Some(stop), false) = (fl.app.spec.stop, fl.stopped) {
+            if now >= Self::at(stop) && fl.started {
+                fl.stopped = true;
+                if fl.app.done_at.is_none() {
+                    if let Some(c) = fl.client.and_then(|h| ep.connection_mut(h)) {
+                        c.abort(now, "flow stopped");
                     }
                 }
             }
-            if let Some(c) = fl.client.and_then(|h| client_ep.connection_mut(h)) {
-                if self.cfg.check_limits {
-                    fl.app.check_limits(now, c);
-                }
-                fl.app.drive_echoes(now, c);
-                if !fl.stopped {
-                    fl.app.drive_sender(now, c);
-                }
+        }
+        if let Some(c) = fl.client.and_then(|h| ep.connection_mut(h)) {
+            if self.cfg.check_limits {
+                fl.app.check_limits(now, c);
             }
-            if let Some(c) = fl.server.and_then(|h| server_ep.connection_mut(h)) {
-                fl.app.drive_receiver(now, c);
+            fl.app.drive_echoes(now, c);
+            if !fl.stopped {
+                fl.app.drive_sender(now, c);
             }
         }
     }
@@ -469,12 +468,12 @@ impl World {
 
     /// Runs to the end; `progress` is called with the virtual time after each interval.
     ///
-    /// Event-driven: only flows whose nodes received a packet, fired a timer or were woken
-    /// (or whose application has something due) are stepped at an instant; every other node
-    /// sleeps in the event queue until its own deadline. The order of work at one instant is
-    /// the same as stepping every node every time: packets arriving, then due timers (in node
-    /// order), then the applications, transmissions and endpoint events of the touched flows
-    /// (in flow order).
+    /// Event-driven: only nodes that received a packet, fired a timer or were woken (or
+    /// whose flow's application has something due) are stepped at an instant; every other
+    /// node sleeps in the event queue until its own deadline. The order of work at one
+    /// instant is the same as stepping every node every time: packets arriving, then due
+    /// timers, then the applications, transmissions and endpoint events of the touched
+    /// nodes (all in node order: a flow's sender before its receiver).
     pub fn run(mut self, progress: &mut dyn FnMut(Duration)) -> RunResult {
         let wall = std::time::Instant::now();
         let cpu = crate::cpu_time::ThreadCpuClock::start();
@@ -482,7 +481,7 @@ impl World {
         let mut same_time = 0u32;
         let mut stuck = None;
         for f in 0..self.flows.len() {
-            self.touch(f);
+            self.touch_flow(f);
         }
         loop {
             self.step_touched();
@@ -517,15 +516,15 @@ impl World {
             }
             let due = std::mem::take(&mut self.timeouts_due);
             for &n in &due {
-                self.touch(n as usize / 2);
+                self.touch(n as usize);
             }
             self.timeouts_due = due;
             self.timeouts_due.clear();
             while let Some(n) = self.node_wake.pop_due(self.now) {
-                self.touch(n / 2);
+                self.touch(n);
             }
             while let Some(f) = self.flow_wake.pop_due(self.now) {
-                self.touch(f);
+                self.touch_flow(f);
             }
             while let Some(((_, ev), next)) = self.queue.pop_due_peek(self.now) {
                 if let Some(n) = next {
@@ -540,11 +539,9 @@ impl World {
             // queue until its deadline).
             self.touched.sort_unstable();
             for i in 0..self.touched.len() {
-                let f = self.touched[i] as usize;
-                for n in [2 * f, 2 * f + 1] {
-                    if self.nodes[n].poll_timeout().is_some_and(|t| t <= self.now) {
-                        self.nodes[n].handle_timeout(self.now);
-                    }
+                let n = self.touched[i] as usize;
+                if self.nodes[n].poll_timeout().is_some_and(|t| t <= self.now) {
+                    self.nodes[n].handle_timeout(self.now);
                 }
             }
             while self.now >= self.next_sample && self.next_sample <= end {
@@ -555,40 +552,47 @@ impl World {
         self.finish(wall, cpu, stuck)
     }
 
-    /// Marks flow `f` (both its nodes and its application) for a step at the current instant.
-    fn touch(&mut self, f: usize) {
-        if !self.flow_touched[f] {
-            self.flow_touched[f] = true;
-            self.touched.push(f as u32);
+    /// Marks node `n` (and its side of its flow's application) for a step at the current
+    /// instant.
+    fn touch(&mut self, n: usize) {
+        if !self.node_touched[n] {
+            self.node_touched[n] = true;
+            self.touched.push(n as u32);
         }
     }
 
-    /// Steps every touched flow: endpoint events, the application, transmissions, endpoint
-    /// events again; then schedules each touched node's and application's next wake.
+    /// Marks both nodes of flow `f` for a step (its application woke, started or stopped).
+    fn touch_flow(&mut self, f: usize) {
+        self.touch(2 * f);
+        self.touch(2 * f + 1);
+    }
+
+    /// Steps every touched node: endpoint events, its side of the application,
+    /// transmissions, endpoint events again; then schedules each touched node's and its
+    /// flow application's next wake. A node nothing happened to is not polled: only a
+    /// packet, a timer or its application changes what it would send.
     fn step_touched(&mut self) {
         let mut list = std::mem::take(&mut self.touched);
         list.sort_unstable();
-        for &f in &list {
-            self.flow_touched[f as usize] = false;
+        for &n in &list {
+            self.node_touched[n as usize] = false;
         }
-        for &f in &list {
-            self.handle_events(f as usize);
+        for &n in &list {
+            self.handle_events(n as usize);
         }
-        for &f in &list {
-            self.run_app(f as usize);
+        for &n in &list {
+            self.run_app(n as usize);
         }
-        for &f in &list {
-            self.collect_transmits(2 * f as usize);
-            self.collect_transmits(2 * f as usize + 1);
+        for &n in &list {
+            self.collect_transmits(n as usize);
         }
-        for &f in &list {
-            self.handle_events(f as usize);
+        for &n in &list {
+            self.handle_events(n as usize);
         }
-        for &f in &list {
-            let f = f as usize;
-            self.schedule_node(2 * f);
-            self.schedule_node(2 * f + 1);
-            self.schedule_flow(f);
+        for &n in &list {
+            let n = n as usize;
+            self.schedule_node(n);
+            self.schedule_flow(n / 2);
         }
         list.clear();
         if self.touched.is_empty() {
