@@ -161,8 +161,6 @@ pub(crate) struct FlowApp {
     pub done_at: Option<Instant>,
     max_cwnd: u64,
     overshoot_reported: bool,
-    /// The stream block being written (index and bytes), written in slices without copying.
-    block: Option<(u64, Bytes)>,
     pub res: FlowResult,
 }
 
@@ -197,7 +195,6 @@ impl FlowApp {
             done_at: None,
             max_cwnd: 0,
             overshoot_reported: false,
-            block: None,
             res,
         }
     }
@@ -342,22 +339,11 @@ impl FlowApp {
         let limit = self.limit();
         while self.res.bytes_sent < limit && c.send_room() > 0 && c.unsent_bytes() < SEND_AHEAD {
             let offset = self.res.bytes_sent;
-            let index = offset / payload::BLOCK_LEN as u64;
-            let at = (offset % payload::BLOCK_LEN as u64) as usize;
-            let block = match &self.block {
-                Some((i, b)) if *i == index => b,
-                _ => {
-                    &self
-                        .block
-                        .insert((index, payload::block(self.key, index)))
-                        .1
-                }
-            };
             let n = ((limit - offset) as usize)
-                .min(payload::BLOCK_LEN - at)
                 .min(STREAM_WRITE)
                 .min(c.send_room());
-            match c.stream_write_bytes(now, &block.slice(at..at + n)) {
+            let data = payload::stream_slice(self.key, offset, n);
+            match c.stream_write_bytes(now, &data) {
                 Ok(0) | Err(_) => break,
                 Ok(k) => self.res.bytes_sent += k as u64,
             }

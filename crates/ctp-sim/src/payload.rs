@@ -1,4 +1,16 @@
 //! Deterministic application data, so that receivers can check every byte they get.
+//!
+//! Every stream and every message reads one shared pseudo-random pattern of [`PERIOD`]
+//! bytes from a phase drawn from its key: byte `o` of the data of key `k` is
+//! `pattern[(phase(k) + o) % PERIOD]`. The data is position-dependent over a megabyte and
+//! differs between keys, and it costs nothing to produce: a sender hands out slices of the
+//! pattern itself (static [`Bytes`], no copy, no reference count to touch), and a receiver
+//! checks what it got by comparing it with the pattern. (Stop 22: the simulator used to
+//! write every stream byte into fresh 64-KiB blocks; at 1 Gb/s those blocks, held until
+//! acknowledged, were megabytes of memory written once and read once, and the simulator
+//! waited on it.)
+
+use bytes::Bytes;
 
 /// SplitMix64: a fast, well-mixed function of its input.
 pub fn splitmix(mut x: u64) -> u64 {
@@ -8,143 +20,62 @@ pub fn splitmix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// Period of the shared pattern: a prime, so that no power-of-two shift or packet-sized
-/// misplacement lines the pattern up with itself.
-const PERIOD: usize = 65_521;
+/// Period of the shared pattern: the largest prime below 2^20, so that data misplaced by a
+/// packet count or a power of two never lines up with itself, and a misplacement must be
+/// by a whole megabyte to go unnoticed.
+pub const PERIOD: usize = 1_048_573;
 
-/// A pseudo-random block of [`PERIOD`] bytes, computed once.
+/// The pseudo-random pattern, computed once per process and never freed.
 fn pattern() -> &'static [u8] {
-    static P: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    static P: std::sync::OnceLock<&'static [u8]> = std::sync::OnceLock::new();
     P.get_or_init(|| {
-        (0..PERIOD.div_ceil(8) as u64)
+        let bytes: Vec<u8> = (0..PERIOD.div_ceil(8) as u64)
             .flat_map(|w| splitmix(w ^ 0xC7B0_5EED).to_le_bytes())
             .take(PERIOD)
-            .collect()
+            .collect();
+        Vec::leak(bytes)
     })
 }
 
-/// The 8-byte mask of block `block` of stream `key`.
-fn mask(key: u64, block: u64) -> [u8; 8] {
-    splitmix(key ^ block.wrapping_mul(0x2545_F491_4F6C_DD1D)).to_le_bytes()
+/// Where in the pattern byte `offset` of the data of `key` lies.
+fn position(key: u64, offset: u64) -> usize {
+    ((splitmix(key) % PERIOD as u64 + offset % PERIOD as u64) % PERIOD as u64) as usize
 }
 
-/// Calls `f(position in out, pattern slice, mask, phase)` for each run of `len` stream bytes
-/// at `offset` that lies within one pattern block.
-fn runs(key: u64, offset: u64, len: usize, mut f: impl FnMut(usize, &[u8], [u8; 8], usize)) {
+/// Calls `f(position in the data, pattern slice)` for each run of `len` data bytes of `key`
+/// at `offset` that does not wrap around the pattern.
+fn runs(key: u64, offset: u64, len: usize, mut f: impl FnMut(usize, &'static [u8])) {
     let pat = pattern();
     let mut done = 0;
     while done < len {
-        let o = offset + done as u64;
-        let (block, i) = (o / PERIOD as u64, (o % PERIOD as u64) as usize);
+        let i = position(key, offset + done as u64);
         let n = (PERIOD - i).min(len - done);
-        f(done, &pat[i..i + n], mask(key, block), i % 8);
+        f(done, &pat[i..i + n]);
         done += n;
     }
 }
 
-/// `out[k] = pat[k] ^ m[(phase + k) % 8]`, eight bytes at a time where aligned.
-fn masked_copy(out: &mut [u8], pat: &[u8], m: [u8; 8], phase: usize) {
-    let head = ((8 - phase % 8) % 8).min(out.len());
-    for k in 0..head {
-        out[k] = pat[k] ^ m[(phase + k) % 8];
-    }
-    let mw = u64::from_le_bytes(m);
-    let (o8, p8) = (out[head..].chunks_exact_mut(8), pat[head..].chunks_exact(8));
-    let tail = o8.len() * 8 + head;
-    for (o, p) in o8.zip(p8) {
-        let w = u64::from_le_bytes(p.try_into().expect("8 bytes")) ^ mw;
-        o.copy_from_slice(&w.to_le_bytes());
-    }
-    for k in tail..out.len() {
-        out[k] = pat[k] ^ m[(k - head) % 8];
-    }
-}
-
-/// Whether `got[k] == pat[k] ^ m[(phase + k) % 8]` for every k, eight bytes at a time.
-fn masked_equal(got: &[u8], pat: &[u8], m: [u8; 8], phase: usize) -> bool {
-    let head = ((8 - phase % 8) % 8).min(got.len());
-    if (0..head).any(|k| got[k] != pat[k] ^ m[(phase + k) % 8]) {
-        return false;
-    }
-    let mw = u64::from_le_bytes(m);
-    let (g8, p8) = (got[head..].chunks_exact(8), pat[head..].chunks_exact(8));
-    let tail = g8.len() * 8 + head;
-    let mut diff = 0u64;
-    for (g, p) in g8.zip(p8) {
-        diff |= u64::from_le_bytes(g.try_into().expect("8 bytes"))
-            ^ u64::from_le_bytes(p.try_into().expect("8 bytes"))
-            ^ mw;
-    }
-    diff == 0 && (tail..got.len()).all(|k| got[k] == pat[k] ^ m[(k - head) % 8])
-}
-
-/// Fills `out` with the stream bytes of `key` starting at `offset`. Byte `o` is byte
-/// `o % PERIOD` of a fixed pseudo-random pattern XOR byte `o % 8` of a mask drawn from
-/// (`key`, `o / PERIOD`): position-dependent everywhere, and nearly as cheap as a copy.
+/// Fills `out` with the data of `key` starting at `offset`.
 pub fn fill(key: u64, offset: u64, out: &mut [u8]) {
-    runs(key, offset, out.len(), |at, pat, m, phase| {
-        masked_copy(&mut out[at..at + pat.len()], pat, m, phase);
+    runs(key, offset, out.len(), |at, pat| {
+        out[at..at + pat.len()].copy_from_slice(pat);
     });
 }
 
-/// Length of the stream blocks [`block`] yields: stream byte `o` lies in block
-/// `o / BLOCK_LEN` at `o % BLOCK_LEN`.
-pub const BLOCK_LEN: usize = PERIOD;
-
-/// Most block buffers kept for reuse per thread (64 MiB).
-const POOLED_BLOCKS: usize = 1024;
-
-std::thread_local! {
-    /// Buffers of blocks whose last slice was dropped, for the next blocks: a bulk sender
-    /// goes through a block every 45 packets, and fresh 64-KiB allocations cost page faults
-    /// (the allocator hands freed ones back to the system).
-    static BLOCK_POOL: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// A block's buffer; it goes back to the pool when the block's last slice is dropped.
-struct PooledBlock(Vec<u8>);
-
-impl AsRef<[u8]> for PooledBlock {
-    fn as_ref(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl Drop for PooledBlock {
-    fn drop(&mut self) {
-        let buf = std::mem::take(&mut self.0);
-        // During thread teardown the pool may be gone: the buffer is then simply freed.
-        let _ = BLOCK_POOL.try_with(|p| {
-            let mut p = p.borrow_mut();
-            if p.len() < POOLED_BLOCKS {
-                p.push(buf);
-            }
-        });
-    }
-}
-
-/// Block `index` of the stream of `key` ([`BLOCK_LEN`] bytes), to be written in slices
+/// The data of `key` from `offset` on, up to `max` bytes (fewer where the pattern wraps),
 /// without copying.
-pub fn block(key: u64, index: u64) -> bytes::Bytes {
-    let mut b = BLOCK_POOL
-        .with(|p| p.borrow_mut().pop())
-        .unwrap_or_else(|| vec![0; BLOCK_LEN]);
-    fill(key, index * BLOCK_LEN as u64, &mut b);
-    bytes::Bytes::from_owner(PooledBlock(b))
+pub fn stream_slice(key: u64, offset: u64, max: usize) -> Bytes {
+    let i = position(key, offset);
+    Bytes::from_static(&pattern()[i..i + max.min(PERIOD - i)])
 }
 
-/// Position of the first byte of `data` that differs from the stream of `key` at `offset`.
+/// Position of the first byte of `data` that differs from the data of `key` at `offset`.
 pub fn first_mismatch(key: u64, offset: u64, data: &[u8]) -> Option<usize> {
     let mut first = None;
-    runs(key, offset, data.len(), |at, pat, m, phase| {
+    runs(key, offset, data.len(), |at, pat| {
         let got = &data[at..at + pat.len()];
-        if first.is_none() && !masked_equal(got, pat, m, phase) {
-            first = got
-                .iter()
-                .zip(pat)
-                .enumerate()
-                .position(|(k, (g, p))| g ^ p != m[(phase + k) % 8])
-                .map(|k| at + k);
+        if first.is_none() && got != pat {
+            first = got.iter().zip(pat).position(|(g, p)| g != p).map(|k| at + k);
         }
     });
     first
@@ -187,24 +118,44 @@ mod tests {
     }
 
     #[test]
-    fn a_shifted_or_repeated_block_is_caught() {
+    fn shifted_data_or_another_key_is_caught() {
         let mut a = vec![0u8; 3 * PERIOD];
         fill(5, 0, &mut a);
-        // The same bytes presented one pattern period later: the block masks differ.
-        assert!(first_mismatch(5, PERIOD as u64, &a[..PERIOD]).is_some());
-        // Shifted by a packet's worth.
-        assert!(first_mismatch(5, 1452, &a[..4000]).is_some());
+        // Shifted by a packet's worth, by a power of two, by the old 64-KiB block length.
+        for shift in [1452u64, 1 << 16, 1 << 19, 65_521] {
+            assert!(first_mismatch(5, shift, &a[..4000]).is_some(), "{shift}");
+        }
         // Another stream.
         assert_eq!(first_mismatch(6, 0, &a[..16]), Some(0));
+        // Only a whole period lines up (the documented blind spot).
+        assert_eq!(first_mismatch(5, PERIOD as u64, &a[..4000]), None);
     }
 
     #[test]
-    fn blocks_are_the_stream_cut_in_pieces() {
-        let mut whole = vec![0u8; 2 * BLOCK_LEN + 10];
+    fn slices_are_the_stream_and_stop_where_the_pattern_wraps() {
+        let mut whole = vec![0u8; 2 * PERIOD];
         fill(7, 0, &mut whole);
-        assert_eq!(&block(7, 0)[..], &whole[..BLOCK_LEN]);
-        assert_eq!(&block(7, 1)[..], &whole[BLOCK_LEN..2 * BLOCK_LEN]);
-        assert_ne!(block(7, 1), block(8, 1));
+        let mut off = 0u64;
+        while off < whole.len() as u64 {
+            let max = 300_000.min(whole.len() - off as usize);
+            let s = stream_slice(7, off, max);
+            assert!(!s.is_empty() && s.len() <= max);
+            assert_eq!(&s[..], &whole[off as usize..off as usize + s.len()]);
+            off += s.len() as u64;
+        }
+        assert_ne!(stream_slice(7, 10, 64), stream_slice(8, 10, 64));
+    }
+
+    #[test]
+    fn a_wrapping_run_is_filled_and_checked_across_the_wrap() {
+        // The first byte after the pattern's end, for key 9.
+        let wrap = (PERIOD - position(9, 0)) as u64;
+        let mut a = vec![0u8; 100];
+        fill(9, wrap - 50, &mut a);
+        assert_eq!(first_mismatch(9, wrap - 50, &a), None);
+        assert_eq!(a[50], pattern()[0]);
+        a[60] ^= 0x80;
+        assert_eq!(first_mismatch(9, wrap - 50, &a), Some(60));
     }
 
     #[test]
