@@ -75,7 +75,11 @@ pub fn first_mismatch(key: u64, offset: u64, data: &[u8]) -> Option<usize> {
     runs(key, offset, data.len(), |at, pat| {
         let got = &data[at..at + pat.len()];
         if first.is_none() && got != pat {
-            first = got.iter().zip(pat).position(|(g, p)| g != p).map(|k| at + k);
+            first = got
+                .iter()
+                .zip(pat)
+                .position(|(g, p)| g != p)
+                .map(|k| at + k);
         }
     });
     first

@@ -91,6 +91,11 @@ fn addr(flow: usize, receiver: bool) -> SocketAddr {
     SocketAddr::from(([10, net, (flow >> 8) as u8, flow as u8], port))
 }
 
+/// Node `2f` is flow `f`'s sender, node `2f + 1` its receiver.
+fn is_sender(node: usize) -> bool {
+    node.is_multiple_of(2)
+}
+
 fn seed32(rng: &mut ChaCha8Rng) -> [u8; 32] {
     let mut s = [0u8; 32];
     rng.fill_bytes(&mut s);
@@ -361,7 +366,7 @@ impl World {
                 }
                 EndpointEvent::Activity(_) => {}
                 EndpointEvent::Closed(_, r) => {
-                    let slot = if n % 2 == 0 {
+                    let slot = if is_sender(n) {
                         &mut app.res.sender_close
                     } else {
                         &mut app.res.receiver_close
@@ -371,7 +376,7 @@ impl World {
                     }
                     // A message flow is complete once its sender closed gracefully
                     // (everything it promised to deliver was delivered).
-                    if n % 2 == 0
+                    if is_sender(n)
                         && r == CloseReason::Graceful
                         && app.spec.uses_messages()
                         && app.closing
@@ -391,7 +396,7 @@ impl World {
         let now = self.now;
         let fl = &mut self.flows[n / 2];
         let ep = &mut self.nodes[n];
-        if n % 2 == 1 {
+        if !is_sender(n) {
             if let Some(c) = fl.server.and_then(|h| ep.connection_mut(h)) {
                 fl.app.drive_receiver(now, c);
             }
