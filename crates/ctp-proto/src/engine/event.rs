@@ -88,7 +88,13 @@ pub enum EventKind {
 pub const EVENT_KINDS: usize = EventKind::CloseRequested as usize + 1;
 
 /// An event and its arguments.
+///
+/// `repr(C)`: the arguments start at an 8-byte boundary after the tag. With Rust's own
+/// layout some variants' arguments started at byte 1, and the engine's copy of an event
+/// out of its queue became overlapping unaligned moves whose reads stalled on the stores
+/// just before them (a failed store-to-load forward on every event dispatched).
 #[derive(Clone, Copy, Debug)]
+#[repr(C)]
 pub enum Event<'a> {
     /// See [`EventKind::UserData`].
     UserData,
