@@ -9,6 +9,7 @@
 use super::segment::SegId;
 use crate::time::Instant;
 use crate::wire::frame::{AckFrame, DataFrame, NakFrame, RepairFrame};
+use std::collections::VecDeque;
 
 /// A hold bit index (see [`super::hold`]).
 pub type HoldBit = u8;
@@ -309,5 +310,72 @@ impl<'a> Event<'a> {
             Event::UserRead => Event::UserRead,
             Event::CloseRequested => Event::CloseRequested,
         })
+    }
+}
+
+/// The FIFO of events that own their arguments, with one rule: a `CongestionChanged` raised
+/// while another waits undispatched is dropped. The waiting one runs after the change that
+/// raised the dropped one (it has not run yet), and its handlers read the variables when
+/// they run, so they see every change either would have shown them; a policy that raises
+/// one per packet acknowledged then costs the window and pacing one pass per ACK frame
+/// instead of one per packet.
+#[derive(Debug, Default)]
+pub(crate) struct OwnedEvents {
+    events: VecDeque<Event<'static>>,
+    congestion_changed_waiting: bool,
+}
+
+impl OwnedEvents {
+    /// An empty queue with room for `n` events.
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        OwnedEvents {
+            events: VecDeque::with_capacity(n),
+            congestion_changed_waiting: false,
+        }
+    }
+
+    /// Queues `ev` (see the type's documentation for `CongestionChanged`).
+    pub(crate) fn push(&mut self, ev: Event<'static>) {
+        if let Event::CongestionChanged = ev {
+            if self.congestion_changed_waiting {
+                return;
+            }
+            self.congestion_changed_waiting = true;
+        }
+        self.events.push_back(ev);
+    }
+
+    /// The oldest event.
+    pub(crate) fn pop(&mut self) -> Option<Event<'static>> {
+        let ev = self.events.pop_front()?;
+        if let Event::CongestionChanged = ev {
+            self.congestion_changed_waiting = false;
+        }
+        Some(ev)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_congestion_change_is_queued_once_until_it_is_dispatched() {
+        let mut q = OwnedEvents::with_capacity(4);
+        q.push(Event::CongestionChanged);
+        q.push(Event::UserData);
+        q.push(Event::CongestionChanged);
+        assert!(matches!(q.pop(), Some(Event::CongestionChanged)));
+        // Dispatched: a new change is queued again, behind what was already waiting.
+        q.push(Event::CongestionChanged);
+        q.push(Event::UserRead);
+        assert!(matches!(q.pop(), Some(Event::UserData)));
+        assert!(matches!(q.pop(), Some(Event::CongestionChanged)));
+        assert!(matches!(q.pop(), Some(Event::UserRead)));
+        assert!(q.pop().is_none());
+        // Other events are never merged.
+        q.push(Event::UserData);
+        q.push(Event::UserData);
+        assert!(q.pop().is_some() && q.pop().is_some() && q.pop().is_none());
     }
 }

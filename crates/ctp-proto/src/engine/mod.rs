@@ -21,11 +21,10 @@ use crate::wire::header::{ConnectionId, Header};
 use crate::wire::truncated::Truncated;
 use crate::wire::{integrity, Reader, WireError};
 use app::AppIo;
-use event::{Event, EventKind, PacketInfo, EVENT_KINDS};
+use event::{Event, EventKind, OwnedEvents, PacketInfo, EVENT_KINDS};
 use hold::{Barrier, HoldRegistry, Rearm, Release};
 use segment::{SegId, SegmentStore};
 use session::Session;
-use std::collections::VecDeque;
 use timer::{TimerId, Timers};
 
 /// Most microprotocols bound to one event.
@@ -176,7 +175,7 @@ pub struct Cx<'s, 'a> {
     pub now: Instant,
     /// Shared state.
     pub st: &'s mut State,
-    owned: &'s mut VecDeque<Event<'static>>,
+    owned: &'s mut OwnedEvents,
     borrowed: &'s mut BorrowedRing<'a>,
 }
 
@@ -215,7 +214,7 @@ impl<'a> Cx<'_, 'a> {
     /// Raises an event; its handlers run after the current one returns.
     pub fn raise(&mut self, ev: Event<'a>) {
         match ev.to_static() {
-            Some(e) => self.owned.push_back(e),
+            Some(e) => self.owned.push(e),
             None => self.borrowed.push(ev),
         }
     }
@@ -390,7 +389,7 @@ pub struct Engine {
     writers: Binding,
     /// Shared state.
     pub st: State,
-    owned: VecDeque<Event<'static>>,
+    owned: OwnedEvents,
 }
 
 impl Engine {
@@ -417,7 +416,7 @@ impl Engine {
             bindings,
             writers,
             st,
-            owned: VecDeque::with_capacity(64),
+            owned: OwnedEvents::with_capacity(64),
         })
     }
 
@@ -449,7 +448,7 @@ impl Engine {
 
     /// Raises `ev` and runs every handler it causes, transitively.
     pub fn dispatch(&mut self, now: Instant, ev: Event<'static>) {
-        self.owned.push_back(ev);
+        self.owned.push(ev);
         self.run(now, &mut BorrowedRing::default());
     }
 
@@ -477,7 +476,7 @@ impl Engine {
         loop {
             let ev: Event<'a> = match ring.pop() {
                 Some(ev) => ev,
-                None => match self.owned.pop_front() {
+                None => match self.owned.pop() {
                     Some(ev) => ev,
                     None => return,
                 },
@@ -541,7 +540,7 @@ impl Engine {
         self.st.stats.packets_received += 1;
         self.st.stats.bytes_received += wire_len as u64;
         self.st.session.last_heard = now;
-        self.owned.push_back(Event::PacketReceived {
+        self.owned.push(Event::PacketReceived {
             pn,
             ack_eliciting: v.ack_eliciting,
             bytes: wire_len,
@@ -680,7 +679,7 @@ impl Engine {
         while let Some(seg) = self.st.segs.sendable.pop_front() {
             let Some(s) = self.st.segs.get(seg).filter(|s| !s.acked) else {
                 // Acknowledged or freed while waiting: it will never be sent.
-                self.owned.push_back(Event::SegmentDiscarded(seg));
+                self.owned.push(Event::SegmentDiscarded(seg));
                 continue;
             };
             let seq = self.st.seg_on_wire(s.seq);
@@ -740,14 +739,14 @@ impl Engine {
                 }
                 s.holds.send = rearm;
                 if s.holds.done == 0 && first {
-                    self.owned.push_back(Event::SegmentDone(seg));
+                    self.owned.push(Event::SegmentDone(seg));
                 }
                 if s.holds.dealloc == 0 {
                     self.st.segs.free(seg);
                 }
                 if first && self.st.wants_cut(CUT_AHEAD / 2 + 1) {
                     // The cut-ahead runs low: the application's queue has more.
-                    self.owned.push_back(Event::UserData);
+                    self.owned.push(Event::UserData);
                 }
             }
         }
@@ -759,7 +758,7 @@ impl Engine {
             in_flight: ack_eliciting,
             probe,
         };
-        self.owned.push_back(Event::PacketSent(info));
+        self.owned.push(Event::PacketSent(info));
         self.run(now, &mut ring);
         true
     }
