@@ -42,16 +42,20 @@ fn position(key: u64, offset: u64) -> usize {
     ((splitmix(key) % PERIOD as u64 + offset % PERIOD as u64) % PERIOD as u64) as usize
 }
 
+/// The data of `key` from `offset` on, up to `max` bytes: fewer where the pattern wraps.
+fn run_at(key: u64, offset: u64, max: usize) -> &'static [u8] {
+    let i = position(key, offset);
+    &pattern()[i..i + max.min(PERIOD - i)]
+}
+
 /// Calls `f(position in the data, pattern slice)` for each run of `len` data bytes of `key`
 /// at `offset` that does not wrap around the pattern.
 fn runs(key: u64, offset: u64, len: usize, mut f: impl FnMut(usize, &'static [u8])) {
-    let pat = pattern();
     let mut done = 0;
     while done < len {
-        let i = position(key, offset + done as u64);
-        let n = (PERIOD - i).min(len - done);
-        f(done, &pat[i..i + n]);
-        done += n;
+        let run = run_at(key, offset + done as u64, len - done);
+        f(done, run);
+        done += run.len();
     }
 }
 
@@ -65,8 +69,7 @@ pub fn fill(key: u64, offset: u64, out: &mut [u8]) {
 /// The data of `key` from `offset` on, up to `max` bytes (fewer where the pattern wraps),
 /// without copying.
 pub fn stream_slice(key: u64, offset: u64, max: usize) -> Bytes {
-    let i = position(key, offset);
-    Bytes::from_static(&pattern()[i..i + max.min(PERIOD - i)])
+    Bytes::from_static(run_at(key, offset, max))
 }
 
 /// Position of the first byte of `data` that differs from the data of `key` at `offset`.

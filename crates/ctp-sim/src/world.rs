@@ -476,9 +476,9 @@ impl World {
     /// Event-driven: only nodes that received a packet, fired a timer or were woken (or
     /// whose flow's application has something due) are stepped at an instant; every other
     /// node sleeps in the event queue until its own deadline. The order of work at one
-    /// instant is the same as stepping every node every time: packets arriving, then due
-    /// timers, then the applications, transmissions and endpoint events of the touched
-    /// nodes (all in node order: a flow's sender before its receiver).
+    /// instant is fixed: packets arriving, then due timers, then the applications,
+    /// transmissions and endpoint events of the touched nodes (all in node order: a flow's
+    /// sender before its receiver).
     pub fn run(mut self, progress: &mut dyn FnMut(Duration)) -> RunResult {
         let wall = std::time::Instant::now();
         let cpu = crate::cpu_time::ThreadCpuClock::start();
