@@ -71,6 +71,15 @@ pub enum DropKind {
     Down,
 }
 
+/// Whether the copies of a packet a link carried arrive as they were sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Carried {
+    /// As sent.
+    Intact,
+    /// With one bit flipped (every copy, when duplicated: corruption comes first).
+    Corrupted,
+}
+
 /// Counters of one link direction.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct LinkStats {
@@ -181,13 +190,14 @@ impl Link {
     }
 
     /// Offers a packet at `now`. On success pushes one or two `(arrival, bytes)` onto `out`
-    /// (two when duplicated); otherwise says why it was dropped and hands the bytes back.
+    /// (two when duplicated) and says whether they were corrupted on the way; otherwise
+    /// says why it was dropped and hands the bytes back.
     pub fn send(
         &mut self,
         now: Instant,
         mut bytes: Vec<u8>,
         out: &mut Vec<(Instant, Vec<u8>)>,
-    ) -> Result<(), (DropKind, Vec<u8>)> {
+    ) -> Result<Carried, (DropKind, Vec<u8>)> {
         self.stats.offered += 1;
         if self.cfg.down.iter().any(|&(a, b)| a <= now && now < b) {
             self.stats.down_drops += 1;
@@ -237,10 +247,12 @@ impl Link {
             self.stats.loss_drops += 1;
             return Err((DropKind::Loss, bytes));
         }
+        let mut carried = Carried::Intact;
         if !bytes.is_empty() && chance(&mut self.rng, self.cfg.corrupt) {
             let i = (self.rng.next_u64() % size as u64) as usize;
             bytes[i] ^= 1 << (self.rng.next_u64() % 8);
             self.stats.corrupted += 1;
+            carried = Carried::Corrupted;
         }
         let copies = if chance(&mut self.rng, self.cfg.duplicate) {
             self.stats.duplicated += 1;
@@ -267,7 +279,7 @@ impl Link {
                 out.push((at, bytes.clone()));
             }
         }
-        Ok(())
+        Ok(carried)
     }
 }
 

@@ -87,7 +87,8 @@ pub struct RunMetrics {
     pub transmissions: u64,
     /// Link transmissions per CPU second of the run's thread.
     pub transmissions_per_sec: f64,
-    /// Corrupted datagrams caught by the endpoints' integrity check.
+    /// Corrupted datagrams caught: by the endpoints' integrity check, or, for a wire format
+    /// without one (UDT4's), by the receiving host's UDP checksum.
     pub corrupt_dropped: u64,
     /// Trace hash.
     pub trace_hash: String,
@@ -207,7 +208,7 @@ pub fn compute(r: &RunResult, bottleneck_bps: u64) -> RunMetrics {
         packets_per_sec: r.packets as f64 / r.cpu_secs.max(1e-9),
         transmissions,
         transmissions_per_sec: transmissions as f64 / r.cpu_secs.max(1e-9),
-        corrupt_dropped: r.bad_checksum,
+        corrupt_dropped: r.bad_checksum + r.udp_checksum_drops,
         trace_hash: r.trace_hash.clone(),
     }
 }
@@ -242,6 +243,7 @@ mod tests {
             links: Vec::new(),
             bad_checksum: 0,
             unknown_connection: 0,
+            udp_checksum_drops: 0,
             trace_hash: String::new(),
             packets: 0,
             virtual_us: 0,

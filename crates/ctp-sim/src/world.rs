@@ -4,9 +4,10 @@
 use crate::app::FlowApp;
 pub use crate::app::{FlowKind, FlowResult, FlowSpec, Sample};
 use crate::clock::{EventQueue, WakeTimes};
-use crate::link::{DropKind, Link};
+use crate::link::{Carried, DropKind, Link};
 use crate::topology::Topology;
 use core::time::Duration;
+use ctp_proto::udt::WireFormat;
 use ctp_proto::{
     CloseReason, ConnectionHandle, ConnectionState, Endpoint, EndpointConfig, EndpointEvent,
     Instant,
@@ -49,6 +50,10 @@ pub struct RunResult {
     /// where corruption of a short packet's connection id ends up, since the check of its
     /// trailer needs the connection (it covers the whole packet number).
     pub unknown_connection: u64,
+    /// Datagrams the receiving host's UDP checksum dropped: corrupted on the way to an
+    /// endpoint whose wire format has no integrity check of its own (UDT4's). The UDP
+    /// checksum catches every one-bit error, the only corruption the links make.
+    pub udp_checksum_drops: u64,
     /// BLAKE3 over every packet event (carried or dropped, with time, link and bytes).
     pub trace_hash: String,
     /// Datagrams emitted by endpoints.
@@ -67,14 +72,19 @@ pub struct RunResult {
 
 /// Bytes of trace records hashed at once.
 const TRACE_BATCH: usize = 64 * 1024;
+/// Trace kind of a datagram the receiving host's UDP checksum dropped (links' drops are
+/// 1–4, a packet carried 0).
+const HOST_UDP_CHECKSUM_DROP: u8 = 5;
 
 /// The one kind of queued event: a packet of `flow` arriving at hop `hop` of its route in
-/// direction `dir`; its bytes wait in slot `slot` of the world's packet slab (a small event
-/// keeps the queue fast). Node and application wakes are kept apart ([`WakeTimes`]).
+/// direction `dir`, `corrupted` if a link flipped a bit of it; its bytes wait in slot `slot`
+/// of the world's packet slab (a small event keeps the queue fast). Node and application
+/// wakes are kept apart ([`WakeTimes`]).
 struct Hop {
     flow: u32,
     dir: u8,
     hop: u8,
+    corrupted: bool,
     slot: u32,
 }
 
@@ -121,6 +131,8 @@ pub struct World {
     free_slots: Vec<u32>,
     out: Vec<(Instant, Vec<u8>)>,
     packets: u64,
+    /// See [`RunResult::udp_checksum_drops`].
+    udp_checksum_drops: u64,
     next_sample: Instant,
     /// Per node, its one wake (a deadline, or its interface queue draining): kept out of
     /// the event queue, where the superseded ones would pile up.
@@ -182,6 +194,7 @@ impl World {
             free_slots: Vec::new(),
             out: Vec::new(),
             packets: 0,
+            udp_checksum_drops: 0,
             next_sample,
             node_wake: WakeTimes::new(2 * n_flows),
             flow_wake: WakeTimes::new(n_flows),
@@ -225,9 +238,17 @@ impl World {
     }
 
     /// Offers `bytes` of `flow` to hop `hop` of its route in direction `dir`.
-    fn forward(&mut self, flow: usize, dir: usize, hop: usize, bytes: Vec<u8>) {
+    fn forward(&mut self, flow: usize, dir: usize, hop: usize, bytes: Vec<u8>, corrupted: bool) {
         let route = &self.cfg.topology.routes[flow][dir];
         if hop == route.len() {
+            if corrupted && self.cfg.flows[flow].profile.wire() == WireFormat::Udt4 {
+                // Nothing in the UDT4 wire format would notice: the receiving host's UDP
+                // checksum drops the datagram before the endpoint sees it.
+                self.udp_checksum_drops += 1;
+                self.trace_event(route[hop - 1], HOST_UDP_CHECKSUM_DROP, &bytes);
+                self.recycle(bytes);
+                return;
+            }
             let node = 2 * flow + if dir == 0 { 1 } else { 0 };
             let from = addr(flow, dir == 1);
             self.nodes[node].handle_datagram(self.now, from, &bytes);
@@ -239,7 +260,8 @@ impl World {
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         match self.links[l].send(self.now, bytes, &mut out) {
-            Ok(()) => {
+            Ok(carried) => {
+                let corrupted = corrupted || carried == Carried::Corrupted;
                 for (at, b) in out.drain(..) {
                     self.trace_event(l, 0, &b);
                     let slot = self.stash(b);
@@ -251,6 +273,7 @@ impl World {
                             flow: flow as u32,
                             dir: dir as u8,
                             hop: (hop + 1) as u8,
+                            corrupted,
                             slot,
                         },
                     );
@@ -332,7 +355,7 @@ impl World {
                 self.flows[flow].app.res.violations.push(v);
                 continue;
             }
-            self.forward(flow, dir, 0, bytes);
+            self.forward(flow, dir, 0, bytes, false);
         }
     }
 
@@ -538,7 +561,13 @@ impl World {
                     crate::prefetch::prefetch(&self.slab[n.slot as usize]);
                 }
                 let bytes = self.unstash(ev.slot);
-                self.forward(ev.flow as usize, ev.dir as usize, ev.hop as usize, bytes);
+                self.forward(
+                    ev.flow as usize,
+                    ev.dir as usize,
+                    ev.hop as usize,
+                    bytes,
+                    ev.corrupted,
+                );
             }
             // Due timers, in node order (an untouched node has none due: it sleeps in the
             // queue until its deadline).
@@ -702,6 +731,7 @@ impl World {
             links: self.links.iter().map(|l| l.stats).collect(),
             bad_checksum,
             unknown_connection,
+            udp_checksum_drops: self.udp_checksum_drops,
             trace_hash: self.trace.finalize().to_hex().to_string(),
             packets: self.packets,
             virtual_us: self.now.as_micros(),

@@ -132,7 +132,7 @@ fn a_drop_tail_queue_of_n_packets_never_holds_n_plus_1() {
             let now = t(i * 100 + (i / 500) * 50_000);
             out.clear();
             match l.send(now, vec![0u8; 1000], &mut out) {
-                Ok(()) => {}
+                Ok(_) => {}
                 Err((DropKind::Queue, _)) => drops += 1,
                 Err((k, _)) => panic!("unexpected drop {k:?}"),
             }

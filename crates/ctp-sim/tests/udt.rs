@@ -56,3 +56,38 @@ bytes = 4000000
         );
     }
 }
+
+#[test]
+fn corruption_on_the_udt4_wire_is_dropped_by_the_modelled_udp_checksum() {
+    // UDT4's packets carry no integrity check of their own: a flipped bit would reach the
+    // endpoint as data (or as a wrong sequence number) if the receiving host's UDP checksum
+    // did not drop the datagram first.
+    let rep = run(r#"
+name = "udt-corrupt"
+duration = "60s"
+profiles = ["udt"]
+cc = ["udt"]
+stop_when_done = true
+[bottleneck]
+bandwidth = "100Mbps"
+delay = "10ms"
+corrupt = 0.02
+impair_reverse = true
+[[flow]]
+bytes = 4000000
+"#);
+    let run = &rep.runs[0];
+    let corrupted: u64 = run.result.links.iter().map(|l| l.corrupted).sum();
+    assert!(corrupted > 20, "only {corrupted} datagrams corrupted");
+    assert_eq!(run.result.udp_checksum_drops, corrupted);
+    assert_eq!(run.metrics.corrupt_dropped, corrupted);
+    assert_eq!(
+        run.result.bad_checksum, 0,
+        "UDT4 endpoints check nothing themselves"
+    );
+    assert_delivered_exactly(
+        &run.result.flows[0],
+        4_000_000,
+        "udt over a corrupting link",
+    );
+}
