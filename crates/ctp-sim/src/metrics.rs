@@ -5,6 +5,107 @@
 use crate::world::RunResult;
 use serde::Serialize;
 
+/// A metric a scenario can name in `metrics = [...]` to have the table report it; the table
+/// reports every one when the list is absent, and JSON always carries all of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    /// Aggregate goodput over the bottleneck's capacity.
+    Efficiency,
+    /// Jain's index over intervals with two or more active flows.
+    Jain,
+    /// The UDT paper's fairness index, per stage of the same active flows.
+    FairnessIndex,
+    /// The UDT stability index.
+    Stability,
+    /// Aggregate goodput.
+    Aggregate,
+    /// Datagrams simulated.
+    Packets,
+    /// Datagrams simulated per CPU second.
+    Speed,
+    /// Each flow's goodput.
+    Goodput,
+    /// Each flow's completion time.
+    Completion,
+    /// Each flow's mean smoothed RTT over its propagation RTT.
+    RttInflation,
+    /// Each flow's loss rate.
+    Loss,
+    /// Each flow's retransmission rate.
+    Retransmissions,
+    /// Each flow's bytes delivered.
+    Bytes,
+    /// The peak bytes either endpoint of a flow held in its buffers.
+    PeakMemory,
+    /// Each flow's FEC redundancy overhead.
+    Redundancy,
+    /// Each message flow's on-time ratio.
+    OnTime,
+    /// Each message flow's mean latency.
+    Latency,
+    /// Each ping-pong flow's mean round trip.
+    RoundTrip,
+}
+
+impl Metric {
+    /// Every metric, in the table's order.
+    pub const ALL: [Metric; 18] = [
+        Metric::Efficiency,
+        Metric::Jain,
+        Metric::FairnessIndex,
+        Metric::Stability,
+        Metric::Aggregate,
+        Metric::Packets,
+        Metric::Speed,
+        Metric::Goodput,
+        Metric::Completion,
+        Metric::RttInflation,
+        Metric::Loss,
+        Metric::Retransmissions,
+        Metric::Bytes,
+        Metric::PeakMemory,
+        Metric::Redundancy,
+        Metric::OnTime,
+        Metric::Latency,
+        Metric::RoundTrip,
+    ];
+
+    /// The name a scenario file uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Efficiency => "efficiency",
+            Metric::Jain => "jain",
+            Metric::FairnessIndex => "fairness_index",
+            Metric::Stability => "stability",
+            Metric::Aggregate => "aggregate",
+            Metric::Packets => "packets",
+            Metric::Speed => "speed",
+            Metric::Goodput => "goodput",
+            Metric::Completion => "completion",
+            Metric::RttInflation => "rtt_inflation",
+            Metric::Loss => "loss",
+            Metric::Retransmissions => "retransmissions",
+            Metric::Bytes => "bytes",
+            Metric::PeakMemory => "peak_memory",
+            Metric::Redundancy => "redundancy",
+            Metric::OnTime => "on_time",
+            Metric::Latency => "latency",
+            Metric::RoundTrip => "round_trip",
+        }
+    }
+
+    /// The metric a scenario file's name stands for, or an error listing the known names.
+    pub fn from_name(name: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|m| m.name() == name)
+            .ok_or_else(|| {
+                let known: Vec<&str> = Self::ALL.iter().map(|m| m.name()).collect();
+                format!("unknown metric `{name}`; known: {}", known.join(", "))
+            })
+    }
+}
+
 /// Jain's fairness index of `xs`: (Σx)² / (n·Σx²); 1 when all are equal. `None` if empty or
 /// all zero.
 pub fn jain(xs: &[f64]) -> Option<f64> {

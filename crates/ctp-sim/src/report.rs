@@ -1,6 +1,6 @@
 //! Running a whole scenario and presenting it: a text table, JSON, CSV series and the plot.
 
-use crate::metrics::{self, RunMetrics};
+use crate::metrics::{self, FlowMetrics, Metric, RunMetrics};
 use crate::scenario::{RunSpec, Scenario};
 use crate::world::{RunResult, World};
 use core::time::Duration;
@@ -35,6 +35,9 @@ pub struct ScenarioReport {
     pub runs: Vec<RunReport>,
     /// Profile/congestion-control pairs that cannot be composed, with why.
     pub skipped: Vec<String>,
+    /// What the table reports (the scenario's `metrics`; JSON carries every metric).
+    #[serde(skip)]
+    pub reported: Vec<Metric>,
 }
 
 /// Runs every run of `sc`; `progress(run_index, run_count, virtual_time)`.
@@ -64,6 +67,7 @@ pub fn run_scenario(
         description: sc.file.description.clone(),
         runs,
         skipped,
+        reported: sc.reported_metrics(),
     })
 }
 
@@ -79,54 +83,86 @@ fn run_label(r: &RunReport) -> String {
     s
 }
 
-/// The human-readable table.
+/// The header and width of a run-level column of the table, or `None` for a per-flow
+/// metric.
+fn run_column(m: Metric) -> Option<(&'static str, usize)> {
+    Some(match m {
+        Metric::Efficiency => ("effic", 6),
+        Metric::Jain => ("jain", 6),
+        Metric::FairnessIndex => ("FI", 6),
+        Metric::Stability => ("stability", 9),
+        Metric::Aggregate => ("aggr Mb/s", 10),
+        Metric::Packets => ("pkts", 10),
+        Metric::Speed => ("kpkt/cpu-s", 10),
+        _ => return None,
+    })
+}
+
+/// A run-level cell of the table (empty for a per-flow metric).
+fn run_cell(m: Metric, r: &RunMetrics) -> String {
+    match m {
+        Metric::Efficiency => opt(r.efficiency, 3),
+        Metric::Jain => opt(r.jain, 3),
+        Metric::FairnessIndex => opt(r.stage_jain, 3),
+        Metric::Stability => opt(r.stability, 3),
+        Metric::Aggregate => format!("{:.2}", r.aggregate_mbps),
+        Metric::Packets => r.packets.to_string(),
+        Metric::Speed => format!("{:.0}", r.packets_per_sec / 1e3),
+        _ => String::new(),
+    }
+}
+
+/// A per-flow field of the table, if the flow has it (a bulk flow has no on-time ratio).
+fn flow_field(m: Metric, f: &FlowMetrics) -> Option<String> {
+    Some(match m {
+        Metric::Goodput => format!("goodput {:>8.2} Mb/s", f.goodput_mbps),
+        Metric::Completion => format!("done {:>8} s", opt(f.completion_s, 3)),
+        Metric::RttInflation => format!("rtt x{:>7}", opt(f.rtt_inflation, 2)),
+        Metric::Loss => format!("loss {:>6.2}%", f.loss_rate * 100.0),
+        Metric::Retransmissions => format!("retx {:>6.2}%", f.retransmission_rate * 100.0),
+        Metric::Bytes => format!("{} bytes", f.bytes_delivered),
+        Metric::PeakMemory => format!("peak buf {} KiB", f.peak_buffered_bytes / 1024),
+        Metric::Redundancy if f.redundancy_overhead > 0.0 => {
+            format!("fec +{:.1}%", f.redundancy_overhead * 100.0)
+        }
+        Metric::OnTime => format!("on time {:.1}%", f.on_time_ratio? * 100.0),
+        Metric::Latency => format!("latency {:.1} ms", f.mean_latency_ms?),
+        Metric::RoundTrip => format!("round trip {:.2} ms", f.mean_round_trip_ms?),
+        _ => return None,
+    })
+}
+
+/// The human-readable table: the run-level metrics the scenario reports as columns, then
+/// a line per flow with its per-flow metrics, then the run's trace hash.
 pub fn table(rep: &ScenarioReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "scenario {}: {}", rep.name, rep.description);
-    let _ = writeln!(
-        s,
-        "{:<34} {:>6} {:>6} {:>6} {:>9} {:>10} {:>10} {:>10}",
-        "run", "effic", "jain", "FI", "stability", "aggr Mb/s", "pkts", "kpkt/cpu-s"
-    );
+    let columns: Vec<(Metric, &str, usize)> = rep
+        .reported
+        .iter()
+        .filter_map(|&m| run_column(m).map(|(h, w)| (m, h, w)))
+        .collect();
+    let _ = write!(s, "{:<34}", "run");
+    for &(_, h, w) in &columns {
+        let _ = write!(s, " {h:>w$}");
+    }
+    let _ = writeln!(s);
     for r in &rep.runs {
         let m = &r.metrics;
-        let _ = writeln!(
-            s,
-            "{:<34} {:>6} {:>6} {:>6} {:>9} {:>10.2} {:>10} {:>10.0}",
-            run_label(r),
-            opt(m.efficiency, 3),
-            opt(m.jain, 3),
-            opt(m.stage_jain, 3),
-            opt(m.stability, 3),
-            m.aggregate_mbps,
-            m.packets,
-            m.packets_per_sec / 1e3
-        );
+        let _ = write!(s, "{:<34}", run_label(r));
+        for &(c, _, w) in &columns {
+            let _ = write!(s, " {:>w$}", run_cell(c, m));
+        }
+        let _ = writeln!(s);
         for (i, f) in m.flows.iter().enumerate() {
-            let _ = write!(
-                s,
-                "    flow {i}: goodput {:>8.2} Mb/s  done {:>8} s  rtt x{:>7}  loss {:>6.2}%  retx {:>6.2}%  {} bytes  peak buf {} KiB",
-                f.goodput_mbps,
-                opt(f.completion_s, 3),
-                opt(f.rtt_inflation, 2),
-                f.loss_rate * 100.0,
-                f.retransmission_rate * 100.0,
-                f.bytes_delivered,
-                f.peak_buffered_bytes / 1024
-            );
-            if f.redundancy_overhead > 0.0 {
-                let _ = write!(s, "  fec +{:.1}%", f.redundancy_overhead * 100.0);
+            let fields: Vec<String> = rep
+                .reported
+                .iter()
+                .filter_map(|&k| flow_field(k, f))
+                .collect();
+            if !fields.is_empty() {
+                let _ = writeln!(s, "    flow {i}: {}", fields.join("  "));
             }
-            if let Some(r) = f.on_time_ratio {
-                let _ = write!(s, "  on time {:.1}%", r * 100.0);
-            }
-            if let Some(l) = f.mean_latency_ms {
-                let _ = write!(s, "  latency {l:.1} ms");
-            }
-            if let Some(r) = f.mean_round_trip_ms {
-                let _ = write!(s, "  round trip {r:.2} ms");
-            }
-            let _ = writeln!(s);
         }
         let _ = writeln!(s, "    trace {}", &m.trace_hash[..16]);
     }

@@ -1,11 +1,13 @@
 //! Scenario files (TOML): topology, flows, impairments, duration, seed, sampling interval,
-//! the profiles and congestion controls to compare, and an optional sweep over one parameter.
+//! the profiles and congestion controls to compare, an optional sweep over one parameter and
+//! the metrics to report.
 //!
 //! Unknown keys and impossible values are errors naming the key and the line.
 
 use crate::aqm::Aqm;
 use crate::link::LinkConfig;
 use crate::loss::LossModel;
+use crate::metrics::Metric;
 use crate::topology::{FlowPlacement, Topology, DEFAULT_NIC_BPS};
 use crate::units::{Bandwidth, Dur};
 use crate::world::{FlowKind, FlowSpec, SimConfig};
@@ -107,6 +109,9 @@ pub struct ScenarioFile {
     pub flows: Vec<FlowFile>,
     /// An optional sweep over one parameter.
     pub sweep: Option<SweepFile>,
+    /// Metrics the table reports (default: every one; see [`crate::metrics::Metric`]).
+    #[serde(default)]
+    pub metrics: Vec<Spanned<String>>,
 }
 
 fn default_interval() -> Spanned<Dur> {
@@ -281,6 +286,21 @@ fn line_col(src: &str, offset: usize) -> (usize, usize) {
 }
 
 impl Scenario {
+    /// The metrics the table reports: those the file names, in the table's order, or every
+    /// one.
+    pub fn reported_metrics(&self) -> Vec<Metric> {
+        let named: Vec<Metric> = self
+            .file
+            .metrics
+            .iter()
+            .filter_map(|m| Metric::from_name(m.get_ref()).ok())
+            .collect();
+        Metric::ALL
+            .into_iter()
+            .filter(|m| named.is_empty() || named.contains(m))
+            .collect()
+    }
+
     /// Reads and checks a scenario file.
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
         let src = std::fs::read_to_string(path)
@@ -347,6 +367,11 @@ impl Scenario {
         for c in &f.cc {
             if let Err(msg) = check_cc(c.get_ref()) {
                 return self.err(c.span(), "cc", &msg);
+            }
+        }
+        for m in &f.metrics {
+            if let Err(msg) = Metric::from_name(m.get_ref()) {
+                return self.err(m.span(), "metrics", &msg);
             }
         }
         if let Some(n) = &f.nic {

@@ -163,4 +163,81 @@ fn impossible_values_name_the_key_and_line() {
     // A flow whose RTT is below the bottleneck's own round trip.
     let e = err("[[flow]]\nrtt = \"1ms\"\n");
     assert!(e.contains("t.toml:8") && e.contains("flow[0].rtt"), "{e}");
+    // An unknown metric to report, listing the known ones.
+    let e = err_top("metrics = [\"goodput\", \"happiness\"]");
+    assert!(
+        e.contains("t.toml:3")
+            && e.contains("`metrics`")
+            && e.contains("happiness")
+            && e.contains("efficiency, jain"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_table_reports_the_metrics_the_scenario_names_and_json_all() {
+    let src = BASE.replacen(
+        "duration = \"1s\"\n",
+        "duration = \"1s\"\nprofiles = [\"reliable\"]\ncc = [\"profile\"]\nmetrics = [\"goodput\", \"efficiency\", \"completion\"]\n",
+        1,
+    ) + "[[flow]]\nbytes = 100000\n";
+    let sc = Scenario::parse(&src, "t.toml").expect("valid");
+    let rep = ctp_sim::report::run_scenario(&sc, None, &mut |_, _, _| {}).expect("runs");
+    let table = ctp_sim::report::table(&rep);
+    let lines: Vec<&str> = table.lines().collect();
+    // The header: the run-level metric named, in the table's order, and no other.
+    let header: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(header, ["run", "effic"], "{table}");
+    // A flow line: the per-flow metrics named, in the table's order, and no other.
+    let flow = lines[3].trim_start();
+    assert!(
+        flow.starts_with("flow 0: goodput") && flow.contains("done"),
+        "{table}"
+    );
+    for absent in ["loss", "retx", "bytes", "peak buf", "rtt x"] {
+        assert!(!flow.contains(absent), "{absent} in {flow}");
+    }
+    assert!(lines[4].trim_start().starts_with("trace "), "{table}");
+    // JSON carries every metric whatever the table shows.
+    let json = serde_json::to_string(&rep).expect("serialises");
+    for key in ["\"jain\"", "\"loss_rate\"", "\"stability\""] {
+        assert!(json.contains(key), "{key} missing from the JSON");
+    }
+    // Without `metrics`, every column.
+    let all = ctp_sim::report::table(
+        &ctp_sim::report::run_scenario(
+            &Scenario::parse(
+                &src.replace(
+                    "metrics = [\"goodput\", \"efficiency\", \"completion\"]\n",
+                    "",
+                ),
+                "t.toml",
+            )
+            .expect("valid"),
+            None,
+            &mut |_, _, _| {},
+        )
+        .expect("runs"),
+    );
+    let header: Vec<&str> = all
+        .lines()
+        .nth(1)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        [
+            "run",
+            "effic",
+            "jain",
+            "FI",
+            "stability",
+            "aggr",
+            "Mb/s",
+            "pkts",
+            "kpkt/cpu-s"
+        ],
+        "{all}"
+    );
 }
