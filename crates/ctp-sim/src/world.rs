@@ -237,7 +237,8 @@ impl World {
         self.trace_buf.clear();
     }
 
-    /// Offers `bytes` of `flow` to hop `hop` of its route in direction `dir`.
+    /// Offers `bytes` of `flow` to hop `hop` of its route in direction `dir` (past the last
+    /// hop: delivers them); `corrupted` if a link before flipped a bit of them.
     fn forward(&mut self, flow: usize, dir: usize, hop: usize, bytes: Vec<u8>, corrupted: bool) {
         let route = &self.cfg.topology.routes[flow][dir];
         if hop == route.len() {
