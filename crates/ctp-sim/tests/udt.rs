@@ -4,10 +4,13 @@
 mod common;
 
 use common::{assert_delivered_exactly, run};
+use ctp_sim::report::ScenarioReport;
 
-#[test]
-fn a_udt_bulk_flow_completes_verified_over_a_lossy_bottleneck() {
-    let rep = run(r#"
+/// One 4-MB flow of the `udt` profile under UDT native control over a 100 Mb/s bottleneck
+/// of one-way `delay` with the given `impairments` (lines of its `[bottleneck]` table).
+fn udt_bulk_run(delay: &str, impairments: &str) -> ScenarioReport {
+    run(&format!(
+        r#"
 name = "udt-bulk"
 duration = "60s"
 profiles = ["udt"]
@@ -15,11 +18,17 @@ cc = ["udt"]
 stop_when_done = true
 [bottleneck]
 bandwidth = "100Mbps"
-delay = "20ms"
-loss = { model = "bernoulli", p = 0.01 }
+delay = "{delay}"
+{impairments}
 [[flow]]
 bytes = 4000000
-"#);
+"#
+    ))
+}
+
+#[test]
+fn a_udt_bulk_flow_completes_verified_over_a_lossy_bottleneck() {
+    let rep = udt_bulk_run("20ms", r#"loss = { model = "bernoulli", p = 0.01 }"#);
     let f = &rep.runs[0].result.flows[0];
     assert_delivered_exactly(f, 4_000_000, "udt");
     assert!(f.retransmissions > 0, "1% loss must cost retransmissions");
@@ -62,20 +71,7 @@ fn corruption_on_the_udt4_wire_is_dropped_by_the_modelled_udp_checksum() {
     // UDT4's packets carry no integrity check of their own: a flipped bit would reach the
     // endpoint as data (or as a wrong sequence number) if the receiving host's UDP checksum
     // did not drop the datagram first.
-    let rep = run(r#"
-name = "udt-corrupt"
-duration = "60s"
-profiles = ["udt"]
-cc = ["udt"]
-stop_when_done = true
-[bottleneck]
-bandwidth = "100Mbps"
-delay = "10ms"
-corrupt = 0.02
-impair_reverse = true
-[[flow]]
-bytes = 4000000
-"#);
+    let rep = udt_bulk_run("10ms", "corrupt = 0.02\nimpair_reverse = true");
     let run = &rep.runs[0];
     let corrupted: u64 = run.result.links.iter().map(|l| l.corrupted).sum();
     assert!(corrupted > 20, "only {corrupted} datagrams corrupted");
