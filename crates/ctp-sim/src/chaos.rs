@@ -88,11 +88,11 @@ pub fn config(seed: u64) -> SimConfig {
     let access: Vec<Duration> = (0..n).map(|_| ms(range(&mut rng, 0.0, 20.0))).collect();
     let flows = (0..n)
         .map(|_| {
-            let profile = if rng.next_u64() % 2 == 0 {
-                Profile::reliable()
-            } else {
-                Profile::datagram()
-            };
+            let profile = Profile::builtin(pick(
+                &mut rng,
+                &["reliable", "datagram", "udt", "udt-dgram"],
+            ))
+            .expect("a built-in profile");
             FlowSpec {
                 start: ms(range(&mut rng, 0.0, 2000.0)),
                 bytes: Some(1 + rng.next_u64() % 150_000),

@@ -87,3 +87,53 @@ fn corruption_on_the_udt4_wire_is_dropped_by_the_modelled_udp_checksum() {
         "udt over a corrupting link",
     );
 }
+
+#[test]
+fn a_udt_flow_resends_a_tail_lost_in_an_outage_though_the_peer_keeps_alive() {
+    // Chaos seed 1431 as a scenario: three flows fill a 1 Mb/s bottleneck's 500-packet
+    // queue (seconds of queueing: the EXP interval, RTT + 4·RTTVar, grows above a second),
+    // and the `udt` flow's last packets die in a 1.7-s outage. No later packet reveals the
+    // gap, so only the sender's EXP timer can presume them lost; the idle receiver's
+    // keep-alives (one a second) kept restarting it until the run's end.
+    let rep = run(r#"
+name = "udt-tail"
+duration = "120s"
+seed = 1431
+nic = "10Gbps"
+profiles = ["reliable"]
+cc = ["profile"]
+stop_when_done = true
+[bottleneck]
+bandwidth = "1Mbps"
+delay = "49821us"
+queue_packets = 500
+reorder = 0.14261578
+reorder_extra = "7510us"
+outages = [{ at = "1273816us", for = "1682343us" }]
+[[flow]]
+start = "216788us"
+rtt = "127964us"
+bytes = 124261
+[[flow]]
+profile = "udt-dgram"
+start = "1184886us"
+rtt = "105090us"
+bytes = 102060
+message_size = 3825
+[[flow]]
+profile = "udt"
+start = "435661us"
+rtt = "132632us"
+bytes = 107482
+"#);
+    for (i, f) in rep.runs[0].result.flows.iter().enumerate() {
+        assert!(
+            f.completed,
+            "flow {i} ({}) did not complete: {} of {} bytes delivered, retransmissions {}",
+            f.profile, f.bytes_delivered, f.bytes_sent, f.retransmissions
+        );
+    }
+    let f = &rep.runs[0].result.flows[2];
+    assert_delivered_exactly(f, 107_482, "udt, tail lost in an outage");
+    assert!(f.retransmissions > 0, "the tail must have been sent again");
+}

@@ -12,7 +12,9 @@
 //!   retransmission is reported again. The timer fires when the next range falls due.
 //! - **EXP**: nothing heard for `count·(RTT + 4·RTTVar) + SYN` (at least `count·300 ms`):
 //!   packets in flight are presumed lost, otherwise a keep-alive goes out; after 16
-//!   expirations and [`UdtConfig::expiry`] of silence the connection is broken.
+//!   expirations and [`UdtConfig::expiry`] of silence the connection is broken. A peer's
+//!   keep-alive (sent after a second without sending) counts as hearing from it, but
+//!   neither restarts the timer nor resets its count while packets are in flight.
 //! - **SND**: the inter-packet period from the congestion controller (UDT4's `m_ullInterval`);
 //!   packets whose sequence number is a multiple of 16 leave back to back with their
 //!   successor (the receiver's packet-pair capacity probe).
@@ -477,8 +479,22 @@ impl UdtConnection {
             return;
         }
         self.last_rsp = now;
-        self.exp_base = now;
-        self.exp_count = 1;
+        // A keep-alive says the peer lives, nothing about our data: while packets are in
+        // flight it must not restart (nor un-back-off) the timer that presumes them lost.
+        // The peer sends one after a second of silence; with an EXP interval above a
+        // second, a flight lost whole — a tail in an outage — would otherwise never be sent
+        // again. (UDT4 has no such keep-alive, only the EXP's own, whose spacing grows.)
+        let keep_alive = matches!(
+            p,
+            Packet::Control(Control {
+                body: ControlBody::KeepAlive(_),
+                ..
+            })
+        );
+        if !(keep_alive && self.snd.in_flight() > 0) {
+            self.exp_base = now;
+            self.exp_count = 1;
+        }
         match p {
             Packet::Data(h, payload) => self.on_data(now, &h, payload),
             Packet::Control(c) => self.on_control(now, c),
