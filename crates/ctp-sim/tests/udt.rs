@@ -137,3 +137,29 @@ bytes = 107482
     assert_delivered_exactly(f, 107_482, "udt, tail lost in an outage");
     assert!(f.retransmissions > 0, "the tail must have been sent again");
 }
+
+#[test]
+fn a_delay_based_controller_over_the_udt4_wire_takes_the_paths_own_base_rtt() {
+    // The first ACK carries UDT's initial RTT, 100 ms, on this 104-ms path. Vegas took it
+    // for the base RTT, saw a standing queue of 4 % of its window that was not there and
+    // held the flow at 25 Mb/s; from the sender's own samples it opens as over the
+    // composed engine, up to the send buffer (8 MiB: ~640 Mb/s at 104 ms).
+    let rep = run(r#"
+name = "udt-vegas"
+duration = "8s"
+profiles = ["udt"]
+cc = ["vegas"]
+[bottleneck]
+bandwidth = "1Gbps"
+delay = "52ms"
+queue_packets = 8000
+[[flow]]
+"#);
+    let m = &rep.runs[0].metrics;
+    assert!(
+        m.aggregate_mbps > 300.0,
+        "udt/vegas: {:.1} Mb/s",
+        m.aggregate_mbps
+    );
+    assert_eq!(rep.runs[0].result.flows[0].violations, Vec::<String>::new());
+}

@@ -162,6 +162,11 @@ pub struct UdtConnection {
     /// The sender's delivery-rate samples, for controllers that model the path (BBR). UDT
     /// native reads the receiver's arrival speed from the full ACK instead, as UDT4 does.
     rate: DeliveryRate,
+    /// The sender's own round-trip samples (ACK arrival − send time of the newest packet it
+    /// covers), latest and smallest, for controllers that model the path: the ACK's RTT
+    /// field is the receiver's estimate, which starts at UDT's initial 100 ms before any
+    /// ACK2 returned, and a delay-based controller would take that for the base RTT.
+    own_rtt: Option<OwnRtt>,
     peer_window: u64,
     peer_avail: u64,
     // timers
@@ -210,6 +215,13 @@ fn is_udt_native(cc: &AnyCc) -> bool {
     matches!(cc, AnyCc::Udt(_) | AnyCc::UdtNoisy(_))
 }
 
+/// The sender's own round-trip samples: the latest and the smallest.
+#[derive(Clone, Copy, Debug)]
+struct OwnRtt {
+    latest_us: u64,
+    min_us: u64,
+}
+
 impl UdtConnection {
     fn new(
         now: Instant,
@@ -256,6 +268,7 @@ impl UdtConnection {
             rcv: Receiver::new(cfg.dgram, cfg.flow_window as usize, payload),
             cc,
             rate,
+            own_rtt: None,
             peer_window: u64::from(cfg.flow_window),
             peer_avail: u64::from(cfg.flow_window),
             hs_next: Some(now),
@@ -756,7 +769,22 @@ impl UdtConnection {
         } else {
             0
         };
-        if pkts > 0 || a.full.is_some() {
+        if let Some(sent) = newest_sent.filter(|_| pkts > 0) {
+            let sample = now.saturating_since(sent).as_micros() as u64;
+            let min_us = self.own_rtt.map_or(sample, |o| o.min_us.min(sample));
+            self.own_rtt = Some(OwnRtt {
+                latest_us: sample,
+                min_us,
+            });
+        }
+        // UDT native works from the ACK's RTT, as UDT4's does; the others from the sender's
+        // own samples, and hear of nothing before the first one.
+        let (rtt_us, min_rtt_us) = match (is_udt_native(&self.cc), self.own_rtt) {
+            (true, _) => (Some(self.rtt_us), self.rtt_us),
+            (false, Some(o)) => (Some(o.latest_us), o.min_us),
+            (false, None) => (None, 0),
+        };
+        if let Some(rtt_us) = rtt_us.filter(|_| pkts > 0 || a.full.is_some()) {
             self.cc.on_ack(&Ack {
                 now,
                 pn: ext.saturating_sub(1),
@@ -764,9 +792,9 @@ impl UdtConnection {
                 sent_at: newest_sent.filter(|_| pkts > 0).unwrap_or_else(|| {
                     Instant::from_micros(now.as_micros().saturating_sub(self.rtt_us))
                 }),
-                rtt_us: self.rtt_us,
+                rtt_us,
                 srtt_us: self.rtt_us,
-                min_rtt_us: self.rtt_us,
+                min_rtt_us,
                 bytes_in_flight: self.pipe() * self.payload as u64,
                 delivery_rate,
             });
