@@ -28,9 +28,8 @@ for i in $(seq "$n"); do
   as+=("$x") bs+=("$y")
   ratios+=("$(awk -v x="$x" -v y="$y" 'BEGIN { printf "%.4f", y / x }')")
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-quart() { printf '%s\n' "${@:2}" | sort -g | awk -v q="$1" '{ v[NR] = $1 } END { print v[int(q * (NR - 1)) + 1] }'; }
-best() { printf '%s\n' "$@" | sort -g | tail -1; }
+# shellcheck source=stats.sh
+. "$(dirname "$0")/stats.sh"
 echo "ratio B/A median $(median "${ratios[@]}") (q1 $(quart 0.25 "${ratios[@]}"), q3 $(quart 0.75 "${ratios[@]}"))"
 echo "A: best $(best "${as[@]}") median $(median "${as[@]}") datagrams/CPU s"
 echo "B: best $(best "${bs[@]}") median $(median "${bs[@]}") datagrams/CPU s"

@@ -92,7 +92,8 @@ for i in $(seq "$rounds"); do
   ru+=("$(awk -v c="$c" -v p="$u" 'BEGIN { printf "%.2f", c / p }')")
   echo "round $i: transmissions/CPU s: ctp-sim $c, ns-3 TCP $t, ns-3 UDP $u" >&2
 done
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+# shellcheck source=stats.sh
+. "$(dirname "$0")/stats.sh"
 echo "ctp-sim (real ctp endpoints, reliable profile): median $(median "${cs[@]}") transmissions/CPU s"
 echo "ns-3 $(basename "$peer") TCP NewReno: median $(median "${ts[@]}"); ratio ctp-sim/ns-3 median $(median "${rt[@]}")"
 echo "ns-3 $(basename "$peer") UDP constant rate: median $(median "${us[@]}"); ratio ctp-sim/ns-3 median $(median "${ru[@]}")"

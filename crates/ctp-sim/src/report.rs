@@ -83,34 +83,23 @@ fn run_label(r: &RunReport) -> String {
     s
 }
 
-/// The header and width of a run-level column of the table, or `None` for a per-flow
-/// metric.
-fn run_column(m: Metric) -> Option<(&'static str, usize)> {
-    Some(match m {
-        Metric::Efficiency => ("effic", 6),
-        Metric::Jain => ("jain", 6),
-        Metric::FairnessIndex => ("FI", 6),
-        Metric::Stability => ("stability", 9),
-        Metric::Aggregate => ("aggr Mb/s", 10),
-        Metric::Packets => ("pkts", 10),
-        Metric::Speed => ("kpkt/cpu-s", 10),
-        _ => return None,
-    })
-}
+/// A run-level column of the table: its metric, header, width and cell.
+type RunColumn = (Metric, &'static str, usize, fn(&RunMetrics) -> String);
 
-/// A run-level cell of the table (empty for a per-flow metric).
-fn run_cell(m: Metric, r: &RunMetrics) -> String {
-    match m {
-        Metric::Efficiency => opt(r.efficiency, 3),
-        Metric::Jain => opt(r.jain, 3),
-        Metric::FairnessIndex => opt(r.stage_jain, 3),
-        Metric::Stability => opt(r.stability, 3),
-        Metric::Aggregate => format!("{:.2}", r.aggregate_mbps),
-        Metric::Packets => r.packets.to_string(),
-        Metric::Speed => format!("{:.0}", r.packets_per_sec / 1e3),
-        _ => String::new(),
-    }
-}
+/// The run-level columns, in the table's order (the per-flow metrics go on flow lines).
+const RUN_COLUMNS: [RunColumn; 7] = [
+    (Metric::Efficiency, "effic", 6, |r| opt(r.efficiency, 3)),
+    (Metric::Jain, "jain", 6, |r| opt(r.jain, 3)),
+    (Metric::FairnessIndex, "FI", 6, |r| opt(r.stage_jain, 3)),
+    (Metric::Stability, "stability", 9, |r| opt(r.stability, 3)),
+    (Metric::Aggregate, "aggr Mb/s", 10, |r| {
+        format!("{:.2}", r.aggregate_mbps)
+    }),
+    (Metric::Packets, "pkts", 10, |r| r.packets.to_string()),
+    (Metric::Speed, "kpkt/cpu-s", 10, |r| {
+        format!("{:.0}", r.packets_per_sec / 1e3)
+    }),
+];
 
 /// A per-flow field of the table, if the flow has it (a bulk flow has no on-time ratio).
 fn flow_field(m: Metric, f: &FlowMetrics) -> Option<String> {
@@ -137,21 +126,20 @@ fn flow_field(m: Metric, f: &FlowMetrics) -> Option<String> {
 pub fn table(rep: &ScenarioReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "scenario {}: {}", rep.name, rep.description);
-    let columns: Vec<(Metric, &str, usize)> = rep
-        .reported
+    let columns: Vec<&RunColumn> = RUN_COLUMNS
         .iter()
-        .filter_map(|&m| run_column(m).map(|(h, w)| (m, h, w)))
+        .filter(|c| rep.reported.contains(&c.0))
         .collect();
     let _ = write!(s, "{:<34}", "run");
-    for &(_, h, w) in &columns {
+    for &&(_, h, w, _) in &columns {
         let _ = write!(s, " {h:>w$}");
     }
     let _ = writeln!(s);
     for r in &rep.runs {
         let m = &r.metrics;
         let _ = write!(s, "{:<34}", run_label(r));
-        for &(c, _, w) in &columns {
-            let _ = write!(s, " {:>w$}", run_cell(c, m));
+        for &&(_, _, w, cell) in &columns {
+            let _ = write!(s, " {:>w$}", cell(m));
         }
         let _ = writeln!(s);
         for (i, f) in m.flows.iter().enumerate() {

@@ -769,7 +769,9 @@ impl UdtConnection {
         } else {
             0
         };
-        if let Some(sent) = newest_sent.filter(|_| pkts > 0) {
+        // The send time of the newest packet this ACK newly covers, if it covers any.
+        let newly_sent = newest_sent.filter(|_| pkts > 0);
+        if let Some(sent) = newly_sent {
             let sample = now.saturating_since(sent).as_micros() as u64;
             let min_us = self.own_rtt.map_or(sample, |o| o.min_us.min(sample));
             self.own_rtt = Some(OwnRtt {
@@ -789,7 +791,7 @@ impl UdtConnection {
                 now,
                 pn: ext.saturating_sub(1),
                 bytes,
-                sent_at: newest_sent.filter(|_| pkts > 0).unwrap_or_else(|| {
+                sent_at: newly_sent.unwrap_or_else(|| {
                     Instant::from_micros(now.as_micros().saturating_sub(self.rtt_us))
                 }),
                 rtt_us,
