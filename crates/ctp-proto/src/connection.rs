@@ -158,7 +158,7 @@ impl Connection {
         local_isn: Isn,
         handshake_timeout: Duration,
     ) -> Self {
-        let params = profile.params.for_peer(remote);
+        let params = profile.params.for_peer(remote).fit_recv_buffer();
         Connection {
             local_cid,
             peer_cid: 0,
@@ -451,14 +451,16 @@ impl Connection {
         if n == 0 {
             return Ok(0);
         }
-        // One buffer for the whole write, shared by chunks of at most STREAM_CHUNK bytes:
-        // the receiver delivers a stream chunk once it is complete, so small chunks keep
-        // delivery prompt and the receive buffer's accounting fine-grained.
+        // One buffer for the whole write, shared by chunks of at most STREAM_CHUNK bytes
+        // (and never more than the agreed largest message): the receiver delivers a stream
+        // chunk once it is complete, so small chunks keep delivery prompt and the receive
+        // buffer's accounting fine-grained.
+        let chunk = STREAM_CHUNK.min(self.params.max_message as usize);
         let bytes = take(n);
         let stamp = e.st.session.stamp_messages.then_some(now.as_micros());
         let mut at = 0;
         while at < n {
-            let end = (at + STREAM_CHUNK).min(n);
+            let end = (at + chunk).min(n);
             let out = Outgoing::new(bytes.slice(at..end), true, false, stamp);
             Self::push_tx(e, out, causal, &mut self.last_stream_msg);
             at = end;
@@ -805,10 +807,10 @@ impl Connection {
             } else if self.close_frame.is_none() {
                 // The peer has not seen our CLOSE yet: say it again.
                 if let Some(r) = &self.close_after_drain {
-                    let code = if *r == CloseReason::Graceful {
-                        close_code::GRACEFUL
-                    } else {
-                        close_code::ABORT
+                    let code = match r {
+                        CloseReason::Graceful => close_code::GRACEFUL,
+                        CloseReason::ProtocolViolation(_) => close_code::PROTOCOL,
+                        _ => close_code::ABORT,
                     };
                     self.close_frame = Some((code, r.to_string()));
                 }
@@ -844,8 +846,16 @@ impl Connection {
 
     /// Checks what the microprotocols decided (idle timeout, close progress).
     pub(crate) fn after_engine(&mut self, now: Instant) {
-        if let Some(r) = self.engine.as_mut().and_then(|e| e.st.session.close.take()) {
-            self.terminate(r);
+        match self.engine.as_mut().and_then(|e| e.st.session.close.take()) {
+            Some(CloseReason::ProtocolViolation(what)) => {
+                // The peer is told why, as QUIC's CONNECTION_CLOSE with a transport error.
+                tracing::debug!(remote = %self.remote, "protocol violation: {what}");
+                self.close_frame = Some((close_code::PROTOCOL, what.clone()));
+                self.enter_draining(now, CloseReason::ProtocolViolation(what));
+                self.activity = true;
+            }
+            Some(r) => self.terminate(r),
+            None => {}
         }
         self.progress_close(now);
     }

@@ -321,7 +321,7 @@ impl Endpoint {
         if r.rest().iter().any(|&b| b != 0) {
             return false;
         }
-        let local = self.cfg.params.for_peer(from);
+        let local = self.cfg.params.for_peer(from).fit_recv_buffer();
         let reply = match profile::negotiate(micros, &asked, self.cfg.supported, &local) {
             Negotiated::Refuse(reason) => {
                 self.stats.refused += 1;

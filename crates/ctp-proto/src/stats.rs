@@ -71,6 +71,11 @@ pub struct ConnectionStats {
     pub naks_received: u64,
     /// Packets for this connection that failed to parse, dropped.
     pub malformed_dropped: u64,
+    /// Received segments refused, unacknowledged, because the receive buffer was full (the
+    /// sender retransmits them).
+    pub segments_refused: u64,
+    /// Protocol violations by the peer (each closes the connection).
+    pub protocol_violations: u64,
     /// Smoothed RTT, microseconds.
     pub srtt_us: u64,
     /// RTT variation, microseconds.

@@ -47,6 +47,9 @@ impl From<ConnectionError> for io::Error {
             ConnectionError::Closed(CloseReason::Peer { .. }) => io::ErrorKind::ConnectionReset,
             ConnectionError::Closed(CloseReason::IdleTimeout(_)) => io::ErrorKind::TimedOut,
             ConnectionError::Closed(CloseReason::Handshake(_)) => io::ErrorKind::ConnectionRefused,
+            ConnectionError::Closed(CloseReason::ProtocolViolation(_)) => {
+                io::ErrorKind::InvalidData
+            }
             ConnectionError::Closing | ConnectionError::Finished => io::ErrorKind::BrokenPipe,
             ConnectionError::MessageTooLarge { .. } | ConnectionError::BadDependency(_) => {
                 io::ErrorKind::InvalidInput

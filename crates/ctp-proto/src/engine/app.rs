@@ -1,5 +1,13 @@
 //! The connection's buffers toward the application: data waiting to be segmented, and
 //! delivered bytes and messages waiting to be read. All are bounded.
+//!
+//! The receive side keeps one account of everything it holds for the peer ([`AppIo::held`]):
+//! bytes of incomplete messages, of complete messages waiting for their turn, and of
+//! delivered data the application has not read, each message also charged
+//! [`HELD_MESSAGE_COST`] for its bookkeeping. Flow control grants credit only from
+//! [`AppIo::credit_room`], the engine refuses data beyond it, and an account above
+//! [`AppIo::hard_limit`] is a protocol violation (see `docs/decisions.md`, "Bounded receive
+//! state").
 
 use bytes::Bytes;
 use std::collections::VecDeque;
@@ -60,6 +68,16 @@ pub struct Completed {
     pub pending: crate::engine::hold::HoldMask,
 }
 
+/// Bytes charged for each message the receiver holds, beyond its data: the reassembly or
+/// parking record, the ordering index entry and the allocation around a small message
+/// (measured: a parked one-byte message cost 163 bytes of heap).
+pub const HELD_MESSAGE_COST: usize = 160;
+
+/// How far [`AppIo::held`] may exceed the receive buffer before the peer is taken to break
+/// the protocol: the data a sender within its credit can still make the receiver take on top
+/// of a full share (two segments of one-byte messages, with room to spare).
+pub const HELD_SLACK: usize = 128 * 1024;
+
 /// Application-facing buffers of one connection.
 #[derive(Debug, Default)]
 pub struct AppIo {
@@ -86,6 +104,11 @@ pub struct AppIo {
     /// Bytes of the messages in `completed` (as parked; a gauge).
     pub parked_bytes: usize,
     completed_free: Vec<u32>,
+    /// Bytes reserved for incomplete messages (reassembly buffers' capacity and pieces
+    /// waiting beyond a gap; a gauge kept by the fragmentation microprotocol).
+    pub partial_bytes: usize,
+    /// Incomplete messages (a gauge kept by the fragmentation microprotocol).
+    pub partial_messages: usize,
 }
 
 impl AppIo {
@@ -139,6 +162,43 @@ impl AppIo {
         } else {
             self.rx_msgs.push_back(c.data);
         }
+    }
+
+    /// Messages parked behind the delivery barrier.
+    pub fn parked_messages(&self) -> usize {
+        self.completed.len() - self.completed_free.len()
+    }
+
+    /// Delivered data the application has not read, with its bookkeeping.
+    pub fn unread(&self) -> usize {
+        self.rx_bytes + HELD_MESSAGE_COST * (self.rx_stream.len() + self.rx_msgs.len())
+    }
+
+    /// Everything held for the peer: incomplete, parked and unread messages, data and
+    /// bookkeeping.
+    pub fn held(&self) -> usize {
+        self.unread()
+            + self.parked_bytes
+            + self.partial_bytes
+            + HELD_MESSAGE_COST * (self.parked_messages() + self.partial_messages)
+    }
+
+    /// The share of the receive buffer flow control may promise: three quarters, so that
+    /// the data it lets in out of order never crowds out the next segment in order (which
+    /// may use the last quarter).
+    pub fn credit_limit(&self) -> usize {
+        self.rx_limit / 4 * 3
+    }
+
+    /// Room left in [`AppIo::credit_limit`].
+    pub fn credit_room(&self) -> usize {
+        self.credit_limit().saturating_sub(self.held())
+    }
+
+    /// Above this [`AppIo::held`] no sender that respects its credit can push the
+    /// receiver: the receive buffer plus [`HELD_SLACK`].
+    pub fn hard_limit(&self) -> usize {
+        self.rx_limit + HELD_SLACK
     }
 
     /// Room left in the send queue.

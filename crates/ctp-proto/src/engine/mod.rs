@@ -6,6 +6,7 @@
 //! from the datagram being processed go through a small ring on the stack, the others
 //! through a queue whose capacity the engine keeps between calls.
 
+pub mod admission;
 pub mod app;
 pub mod event;
 pub mod hold;
@@ -20,11 +21,12 @@ use crate::wire::frame::{CompressedFrame, DataFrame, Frame};
 use crate::wire::header::{ConnectionId, Header};
 use crate::wire::truncated::Truncated;
 use crate::wire::{integrity, Reader, WireError};
+use admission::Admission;
 use app::AppIo;
 use event::{Event, EventKind, OwnedEvents, PacketInfo, EVENT_KINDS};
 use hold::{Barrier, HoldRegistry, Rearm, Release};
 use segment::{SegId, SegmentStore};
-use session::Session;
+use session::{CloseReason, Session};
 use timer::{TimerId, Timers};
 
 /// Most microprotocols bound to one event.
@@ -537,17 +539,31 @@ impl Engine {
                 }
             }
         }
-        self.st.stats.packets_received += 1;
-        self.st.stats.bytes_received += wire_len as u64;
+        let take_data = match v.data.map(|(seg, body)| self.st.admit_segment(seg, body)) {
+            None | Some(Admission::Take) => true,
+            Some(Admission::Refuse) => false,
+            Some(Admission::Violation(what)) => {
+                self.st.stats.protocol_violations += 1;
+                self.st.session.close = Some(CloseReason::ProtocolViolation(what));
+                return Ok(out);
+            }
+        };
         self.st.session.last_heard = now;
-        self.owned.push(Event::PacketReceived {
-            pn,
-            ack_eliciting: v.ack_eliciting,
-            bytes: wire_len,
-            probe: v.probe,
-        });
         let mut ring = BorrowedRing::default();
-        self.run(now, &mut ring);
+        if take_data {
+            self.st.stats.packets_received += 1;
+            self.st.stats.bytes_received += wire_len as u64;
+            self.owned.push(Event::PacketReceived {
+                pn,
+                ack_eliciting: v.ack_eliciting,
+                bytes: wire_len,
+                probe: v.probe,
+            });
+            self.run(now, &mut ring);
+        } else {
+            // Not acknowledged: the sender retransmits the segment once there is room.
+            self.st.stats.segments_refused += 1;
+        }
         // The frames validation parsed, then any beyond them, parsed again.
         let mut rest = Reader::new(&frames[v.rest..]);
         // Validation parsed every frame, so a failure here cannot happen; it ends the walk.
@@ -559,6 +575,9 @@ impl Engine {
             }
         });
         for f in v.parsed[..v.n_parsed].iter().copied().chain(more) {
+            if !take_data && matches!(f, Frame::Data(_) | Frame::DataZ(_)) {
+                continue;
+            }
             match f {
                 Frame::Data(d) => self.st.saw_peer_seg(d.seg),
                 Frame::DataZ(z) => self.st.saw_peer_seg(z.seg),
@@ -590,6 +609,7 @@ impl Engine {
             self.run(now, &mut ring);
         }
         self.reinject(now);
+        self.st.check_held();
         Ok(out)
     }
 
@@ -774,6 +794,9 @@ struct Validated<'a> {
     compressed: Option<CompressedFrame<'a>>,
     /// Its CLOSE frame: code and reason.
     close: Option<(u64, String)>,
+    /// Its segment: number and body length (0 when compressed: the inflation limit
+    /// bounds it).
+    data: Option<(u64, usize)>,
     /// Its first frames as parsed, so that dispatch does not parse them again (a packet
     /// rarely has more; the rest are parsed again from `rest`).
     parsed: [Frame<'a>; PARSED_FRAMES],
@@ -804,6 +827,7 @@ fn validate<'a>(
         probe: false,
         compressed: None,
         close: None,
+        data: None,
         parsed: [Frame::Padding; PARSED_FRAMES],
         n_parsed: 0,
         rest: 0,
@@ -834,11 +858,13 @@ fn validate<'a>(
             Frame::Data(d) => {
                 out.ack_eliciting = true;
                 data_seg = Some(d.seg);
+                out.data = Some((d.seg, d.body_len()));
             }
             Frame::DataZ(z) => {
                 out.ack_eliciting = true;
                 data_seg = Some(z.seg);
                 out.compressed = Some(z);
+                out.data = Some((z.seg, 0));
             }
             Frame::Close { code, reason } => {
                 out.close = Some((code, String::from_utf8_lossy(reason).into_owned()))

@@ -25,6 +25,10 @@ pub enum CloseReason {
     IdleTimeout(Duration),
     /// The handshake failed.
     Handshake(String),
+    /// The peer broke the protocol (sent beyond its flow credit, made the receiver hold
+    /// more than its buffer): what it did. The peer is told with a `CLOSE` of code
+    /// `PROTOCOL`.
+    ProtocolViolation(String),
 }
 
 impl core::fmt::Display for CloseReason {
@@ -46,6 +50,7 @@ impl core::fmt::Display for CloseReason {
                 )
             }
             CloseReason::Handshake(r) => write!(f, "connection set-up failed: {r}"),
+            CloseReason::ProtocolViolation(r) => write!(f, "the peer broke the protocol: {r}"),
         }
     }
 }
@@ -94,6 +99,12 @@ pub struct Session {
     pub pacing_rate: u64,
     /// Flow-control credit from the peer: segments below this may be sent.
     pub peer_max_seg: u64,
+    /// Flow-control credit given to the peer: a segment at or beyond it breaks the
+    /// protocol (`u64::MAX` without a flow window).
+    pub recv_credit: u64,
+    /// Largest segment body the peer may send (the negotiated UDP payload); a larger one
+    /// breaks the protocol.
+    pub peer_segment_max: usize,
     /// The peer must be probed (a PING is owed).
     pub ping_owed: bool,
     /// A microprotocol ended the connection.
@@ -135,6 +146,8 @@ impl Default for Session {
             bytes_in_flight: 0,
             pacing_rate: 0,
             peer_max_seg: u64::MAX,
+            recv_credit: u64::MAX,
+            peer_segment_max: 1472,
             ping_owed: false,
             close: None,
             last_heard: Instant::ZERO,

@@ -1,7 +1,13 @@
 //! Receiver-window flow control, counted in segments (as UDT's flow window is).
 //!
-//! Receiver: grants credit `MAX_SEG = recv_seg_cum + window` while the application's receive
-//! buffer is below its limit, so memory stays bounded by the window plus that buffer.
+//! Receiver: grants credit `MAX_SEG = recv_seg_cum + n`, `n` at most the window and at most
+//! as many full segments (of the negotiated UDP payload) as fit in the room left in the
+//! credited share of the receive buffer ([`AppIo::credit_room`]), so that everything the
+//! credit lets in fits: what the receiver holds plus the segments it may still receive
+//! never exceeds that share. Credit once given is never taken back; a segment beyond it
+//! breaks the protocol (see `engine::admission`).
+//!
+//! [`AppIo::credit_room`]: crate::engine::app::AppIo::credit_room
 //! Sender: holds a send bit (set once per segment) until the segment's sequence number is
 //! below the credit. A sender blocked with nothing in flight probes with PING on the
 //! retransmission timeout, and a PING makes the receiver repeat its credit, so a lost
@@ -44,12 +50,9 @@ impl FlowWindow {
     }
 
     fn credit(&self, st: &State) -> u64 {
-        let app = &st.app;
-        if app.rx_bytes >= app.rx_limit {
-            self.granted
-        } else {
-            self.granted.max(st.session.recv_seg_cum + self.window)
-        }
+        let fit = (st.app.credit_room() / st.session.peer_segment_max.max(1)) as u64;
+        self.granted
+            .max(st.session.recv_seg_cum + self.window.min(fit))
     }
 
     /// Whether a MAX_SEG frame is due: the credit grew by an eighth of the window, or one
@@ -99,6 +102,7 @@ impl Microprotocol for FlowWindow {
         if self.announce_owed(credit) && w.room() > 9 {
             Frame::emit_simple(w.buf, ty::MAX_SEG, Some(credit));
             self.granted = credit;
+            cx.st.session.recv_credit = credit;
             self.repeat = false;
         }
     }

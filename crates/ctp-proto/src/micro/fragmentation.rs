@@ -22,16 +22,93 @@ const MAX_SIZE_HINT: usize = 256 * 1024;
 /// Incomplete messages kept at once when the profile is unreliable.
 const MAX_PARTIALS_UNRELIABLE: usize = 64;
 
+/// A message in reassembly. Memory follows the data received, never the offsets a piece
+/// claims: bytes from offset 0 on are appended to `buf`; a piece beyond a gap waits in
+/// `ahead` (overlaps trimmed) until the gap is filled.
 #[derive(Debug, Default)]
 struct Partial {
     buf: Vec<u8>,
-    got: usize,
+    ahead: BTreeMap<usize, Vec<u8>>,
+    ahead_bytes: usize,
     total: Option<usize>,
     stream: bool,
     fin: bool,
     sent_us: Option<u64>,
     urgent: bool,
     deps: Vec<u64>,
+}
+
+impl Partial {
+    /// Bytes this message holds (what the receive account is charged, bookkeeping aside).
+    fn held(&self) -> usize {
+        self.buf.capacity() + self.ahead_bytes
+    }
+
+    /// Stores `data` at `off` (`off + data.len()` within `max`); bytes already held are
+    /// kept as they are.
+    fn insert(&mut self, off: usize, data: &[u8], max: usize) {
+        let end = off + data.len();
+        let have = self.buf.len();
+        if off <= have {
+            if end > have {
+                grow(&mut self.buf, end - have, max);
+                self.buf.extend_from_slice(&data[have - off..]);
+                self.absorb_ahead(max);
+            }
+            return;
+        }
+        // Beyond a gap: keep only the parts no waiting piece covers.
+        let mut at = off;
+        while at < end {
+            let covering = self
+                .ahead
+                .range(..=at)
+                .next_back()
+                .map(|(&o, p)| o + p.len());
+            if let Some(stop) = covering.filter(|&stop| stop > at) {
+                at = stop;
+                continue;
+            }
+            let next = self
+                .ahead
+                .range(at..)
+                .next()
+                .map_or(end, |(&o, _)| o.min(end));
+            let piece = data[at - off..next - off].to_vec();
+            self.ahead_bytes += piece.len();
+            self.ahead.insert(at, piece);
+            at = next;
+        }
+    }
+
+    /// Appends the waiting pieces the contiguous bytes now reach.
+    fn absorb_ahead(&mut self, max: usize) {
+        while let Some(entry) = self.ahead.first_entry() {
+            let off = *entry.key();
+            let have = self.buf.len();
+            if off > have {
+                return;
+            }
+            let piece = entry.remove();
+            self.ahead_bytes -= piece.len();
+            let end = off + piece.len();
+            if end > have {
+                grow(&mut self.buf, end - have, max);
+                self.buf.extend_from_slice(&piece[have - off..]);
+            }
+        }
+    }
+}
+
+/// Makes room for `extra` more bytes in `buf`, doubling as a `Vec` does but never beyond
+/// `max` (the largest message), so a buffer's capacity stays within what the message may
+/// need.
+fn grow(buf: &mut Vec<u8>, extra: usize, max: usize) {
+    let need = buf.len() + extra;
+    if need > buf.capacity() {
+        let target = need.next_power_of_two().min(max).max(need);
+        buf.reserve_exact(target - buf.len());
+    }
 }
 
 /// The fragmentation / coalescing microprotocol.
@@ -174,7 +251,7 @@ impl Fragmentation {
         let fin = piece.flags.has(PieceFlags::FIN);
         let urgent = piece.flags.has(PieceFlags::URGENT);
         let deps = piece.deps.iter(piece.msg);
-        if off == 0 && last {
+        if off == 0 && last && !self.partials.contains_key(&piece.msg) {
             // The common case: a whole message in one piece.
             let data = Bytes::copy_from_slice(piece.data);
             self.complete(
@@ -192,21 +269,33 @@ impl Fragmentation {
             );
             return;
         }
-        let hint = self.size_hint;
-        let p = self.partials.entry(piece.msg).or_insert_with(|| Partial {
-            buf: Vec::with_capacity(hint),
-            ..Partial::default()
-        });
-        if off == p.buf.len() {
-            // In order, the common case: append without zero-filling first.
-            p.buf.extend_from_slice(piece.data);
-        } else {
-            if p.buf.len() < end {
-                p.buf.resize(end, 0);
+        let max = self.max_message;
+        let app = &mut cx.st.app;
+        let (p, before) = match self.partials.entry(piece.msg) {
+            std::collections::btree_map::Entry::Occupied(e) => {
+                let p = e.into_mut();
+                let held = p.held();
+                (p, held)
             }
-            p.buf[off..end].copy_from_slice(piece.data);
+            std::collections::btree_map::Entry::Vacant(e) => {
+                app.partial_messages += 1;
+                // A message starting in order reserves what the last one needed; one
+                // starting beyond a gap reserves nothing until the gap is filled.
+                let hint = if off == 0 { self.size_hint.min(max) } else { 0 };
+                let p = e.insert(Partial {
+                    buf: Vec::with_capacity(hint),
+                    ..Partial::default()
+                });
+                (p, 0)
+            }
+        };
+        if p.total.is_some_and(|t| end > t) || (last && p.total.is_some_and(|t| t != end)) {
+            // Contradicts the end an earlier piece gave: keep what was there.
+            cx.st.stats.malformed_dropped += 1;
+            return;
         }
-        p.got += piece.data.len();
+        p.insert(off, piece.data, max);
+        app.partial_bytes = app.partial_bytes + p.held() - before;
         p.stream = stream;
         if piece.ts.is_some() {
             p.sent_us = piece.ts;
@@ -219,8 +308,8 @@ impl Fragmentation {
             p.total = Some(end);
             p.fin = fin;
         }
-        if p.total.is_some_and(|t| p.got >= t) {
-            let p = self.partials.remove(&piece.msg).unwrap_or_default();
+        if p.total.is_some_and(|t| p.buf.len() >= t) {
+            let p = self.remove_partial(piece.msg, cx).unwrap_or_default();
             let mut buf = p.buf;
             buf.truncate(p.total.unwrap_or(0));
             // Rounded up to a power of two: stream writes cut at odd places (a 16 KiB write
@@ -240,10 +329,26 @@ impl Fragmentation {
                 },
                 cx,
             );
-        } else if !self.reliable && self.partials.len() > MAX_PARTIALS_UNRELIABLE {
-            self.partials.pop_first();
-            cx.st.stats.messages_abandoned += 1;
+        } else if !self.reliable {
+            // Without retransmission a missing piece may never come: give up on the
+            // oldest incomplete messages rather than hold more than the buffer allows.
+            while self.partials.len() > MAX_PARTIALS_UNRELIABLE
+                || (cx.st.app.held() > cx.st.app.credit_limit() && !self.partials.is_empty())
+            {
+                let oldest = *self.partials.keys().next().expect("not empty");
+                self.remove_partial(oldest, cx);
+                cx.st.stats.messages_abandoned += 1;
+            }
         }
+    }
+
+    /// Takes an incomplete message out of reassembly, and out of the receive account.
+    fn remove_partial(&mut self, msg: u64, cx: &mut Cx<'_, '_>) -> Option<Partial> {
+        let p = self.partials.remove(&msg)?;
+        let app = &mut cx.st.app;
+        app.partial_bytes -= p.held();
+        app.partial_messages -= 1;
+        Some(p)
     }
 
     /// Parks the message behind the delivery barrier and announces it; with no delivery
@@ -260,7 +365,7 @@ impl Fragmentation {
 
     /// Bytes held in incomplete messages.
     pub fn partial_bytes(&self) -> usize {
-        self.partials.values().map(|p| p.buf.len()).sum()
+        self.partials.values().map(Partial::held).sum()
     }
 }
 

@@ -509,7 +509,7 @@ fn every_frame_of_a_packet_takes_effect_however_many_it_carries() {
 
 #[test]
 fn sequencing_drops_duplicates_and_segments_beyond_the_window() {
-    let mut rx = reliable();
+    let mut rx = engine(&[Sequencing, AckTracking, Rtt, Arq, Fragmentation, Fifo]);
     let f = data_frame(PEER.seg, &[(PieceFlags::LAST, PEER.msg, 0, b"once")]);
     rx.receive(t(0), PEER.pn, &f, 50).unwrap();
     rx.receive(t(0), PEER.pn + 1, &f, 50).unwrap();
@@ -522,6 +522,34 @@ fn sequencing_drops_duplicates_and_segments_beyond_the_window() {
     );
     rx.receive(t(0), PEER.pn + 2, &far, 50).unwrap();
     assert_eq!(rx.st.stats.out_of_window_segments, 1);
+    assert_eq!(rx.st.session.close, None, "no credit was promised");
+}
+
+/// With a flow window, a segment beyond the credit given is a protocol violation (QUIC's
+/// FLOW_CONTROL_ERROR): the connection closes, and the segment changes nothing.
+#[test]
+fn a_segment_beyond_the_flow_credit_breaks_the_protocol() {
+    let mut rx = reliable();
+    let credit = rx.st.session.recv_credit;
+    assert_eq!(credit, PEER.seg + Params::default().flow_window as u64);
+    let f = data_frame(credit - 1, &[(PieceFlags::LAST, PEER.msg + 5, 0, b"last")]);
+    rx.receive(t(0), PEER.pn, &f, 50).unwrap();
+    assert_eq!(
+        rx.st.session.close, None,
+        "the last credited segment is fine"
+    );
+    let beyond = data_frame(credit, &[(PieceFlags::LAST, PEER.msg + 6, 0, b"x")]);
+    rx.receive(t(0), PEER.pn + 1, &beyond, 50).unwrap();
+    assert_eq!(rx.st.stats.protocol_violations, 1);
+    assert!(
+        matches!(&rx.st.session.close, Some(CloseReason::ProtocolViolation(w)) if w.contains("flow credit")),
+        "{:?}",
+        rx.st.session.close
+    );
+    assert_eq!(
+        rx.st.stats.packets_received, 1,
+        "the violating packet is not taken"
+    );
 }
 
 #[test]
@@ -906,11 +934,18 @@ fn flow_credit_is_announced_as_soon_as_the_application_reads() {
         recv_buffer: 65_536,
         flow_window: 64,
         ..Params::default()
-    };
+    }
+    .fit_recv_buffer();
     p.check().unwrap();
+    let window = p.flow_window as u64;
+    assert_eq!(
+        window,
+        65_536 / 4 * 3 / 1472,
+        "the window the buffer can honour"
+    );
     let mut rx = compose(reliable_set(), &p, PEER, LOCAL).unwrap();
-    // Fill the receive buffer beyond its limit with 60 segments of 1200 bytes.
-    for i in 0..60u64 {
+    // Fill the whole credit with segments of 1200 bytes the application does not read.
+    for i in 0..window {
         let f = data_frame(
             LOCAL.seg + i,
             &[(PieceFlags::LAST, LOCAL.msg + i, 0, &[9u8; 1200])],
@@ -934,7 +969,7 @@ fn flow_credit_is_announced_as_soon_as_the_application_reads() {
     };
     let before = credit_of(&drain(&mut rx, t(0)));
     assert!(
-        before.is_none_or(|c| c < LOCAL.seg + 60 + 64),
+        before.is_none_or(|c| c < LOCAL.seg + 2 * window),
         "credit frozen while the buffer is full: {before:?}"
     );
     // The application reads everything: the next poll carries the new credit (a packet of
@@ -942,7 +977,10 @@ fn flow_credit_is_announced_as_soon_as_the_application_reads() {
     while rx.st.app.rx_msgs.pop_front().is_some() {}
     rx.st.app.rx_bytes = 0;
     rx.dispatch(t(1), Event::UserRead);
-    assert_eq!(credit_of(&drain(&mut rx, t(1))), Some(LOCAL.seg + 60 + 64));
+    assert_eq!(
+        credit_of(&drain(&mut rx, t(1))),
+        Some(LOCAL.seg + 2 * window)
+    );
 }
 
 /// Fresh segments that flow control holds must not take room in the congestion window: a

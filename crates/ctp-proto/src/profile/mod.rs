@@ -472,6 +472,8 @@ pub struct Params {
     pub causal_deadline_ms: u32,
 }
 
+/// Smallest flow window, segments.
+pub const MIN_FLOW_WINDOW: u32 = 16;
 /// Smallest UDP payload a profile may use (the QUIC floor, also DPLPMTUD's base).
 pub const MIN_UDP_PAYLOAD: u16 = 1200;
 /// Largest message size a profile may set.
@@ -489,7 +491,7 @@ impl Default for Params {
             max_ack_delay_us: 5_000,
             initial_window: 10,
             send_buffer: 8 << 20,
-            recv_buffer: 16 << 20,
+            recv_buffer: 32 << 20,
             fifo_deadline_ms: 100,
             fec_k: 4,
             fec_m: 1,
@@ -524,6 +526,19 @@ impl Params {
         self
     }
 
+    /// These parameters with a flow window and a largest message the receive buffer can
+    /// honour: credit for the whole window (each segment a full UDP payload) fits in the
+    /// credited three quarters of `recv_buffer`, and a message in reassembly in half of it
+    /// (`engine::admission`). Both sides apply it to what they offer, so the window they
+    /// agree on (the smaller offer) fits both buffers.
+    pub fn fit_recv_buffer(mut self) -> Self {
+        let credited = u64::from(self.recv_buffer) / 4 * 3;
+        let fit = (credited / u64::from(self.max_udp_payload)).max(MIN_FLOW_WINDOW.into());
+        self.flow_window = self.flow_window.min(fit as u32);
+        self.max_message = self.max_message.min(self.recv_buffer / 2);
+        self
+    }
+
     /// Checks every parameter's range.
     pub fn check(&self) -> Result<(), ProfileError> {
         let bad = |name, value: u64, hint| Err(ProfileError::Param { name, value, hint });
@@ -534,7 +549,7 @@ impl Params {
                 "1200..=65000 bytes",
             );
         }
-        if !(16..=1 << 20).contains(&self.flow_window) {
+        if !(MIN_FLOW_WINDOW..=1 << 20).contains(&self.flow_window) {
             return bad(
                 "flow_window",
                 self.flow_window.into(),
@@ -607,6 +622,14 @@ impl Params {
                 "send_buffer/recv_buffer",
                 self.send_buffer.min(self.recv_buffer).into(),
                 "at least 65536 bytes",
+            );
+        }
+        let least = u64::from(MIN_FLOW_WINDOW) * u64::from(self.max_udp_payload) / 3 * 4;
+        if u64::from(self.recv_buffer) < least {
+            return bad(
+                "recv_buffer",
+                self.recv_buffer.into(),
+                "room for 16 full segments in its credited three quarters: at least 4/3 × 16 × max_udp_payload bytes",
             );
         }
         Ok(())
@@ -1060,7 +1083,9 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
     };
     if set.has(MicroId::FlowWindow) {
         session.peer_max_seg = local.seg + p.flow_window as u64;
+        session.recv_credit = peer.seg + p.flow_window as u64;
     }
+    session.peer_segment_max = p.max_udp_payload as usize;
     let mut st = State {
         segs: SegmentStore::new(p.flow_window as usize),
         app: AppIo::with_limits(p.send_buffer as usize, p.recv_buffer as usize),

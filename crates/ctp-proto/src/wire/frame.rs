@@ -296,6 +296,11 @@ pub struct DataFrame<'a> {
 }
 
 impl<'a> DataFrame<'a> {
+    /// Bytes of the segment's body (its encoded pieces).
+    pub fn body_len(&self) -> usize {
+        self.raw.len()
+    }
+
     /// The pieces of the segment (validated when the frame was parsed).
     pub fn pieces(&self) -> impl Iterator<Item = Piece<'a>> + 'a {
         let mut r = Reader::new(self.raw);

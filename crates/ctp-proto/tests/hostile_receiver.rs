@@ -1,0 +1,179 @@
+//! A peer that tries to exhaust the receiver's memory. The heap is measured for real: this
+//! test binary counts every live allocation, so a bound that holds only in the receiver's
+//! own accounting would fail here.
+
+use ctp_proto::engine::app::HELD_SLACK;
+use ctp_proto::engine::Engine;
+use ctp_proto::profile::{compose, Isn};
+use ctp_proto::wire::frame::{Deps, Frame, Piece, PieceFlags};
+use ctp_proto::wire::truncated::Truncated;
+use ctp_proto::{CloseReason, Instant, Params, Profile};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Mutex;
+
+/// Counts the bytes live on the heap.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size(), Relaxed);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size(), Relaxed);
+        unsafe { System.alloc_zeroed(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size(), Relaxed);
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        LIVE.fetch_add(new, Relaxed);
+        LIVE.fetch_sub(l.size(), Relaxed);
+        unsafe { System.realloc(p, l, new) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// The tests measure one process-wide counter: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const PEER: Isn = Isn {
+    pn: 1000,
+    seg: 50_000,
+    msg: 7_000,
+};
+
+fn receiver(recv_buffer: u32) -> Engine {
+    let params = Params {
+        recv_buffer,
+        ..Params::default()
+    }
+    .fit_recv_buffer();
+    compose(Profile::reliable().micros, &params, Isn::default(), PEER).expect("composes")
+}
+
+fn now() -> Instant {
+    Instant::from_micros(1_000_000)
+}
+
+/// A DATA frame for segment `seg` carrying `pieces` (flags, message, offset, bytes).
+fn data_frame(seg: u64, pieces: &[(u8, u64, u64, &[u8])]) -> Vec<u8> {
+    let mut f = Vec::new();
+    Frame::emit_data_header(&mut f, Truncated::whole(seg));
+    for &(flags, msg, offset, data) in pieces {
+        Piece {
+            flags: PieceFlags(flags),
+            msg,
+            offset,
+            data,
+            ts: None,
+            deps: Deps::NONE,
+        }
+        .emit(&mut f);
+    }
+    f
+}
+
+/// One 1-byte piece at an offset near the largest message claimed buffers of that size:
+/// 16 packets of 4 such pieces reserved 1 GiB. Memory must follow the bytes received.
+#[test]
+fn pieces_at_far_offsets_cost_the_bytes_they_carry() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut rx = receiver(32 << 20);
+    let max = Params::default().max_message as u64;
+    let before = LIVE.load(Relaxed);
+    for i in 0..16u64 {
+        let pieces: Vec<(u8, u64, u64, &[u8])> = (0..4)
+            .map(|j| (0, PEER.msg + 4 * i + j, max - 2 - j, &b"x"[..]))
+            .collect();
+        let f = data_frame(PEER.seg + 1 + i, &pieces);
+        rx.receive(now(), PEER.pn + i, &f, f.len() + 20).unwrap();
+    }
+    let grown = LIVE.load(Relaxed).saturating_sub(before);
+    assert!(
+        grown < 256 * 1024,
+        "64 one-byte pieces grew the heap by {grown} bytes"
+    );
+    assert_eq!(rx.st.app.partial_messages, 64);
+    assert!(rx.st.session.close.is_none(), "nothing unlawful was sent");
+}
+
+/// Complete one-byte messages parked behind one that never comes cost ~160 bytes of state
+/// each: a peer sending them in order made the receiver hold ~20 times its traffic, without
+/// bound. It is now stopped at the receive buffer: the connection closes as a protocol
+/// violation, and the heap never grew by much more than the buffer.
+#[test]
+fn messages_parked_behind_a_missing_one_are_bounded_by_the_receive_buffer() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let recv_buffer = 1 << 20;
+    let mut rx = receiver(recv_buffer);
+    let before = LIVE.load(Relaxed);
+    let mut peak = 0;
+    let per_segment = 300u64;
+    let mut packets = 0;
+    // Message PEER.msg is never sent; everything after it is, one byte each, in order.
+    for i in 0..rx.st.session.recv_credit - PEER.seg {
+        let pieces: Vec<(u8, u64, u64, &[u8])> = (0..per_segment)
+            .map(|j| {
+                let msg = PEER.msg + 1 + i * per_segment + j;
+                (PieceFlags::LAST, msg, 0, &b"y"[..])
+            })
+            .collect();
+        let f = data_frame(PEER.seg + i, &pieces);
+        rx.receive(now(), PEER.pn + i, &f, f.len() + 20).unwrap();
+        packets += 1;
+        peak = peak.max(LIVE.load(Relaxed).saturating_sub(before));
+        if rx.st.session.close.is_some() {
+            break;
+        }
+    }
+    assert!(
+        matches!(rx.st.session.close, Some(CloseReason::ProtocolViolation(_))),
+        "after {packets} packets: {:?}",
+        rx.st.session.close
+    );
+    let bound = recv_buffer as usize + HELD_SLACK + 256 * 1024;
+    assert!(
+        peak <= bound,
+        "the heap grew by {peak} bytes for a {recv_buffer}-byte receive buffer (bound {bound})"
+    );
+    assert!(rx.st.app.held() <= rx.st.app.hard_limit() + 64 * 1024);
+}
+
+/// Out-of-order segments beyond the credited share of the buffer are refused, not
+/// acknowledged: a legitimate sender retransmits them later, nothing is lost and the
+/// connection stays up.
+#[test]
+fn out_of_order_segments_beyond_the_buffer_are_refused_not_acknowledged() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let recv_buffer = 1 << 20;
+    let mut rx = receiver(recv_buffer);
+    let body = vec![7u8; 1400];
+    // Segment PEER.seg (message PEER.msg) is missing; later whole messages arrive.
+    let credit = rx.st.session.recv_credit - PEER.seg;
+    for i in 1..credit {
+        let f = data_frame(PEER.seg + i, &[(PieceFlags::LAST, PEER.msg + i, 0, &body)]);
+        rx.receive(now(), PEER.pn + i, &f, f.len() + 20).unwrap();
+    }
+    let refused = rx.st.stats.segments_refused;
+    assert!(refused > 0, "the credit spans more than the buffer's share");
+    assert!(rx.st.session.close.is_none(), "{:?}", rx.st.session.close);
+    assert!(rx.st.app.held() <= rx.st.app.credit_limit() + 2 * 1600);
+    assert_eq!(
+        rx.st.stats.packets_received,
+        credit - 1 - refused,
+        "refused packets are not taken (so not acknowledged)"
+    );
+    // The missing segment in order is taken, and everything parked goes to the reader.
+    let f = data_frame(PEER.seg, &[(PieceFlags::LAST, PEER.msg, 0, &body)]);
+    rx.receive(now(), PEER.pn + credit, &f, f.len() + 20)
+        .unwrap();
+    assert_eq!(rx.st.app.parked_messages(), 0);
+    assert_eq!(rx.st.app.rx_msgs.len() as u64, credit - refused);
+}
