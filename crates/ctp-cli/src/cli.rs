@@ -179,6 +179,10 @@ pub struct TransportArgs {
     /// summary.
     #[arg(long)]
     pub stats: bool,
+    /// A listener accepts at most this many connections at once from one address (any
+    /// port), so that one host cannot take every slot.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_per_address: usize,
 }
 
 /// `ctp send`.

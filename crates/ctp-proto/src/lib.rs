@@ -20,6 +20,7 @@ pub mod pace;
 pub mod pair;
 pub mod perfmon;
 pub mod profile;
+mod schedule;
 pub mod stats;
 pub mod time;
 pub mod udt;

@@ -28,6 +28,8 @@ pub struct EndpointOptions {
     pub socket_buffer: usize,
     /// Most connections at once on this endpoint.
     pub max_connections: usize,
+    /// Most connections at once with one peer address (any port).
+    pub max_connections_per_address: usize,
     /// Wire format: ctp's own, or UDT4 for the `udt` profiles (see `Profile::wire`).
     pub wire: ctp_proto::udt::WireFormat,
 }
@@ -40,6 +42,7 @@ impl Default for EndpointOptions {
             handshake_timeout: Duration::from_secs(10),
             socket_buffer: DEFAULT_SOCKET_BUFFER,
             max_connections: 4096,
+            max_connections_per_address: 256,
             wire: ctp_proto::udt::WireFormat::Ctp,
         }
     }
@@ -97,6 +100,7 @@ impl Endpoint {
         cfg.params = opts.params;
         cfg.handshake_timeout = opts.handshake_timeout;
         cfg.max_connections = opts.max_connections;
+        cfg.max_connections_per_address = opts.max_connections_per_address;
         cfg.wire = opts.wire;
         let state = State::new(ctp_proto::Endpoint::new(cfg), opts.accept);
         let shared = Arc::new(Shared::new(state, local_addr));

@@ -45,11 +45,17 @@ pub fn endpoint_options(
             t.handshake_timeout
         )));
     }
+    if t.max_per_address == 0 {
+        return Err(Failure::Usage(
+            "--max-per-address 0 would refuse every peer: use 1 or more".into(),
+        ));
+    }
     Ok(EndpointOptions {
         accept,
         params: profile.params,
         handshake_timeout: Duration::from_secs_f64(t.handshake_timeout),
         wire: profile.wire(),
+        max_connections_per_address: t.max_per_address,
         ..EndpointOptions::default()
     })
 }

@@ -178,6 +178,7 @@ impl Endpoint {
             self.stats.unknown_connection += 1;
             return;
         }
+        self.schedule.touch(idx);
         let Some(u) = c.udt.as_deref_mut() else {
             return;
         };
@@ -220,7 +221,7 @@ impl Endpoint {
             }
             req::RESPONSE => {
                 if !check_cookie(&self.cfg.cookie_secret, from, now, hs.cookie)
-                    || self.connection_count() >= self.cfg.max_connections
+                    || self.admits(from).is_err()
                 {
                     return false;
                 }
