@@ -106,6 +106,20 @@ pub struct BenchArgs {
     /// and written on tmpfs) instead of memory to memory (`ctp perf`) as every peer runs.
     #[arg(long)]
     pub ctp_files: bool,
+    /// Instead of the table: a legitimate transfer (`--bytes`, profile `reliable`) timed
+    /// unloaded and again while the receiver holds `--flood-idle` idle connections and
+    /// takes a handshake flood of `--flood-pps`; the receiver's RSS before, during, after.
+    #[arg(long)]
+    pub flood: bool,
+    /// Idle connections of `--flood` (from 16 loopback addresses).
+    #[arg(long, value_name = "N", default_value_t = 4000)]
+    pub flood_idle: usize,
+    /// Handshake requests per second of `--flood`.
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    pub flood_pps: u32,
+    /// The `--flood` receiver (started by the bench itself).
+    #[arg(long, value_name = "ADDR", hide = true)]
+    pub flood_server: Option<SocketAddr>,
 }
 
 /// `ctp relay`.

@@ -191,7 +191,7 @@ fn summary(
 }
 
 /// One block of pseudo-random bytes (fixed seed): incompressible, cheap.
-fn generated_block() -> Bytes {
+pub(crate) fn generated_block() -> Bytes {
     let mut block = vec![0u8; BLOCK];
     fill_pseudo_random(&mut block, &mut 0x2545_f491_4f6c_dd1d);
     block.into()

@@ -11,6 +11,7 @@
 //! between two network namespaces with a `tbf` bottleneck and optional random loss, created
 //! and deleted by the bench itself.
 
+pub mod flood;
 pub mod paths;
 pub mod peers;
 pub mod svg;
@@ -146,8 +147,18 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
         );
         return Ok(());
     }
+    if let Some(listen) = a.flood_server {
+        return flood::serve(listen).await;
+    }
     let bytes =
         crate::units::size_bytes(&a.bytes).map_err(|e| Failure::Usage(format!("--bytes: {e}")))?;
+    if a.flood {
+        if !(1..=8000).contains(&a.flood_idle) {
+            return Err(Failure::Usage("--flood-idle must be 1..=8000".into()));
+        }
+        let timeout = std::time::Duration::from_secs(a.timeout);
+        return flood::run(bytes, a.flood_idle, a.flood_pps, timeout, a.json).await;
+    }
     if a.repeat == 0 || a.repeat > 20 {
         return Err(Failure::Usage("--repeat must be 1..=20".into()));
     }
