@@ -71,6 +71,9 @@ pub struct ConnectionStats {
     pub naks_received: u64,
     /// Packets for this connection that failed to parse, dropped.
     pub malformed_dropped: u64,
+    /// Data packets dropped because their payload exceeded what the negotiated maximum
+    /// packet size allows (`udt` profiles).
+    pub oversize_dropped: u64,
     /// Smoothed RTT, microseconds.
     pub srtt_us: u64,
     /// RTT variation, microseconds.

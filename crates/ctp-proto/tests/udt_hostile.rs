@@ -1,0 +1,158 @@
+//! A UDT4 listener facing a hostile peer: datagrams crafted by hand and fed to the sans-IO
+//! endpoint (no network, no clock: every assertion is about state, never about speed).
+
+use ctp_proto::udt::packet::{
+    req, sock, Boundary, Control, ControlBody, DataHeader, Handshake, Packet,
+};
+use ctp_proto::udt::WireFormat;
+use ctp_proto::{ConnectionHandle, Endpoint, EndpointConfig, EndpointEvent, Instant};
+use std::net::SocketAddr;
+
+const ISN: u32 = 1_000;
+/// Payload bytes of a full packet at UDT4's default MSS: 1500 − 28 (IP, UDP) − 16 (UDT).
+const PAYLOAD: usize = 1456;
+
+fn t0() -> Instant {
+    Instant::from_micros(5_000_000)
+}
+
+fn peer() -> SocketAddr {
+    "10.0.0.1:4000".parse().unwrap()
+}
+
+fn listener() -> Endpoint {
+    let mut c = EndpointConfig::new([1; 32], [2; 32]);
+    c.wire = WireFormat::Udt4;
+    c.accept = true;
+    Endpoint::new(c)
+}
+
+fn handshake(req_type: i32, socket_id: u32, cookie: i32) -> Handshake {
+    Handshake {
+        version: 4,
+        sock_type: sock::STREAM,
+        isn: ISN as i32,
+        mss: 1500,
+        flow_window: 8192,
+        req_type,
+        socket_id: socket_id as i32,
+        cookie,
+        peer_ip: [0; 4],
+    }
+}
+
+fn send_ctrl(ep: &mut Endpoint, now: Instant, dst: u32, body: ControlBody) {
+    let mut out = Vec::new();
+    Control::new(0, 0, dst, body).emit(&mut out);
+    ep.handle_datagram(now, peer(), &out);
+}
+
+fn send_data(ep: &mut Endpoint, now: Instant, dst: u32, seq: u32, payload: &[u8]) {
+    let mut out = Vec::new();
+    DataHeader {
+        seq,
+        boundary: Boundary::Solo,
+        in_order: true,
+        msg: 1,
+        timestamp: 0,
+        dst,
+    }
+    .emit(&mut out);
+    out.extend_from_slice(payload);
+    ep.handle_datagram(now, peer(), &out);
+}
+
+/// Every control packet the endpoint has to send now.
+fn drain(ep: &mut Endpoint, now: Instant) -> Vec<Control> {
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    while let Some(t) = ep.poll_transmit(now, &mut buf) {
+        if let Ok(Packet::Control(c)) = Packet::parse(&buf[..t.size]) {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The cookie the listener hands out for a first request from socket `id`.
+fn cookie_for(ep: &mut Endpoint, now: Instant, id: u32) -> i32 {
+    send_ctrl(
+        ep,
+        now,
+        0,
+        ControlBody::Handshake(handshake(req::REQUEST, id, 0)),
+    );
+    drain(ep, now)
+        .into_iter()
+        .find_map(|c| match c.body {
+            ControlBody::Handshake(h) if h.cookie != 0 => Some(h.cookie),
+            _ => None,
+        })
+        .expect("a cookie challenge")
+}
+
+fn incoming(ep: &mut Endpoint) -> Vec<ConnectionHandle> {
+    let mut v = Vec::new();
+    while let Some(e) = ep.poll_event() {
+        if let EndpointEvent::Incoming(h) = e {
+            v.push(h);
+        }
+    }
+    v
+}
+
+/// A full client/server set-up from socket `id`: the server's connection and socket id.
+fn connect(ep: &mut Endpoint, now: Instant, id: u32) -> (ConnectionHandle, u32) {
+    let cookie = cookie_for(ep, now, id);
+    send_ctrl(
+        ep,
+        now,
+        0,
+        ControlBody::Handshake(handshake(req::RESPONSE, id, cookie)),
+    );
+    let h = *incoming(ep).first().expect("connection accepted");
+    let server_id = drain(ep, now)
+        .into_iter()
+        .find_map(|c| match c.body {
+            ControlBody::Handshake(h) if h.req_type == req::RESPONSE => Some(h.socket_id as u32),
+            _ => None,
+        })
+        .expect("a response");
+    (h, server_id)
+}
+
+#[test]
+fn data_packets_larger_than_the_negotiated_mss_are_not_buffered() {
+    let mut ep = listener();
+    let now = t0();
+    let (h, sid) = connect(&mut ep, now, 77);
+    // A full-size packet is taken.
+    send_data(&mut ep, now, sid, ISN, &[1; PAYLOAD]);
+    let st = ep.connection(h).unwrap().stats();
+    assert_eq!(st.buffered_bytes, PAYLOAD as u64);
+    // One byte more than the MSS allows, then 64 KB packets: none is kept.
+    send_data(&mut ep, now, sid, ISN + 1, &[2; PAYLOAD + 1]);
+    for i in 0..64 {
+        send_data(&mut ep, now, sid, ISN + 2 + i, &[3; 60_000]);
+    }
+    let st = ep.connection(h).unwrap().stats();
+    assert_eq!(
+        st.buffered_bytes, PAYLOAD as u64,
+        "oversize packets were buffered"
+    );
+    assert_eq!(st.oversize_dropped, 65);
+    assert_eq!(st.segments_received, 1);
+    let mut buf = vec![0u8; 1 << 20];
+    let n = ep
+        .connection_mut(h)
+        .unwrap()
+        .stream_read(now, &mut buf)
+        .unwrap();
+    assert_eq!(n, PAYLOAD);
+    // The next full-size packet in sequence is still welcome.
+    send_data(&mut ep, now, sid, ISN + 1, &[4; PAYLOAD]);
+    assert_eq!(
+        ep.connection(h).unwrap().stats().buffered_bytes,
+        PAYLOAD as u64
+    );
+}
