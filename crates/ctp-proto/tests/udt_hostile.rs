@@ -1,8 +1,9 @@
 //! A UDT4 listener facing a hostile peer: datagrams crafted by hand and fed to the sans-IO
 //! endpoint (no network, no clock: every assertion is about state, never about speed).
 
+use core::time::Duration;
 use ctp_proto::udt::packet::{
-    req, sock, Boundary, Control, ControlBody, DataHeader, Handshake, Packet,
+    nak_ranges, req, sock, Boundary, Control, ControlBody, DataHeader, Handshake, Packet,
 };
 use ctp_proto::udt::WireFormat;
 use ctp_proto::{ConnectionHandle, Endpoint, EndpointConfig, EndpointEvent, Instant};
@@ -155,4 +156,51 @@ fn data_packets_larger_than_the_negotiated_mss_are_not_buffered() {
         ep.connection(h).unwrap().stats().buffered_bytes,
         PAYLOAD as u64
     );
+}
+
+/// The wire sequence numbers of every NAK the endpoint sends until `until`.
+fn naks_until(ep: &mut Endpoint, from: Instant, until: Instant) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    let mut now = from;
+    while now <= until {
+        ep.handle_timeout(now);
+        for c in drain(ep, now) {
+            if let ControlBody::Nak(w) = c.body {
+                out.extend(nak_ranges(&w));
+            }
+        }
+        now += Duration::from_millis(5);
+    }
+    out
+}
+
+#[test]
+fn a_sequence_jump_beyond_the_flow_window_does_not_grow_the_loss_list() {
+    let mut ep = listener();
+    let now = t0();
+    let (h, sid) = connect(&mut ep, now, 78);
+    send_data(&mut ep, now, sid, ISN, &[1; 100]);
+    // A data packet claiming to be 2^29 packets ahead: dropped, no loss recorded.
+    send_data(&mut ep, now, sid, ISN + (1 << 29), &[2; 100]);
+    // A drop request for a message 2^29 packets ahead.
+    let far = ISN + (1 << 29);
+    let mut c = Control::new(5, 0, sid, ControlBody::DropRequest(Some((far, far + 1))));
+    c.timestamp = 0;
+    let mut out = Vec::new();
+    c.emit(&mut out);
+    ep.handle_datagram(now, peer(), &out);
+    let naks = naks_until(&mut ep, now, now + Duration::from_millis(200));
+    for &(a, b) in &naks {
+        assert!(
+            a >= ISN && b < ISN + 8192,
+            "NAK of {a}..={b}: beyond the flow window ({} packets)",
+            b.wrapping_sub(a) + 1
+        );
+    }
+    // Both counted: the data packet and the drop request.
+    let st = ep.connection(h).unwrap().stats();
+    assert_eq!(st.out_of_window_segments, 2, "{st:?}");
+    // Legitimate traffic continues: the next packet is taken and acknowledged.
+    send_data(&mut ep, now, sid, ISN + 1, &[3; 100]);
+    assert_eq!(ep.connection(h).unwrap().stats().buffered_bytes, 200);
 }

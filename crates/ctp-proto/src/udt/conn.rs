@@ -724,7 +724,9 @@ impl UdtConnection {
                     Self::ext_near(reference, rw, a),
                     Self::ext_near(reference, rw, b),
                 ) {
-                    self.rcv.drop_message(x, y);
+                    if self.rcv.drop_message(x, y) {
+                        self.stats.out_of_window_segments += 1;
+                    }
                     if !self.rcv.loss().is_empty() {
                         // A gap before the dropped message is reported by the timer.
                         self.arm_nak(now);
