@@ -204,3 +204,45 @@ fn a_sequence_jump_beyond_the_flow_window_does_not_grow_the_loss_list() {
     send_data(&mut ep, now, sid, ISN + 1, &[3; 100]);
     assert_eq!(ep.connection(h).unwrap().stats().buffered_bytes, 200);
 }
+
+#[test]
+fn a_cookie_is_good_only_for_the_socket_id_it_was_issued_to() {
+    let mut ep = listener();
+    let now = t0();
+    let cookie = cookie_for(&mut ep, now, 1001);
+    send_ctrl(
+        &mut ep,
+        now,
+        0,
+        ControlBody::Handshake(handshake(req::RESPONSE, 1001, cookie)),
+    );
+    assert_eq!(incoming(&mut ep).len(), 1, "the rightful echo is accepted");
+    drain(&mut ep, now);
+    let dropped = ep.stats().handshake_dropped;
+    // The same cookie echoed with other socket ids: no new connection.
+    for id in 2000..2050 {
+        send_ctrl(
+            &mut ep,
+            now,
+            0,
+            ControlBody::Handshake(handshake(req::RESPONSE, id, cookie)),
+        );
+    }
+    assert!(
+        incoming(&mut ep).is_empty(),
+        "a replayed cookie was accepted"
+    );
+    assert_eq!(ep.connection_count(), 1);
+    assert_eq!(ep.stats().handshake_dropped, dropped + 50);
+    // A repeated echo of the rightful one still reaches its connection (response again).
+    send_ctrl(
+        &mut ep,
+        now,
+        0,
+        ControlBody::Handshake(handshake(req::RESPONSE, 1001, cookie)),
+    );
+    assert!(drain(&mut ep, now).iter().any(|c| matches!(
+        c.body,
+        ControlBody::Handshake(h) if h.req_type == req::RESPONSE && c.dst == 1001
+    )));
+}

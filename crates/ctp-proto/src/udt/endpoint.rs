@@ -211,7 +211,7 @@ impl Endpoint {
             req::REQUEST if hs.cookie == 0 => {
                 // Stateless: the request comes back with a cookie.
                 let mut reply = *hs;
-                reply.cookie = mint_cookie(&self.cfg.cookie_secret, from, now);
+                reply.cookie = mint_cookie(&self.cfg.cookie_secret, from, hs.socket_id as u32, now);
                 let mut out = Vec::new();
                 Control::new(0, 0, hs.socket_id as u32, ControlBody::Handshake(reply))
                     .emit(&mut out);
@@ -219,7 +219,8 @@ impl Endpoint {
                 true
             }
             req::RESPONSE => {
-                if !check_cookie(&self.cfg.cookie_secret, from, now, hs.cookie)
+                let peer_id = hs.socket_id as u32;
+                if !check_cookie(&self.cfg.cookie_secret, from, peer_id, now, hs.cookie)
                     || self.connection_count() >= self.cfg.max_connections
                 {
                     return false;
