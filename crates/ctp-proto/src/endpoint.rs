@@ -15,7 +15,8 @@ use crate::wire::{integrity, varint, Reader, WireError};
 use core::time::Duration;
 use rand_chacha::rand_core::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::SocketAddr;
 
 /// Handle of a connection inside its endpoint.
@@ -91,6 +92,15 @@ pub struct Endpoint {
     pub(crate) rng: ChaCha8Rng,
     pub(crate) conns: Vec<Option<Connection>>,
     pub(crate) by_cid: HashMap<ConnectionId, usize>,
+    /// UDT4 connections whose peer socket id is known, by peer address and socket id:
+    /// where a first handshake (destination socket 0) goes.
+    pub(crate) udt_by_peer: HashMap<(SocketAddr, u32), usize>,
+    /// UDT4 rendezvous connections still waiting for their peer's socket id, by address.
+    pub(crate) udt_rendezvous: HashMap<SocketAddr, Vec<usize>>,
+    /// Live connections.
+    live: usize,
+    /// Empty slots of `conns`, smallest first (a new connection takes the smallest).
+    free: BinaryHeap<Reverse<usize>>,
     pub(crate) events: VecDeque<EndpointEvent>,
     pub(crate) stateless: VecDeque<(SocketAddr, Vec<u8>)>,
     pub(crate) stats: EndpointStats,
@@ -107,6 +117,10 @@ impl Endpoint {
             rng,
             conns: Vec::new(),
             by_cid: HashMap::new(),
+            udt_by_peer: HashMap::new(),
+            udt_rendezvous: HashMap::new(),
+            live: 0,
+            free: BinaryHeap::new(),
             events: VecDeque::new(),
             stateless: VecDeque::new(),
             stats: EndpointStats::default(),
@@ -137,7 +151,7 @@ impl Endpoint {
 
     /// Number of live connection slots.
     pub fn connection_count(&self) -> usize {
-        self.conns.iter().flatten().count()
+        self.live
     }
 
     fn fresh_cid(&mut self) -> ConnectionId {
@@ -164,8 +178,8 @@ impl Endpoint {
 
     pub(crate) fn insert(&mut self, c: Connection) -> ConnectionHandle {
         let cid = c.local_cid;
-        let idx = match self.conns.iter().position(Option::is_none) {
-            Some(i) => {
+        let idx = match self.free.pop() {
+            Some(Reverse(i)) => {
                 self.conns[i] = Some(c);
                 self.reported_closed[i] = false;
                 i
@@ -176,7 +190,9 @@ impl Endpoint {
                 self.conns.len() - 1
             }
         };
+        self.live += 1;
         self.by_cid.insert(cid, idx);
+        self.udt_index(idx);
         ConnectionHandle(idx)
     }
 
@@ -601,7 +617,12 @@ impl Endpoint {
     /// peer is left to the endpoint to send.
     pub fn remove(&mut self, h: ConnectionHandle) {
         if let Some(mut c) = self.conns.get_mut(h.0).and_then(Option::take) {
+            self.live -= 1;
+            self.free.push(Reverse(h.0));
             self.by_cid.remove(&c.local_cid);
+            if let Some(u) = c.udt.as_deref() {
+                self.udt_unindex(h.0, u.remote(), u.peer_id());
+            }
             let mut close = Vec::new();
             if c.build_close(&mut close) {
                 self.queue_stateless(c.remote, close);

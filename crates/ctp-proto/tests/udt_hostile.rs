@@ -2,11 +2,12 @@
 //! endpoint (no network, no clock: every assertion is about state, never about speed).
 
 use core::time::Duration;
+use ctp_proto::pair::Pair;
 use ctp_proto::udt::packet::{
     nak_ranges, req, sock, Boundary, Control, ControlBody, DataHeader, Handshake, Packet,
 };
 use ctp_proto::udt::WireFormat;
-use ctp_proto::{ConnectionHandle, Endpoint, EndpointConfig, EndpointEvent, Instant};
+use ctp_proto::{ConnectionHandle, Endpoint, EndpointConfig, EndpointEvent, Instant, Profile};
 use std::net::SocketAddr;
 
 const ISN: u32 = 1_000;
@@ -175,6 +176,35 @@ fn naks_until(ep: &mut Endpoint, from: Instant, until: Instant) -> Vec<(u32, u32
 }
 
 #[test]
+fn a_removed_connection_is_forgotten_by_the_first_handshake_index() {
+    let mut ep = listener();
+    let now = t0();
+    let cookie = cookie_for(&mut ep, now, 79);
+    let echo = ControlBody::Handshake(handshake(req::RESPONSE, 79, cookie));
+    send_ctrl(&mut ep, now, 0, echo.clone());
+    let h = incoming(&mut ep)[0];
+    // A repeated echo, or request, reaches the connection, not the listener.
+    send_ctrl(&mut ep, now, 0, echo);
+    send_ctrl(
+        &mut ep,
+        now,
+        0,
+        ControlBody::Handshake(handshake(req::REQUEST, 79, 0)),
+    );
+    assert!(incoming(&mut ep).is_empty());
+    assert_eq!(ep.connection_count(), 1);
+    assert_eq!(ep.stats().handshake_dropped, 0);
+    ep.connection_mut(h).unwrap().abort(now, "test");
+    ep.remove(h);
+    drain(&mut ep, now);
+    assert_eq!(ep.connection_count(), 0);
+    // Once removed, the same socket sets up a new connection (in the freed slot).
+    let (h2, _) = connect(&mut ep, now, 79);
+    assert_eq!(h2, h);
+    assert_eq!(ep.connection_count(), 1);
+}
+
+#[test]
 fn a_sequence_jump_beyond_the_flow_window_does_not_grow_the_loss_list() {
     let mut ep = listener();
     let now = t0();
@@ -245,4 +275,38 @@ fn a_cookie_is_good_only_for_the_socket_id_it_was_issued_to() {
         c.body,
         ControlBody::Handshake(h) if h.req_type == req::RESPONSE && c.dst == 1001
     )));
+}
+
+#[test]
+fn two_listeners_dialling_each_other_at_once_both_connect() {
+    // Each endpoint listens and connects to the other: a first handshake (destination
+    // socket 0) must reach the listener, not the endpoint's own connection in set-up.
+    let mut a = EndpointConfig::new([3; 32], [4; 32]);
+    a.wire = WireFormat::Udt4;
+    a.accept = true;
+    let mut b = EndpointConfig::new([5; 32], [6; 32]);
+    b.wire = WireFormat::Udt4;
+    b.accept = true;
+    let mut p = Pair::with_configs(9, a, b);
+    let now = p.now;
+    let ca = p
+        .client
+        .connect(now, p.server_addr, &Profile::udt())
+        .unwrap();
+    let cb = p
+        .server
+        .connect(now, p.client_addr, &Profile::udt())
+        .unwrap();
+    let ok = p.run_until(Duration::from_secs(5), |p| {
+        p.client.connection(ca).is_some_and(|c| c.is_established())
+            && p.server.connection(cb).is_some_and(|c| c.is_established())
+    });
+    assert!(ok, "the two set-ups did not complete");
+    let accepted = |ev: &[EndpointEvent]| {
+        ev.iter()
+            .filter(|e| matches!(e, EndpointEvent::Incoming(_)))
+            .count()
+    };
+    assert_eq!(accepted(&p.client_events), 1);
+    assert_eq!(accepted(&p.server_events), 1);
 }

@@ -151,7 +151,7 @@ pub struct UdtConnection {
     cfg: UdtConfig,
     prop: Proposal,
     /// The peer's socket id (0 until known).
-    pub peer_id: u32,
+    peer_id: u32,
     peer_isn: u32,
     /// Payload bytes of the data packets sent: what the negotiated MSS allows.
     payload: usize,
@@ -375,6 +375,16 @@ impl UdtConnection {
     /// This side's socket id.
     pub fn socket_id(&self) -> u32 {
         self.prop.socket_id
+    }
+
+    /// The peer's socket id (0 until known).
+    pub fn peer_id(&self) -> u32 {
+        self.peer_id
+    }
+
+    /// True for a rendezvous connection.
+    pub fn is_rendezvous(&self) -> bool {
+        self.role == Role::Rendezvous
     }
 
     /// The peer's address.
