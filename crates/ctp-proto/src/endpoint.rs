@@ -16,7 +16,8 @@ use crate::wire::{integrity, varint, Reader, WireError};
 use core::time::Duration;
 use rand_chacha::rand_core::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::{HashMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 
 /// Handle of a connection inside its endpoint.
@@ -96,16 +97,21 @@ pub struct Endpoint {
     pub(crate) rng: ChaCha8Rng,
     pub(crate) conns: Vec<Option<Connection>>,
     pub(crate) by_cid: HashMap<ConnectionId, usize>,
+    /// UDT4 connections whose peer socket id is known, by peer address and socket id:
+    /// where a first handshake (destination socket 0) goes.
+    pub(crate) udt_by_peer: HashMap<(SocketAddr, u32), usize>,
+    /// UDT4 rendezvous connections still waiting for their peer's socket id, by address.
+    pub(crate) udt_rendezvous: HashMap<SocketAddr, Vec<usize>>,
+    /// Live connections.
+    live: usize,
+    /// Empty slots of `conns`, smallest first (a new connection takes the smallest).
+    free: BinaryHeap<Reverse<usize>>,
     pub(crate) events: VecDeque<EndpointEvent>,
     pub(crate) stateless: VecDeque<(SocketAddr, Vec<u8>)>,
     pub(crate) stats: EndpointStats,
     reported_closed: Vec<bool>,
     /// Which connections need attention (no call looks at all of them).
     pub(crate) schedule: Schedule,
-    /// Empty slots of `conns`, reused first.
-    free: Vec<usize>,
-    /// Connections in `conns`.
-    live: usize,
     /// Connections per peer address.
     per_address: HashMap<IpAddr, usize>,
 }
@@ -119,13 +125,15 @@ impl Endpoint {
             rng,
             conns: Vec::new(),
             by_cid: HashMap::new(),
+            udt_by_peer: HashMap::new(),
+            udt_rendezvous: HashMap::new(),
+            live: 0,
+            free: BinaryHeap::new(),
             events: VecDeque::new(),
             stateless: VecDeque::new(),
             stats: EndpointStats::default(),
             reported_closed: Vec::new(),
             schedule: Schedule::default(),
-            free: Vec::new(),
-            live: 0,
             per_address: HashMap::new(),
         }
     }
@@ -195,9 +203,8 @@ impl Endpoint {
     pub(crate) fn insert(&mut self, c: Connection) -> ConnectionHandle {
         let cid = c.local_cid;
         *self.per_address.entry(c.remote.ip()).or_default() += 1;
-        self.live += 1;
         let idx = match self.free.pop() {
-            Some(i) => {
+            Some(Reverse(i)) => {
                 self.conns[i] = Some(c);
                 self.reported_closed[i] = false;
                 i
@@ -208,8 +215,10 @@ impl Endpoint {
                 self.conns.len() - 1
             }
         };
+        self.live += 1;
         self.by_cid.insert(cid, idx);
         self.schedule.touch(idx);
+        self.udt_index(idx);
         ConnectionHandle(idx)
     }
 
@@ -660,15 +669,18 @@ impl Endpoint {
     /// peer is left to the endpoint to send.
     pub fn remove(&mut self, h: ConnectionHandle) {
         if let Some(mut c) = self.conns.get_mut(h.0).and_then(Option::take) {
-            self.by_cid.remove(&c.local_cid);
             self.live -= 1;
-            self.free.push(h.0);
+            self.free.push(Reverse(h.0));
+            self.by_cid.remove(&c.local_cid);
             self.schedule.forget(h.0);
             if let Some(n) = self.per_address.get_mut(&c.remote.ip()) {
                 *n -= 1;
                 if *n == 0 {
                     self.per_address.remove(&c.remote.ip());
                 }
+            }
+            if let Some(u) = c.udt.as_deref() {
+                self.udt_unindex(h.0, u.remote(), u.peer_id());
             }
             let mut close = Vec::new();
             if c.build_close(&mut close) {

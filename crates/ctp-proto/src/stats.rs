@@ -37,7 +37,8 @@ pub struct ConnectionStats {
     pub rto_expiries: u64,
     /// Duplicate segments received and dropped.
     pub duplicate_segments: u64,
-    /// Segments dropped because they lay outside the receive window.
+    /// Segments dropped because they lay outside the receive window (`udt` profiles: also
+    /// drop requests reaching past it, whose part beyond the window is ignored).
     pub out_of_window_segments: u64,
     /// Forward-error-correction repair frames sent.
     pub fec_repairs_sent: u64,
@@ -76,6 +77,9 @@ pub struct ConnectionStats {
     pub segments_refused: u64,
     /// Protocol violations by the peer (each closes the connection).
     pub protocol_violations: u64,
+    /// Data packets dropped because their payload exceeded what the negotiated maximum
+    /// packet size allows (`udt` profiles).
+    pub oversize_dropped: u64,
     /// Smoothed RTT, microseconds.
     pub srtt_us: u64,
     /// RTT variation, microseconds.

@@ -247,6 +247,45 @@ fn rendezvous_connects_both_sides_and_carries_data() {
     assert!(eof && got == payload);
 }
 
+/// A `udt` profile whose MSS allows jumbo frames (9000-byte IP datagrams).
+fn jumbo() -> Profile {
+    let mut p = Profile::udt();
+    p.params.max_udp_payload = 8972;
+    p
+}
+
+#[test]
+fn sides_with_different_mss_send_what_the_other_accepts() {
+    // Client/server: the client adopts the smaller MSS of the server's response.
+    let mut p = udt_pair(7, false);
+    let (c, s) = connect(&mut p, &jumbo());
+    let payload = data(300_000, 4);
+    let (got, eof) = stream_transfer(&mut p, c, s, &payload, Duration::from_secs(60));
+    assert!(eof && got == payload);
+    let rs = p.server.connection(s).unwrap().stats();
+    assert_eq!(rs.oversize_dropped, 0, "{rs:?}");
+    assert_eq!(p.client.connection(c).unwrap().stats().path_mtu, 1500);
+    // Rendezvous: each side sends no more than the other's MSS.
+    for (n, (pc, ps)) in [(jumbo(), Profile::udt()), (Profile::udt(), jumbo())]
+        .into_iter()
+        .enumerate()
+    {
+        let mut p = udt_pair(8 + n as u64, true);
+        let (now, sa, ca) = (p.now, p.server_addr, p.client_addr);
+        let c = p.client.connect_rendezvous(now, sa, &pc).unwrap();
+        let s = p.server.connect_rendezvous(now, ca, &ps).unwrap();
+        let ok = p.run_until(Duration::from_secs(10), |p| {
+            p.client.connection(c).is_some_and(|x| x.is_established())
+                && p.server.connection(s).is_some_and(|x| x.is_established())
+        });
+        assert!(ok, "rendezvous did not complete");
+        let (got, eof) = stream_transfer(&mut p, c, s, &payload, Duration::from_secs(60));
+        assert!(eof && got == payload, "rendezvous {n}");
+        let rs = p.server.connection(s).unwrap().stats();
+        assert_eq!(rs.oversize_dropped, 0, "{rs:?}");
+    }
+}
+
 #[test]
 fn close_delivers_everything_then_shuts_down_both_sides() {
     let mut p = udt_pair(7, false);

@@ -75,6 +75,12 @@ fn stream_vectors_roundtrip_and_decode() {
         hs[2].1.cookie, hs[1].1.cookie,
         "the client repeats the cookie"
     );
+    // ... and its socket id, to which the cookie is bound (the listener's cookie covers it).
+    assert_eq!(hs[2].1.socket_id, hs[0].1.socket_id);
+    assert_eq!(
+        hs[1].0 as i32, hs[0].1.socket_id,
+        "challenge addressed to it"
+    );
     assert_eq!(hs[3].1.req_type, req::RESPONSE);
     assert_eq!(hs[3].0 as i32, hs[0].1.socket_id, "addressed to the client");
     // The first data packet carries the client's initial sequence number.

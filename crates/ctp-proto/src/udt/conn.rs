@@ -151,9 +151,13 @@ pub struct UdtConnection {
     cfg: UdtConfig,
     prop: Proposal,
     /// The peer's socket id (0 until known).
-    pub peer_id: u32,
+    peer_id: u32,
     peer_isn: u32,
+    /// Payload bytes of the data packets sent: what the negotiated MSS allows.
     payload: usize,
+    /// Largest payload a received data packet may carry: what the MSS this side proposed
+    /// allows (a larger one is dropped: the receive buffer is sized in such packets).
+    max_rcv_payload: usize,
     start: Instant,
     ctrl_out: VecDeque<Control>,
     snd: Sender,
@@ -210,6 +214,23 @@ pub struct UdtConnection {
     peer_capacity: u32,
 }
 
+/// Data payload bytes per packet at maximum packet size `mss` (an IP datagram: UDT4's
+/// `m_iPayloadSize`, the MSS less the IP, UDP and UDT headers).
+fn payload_for(mss: u32) -> usize {
+    mss.saturating_sub(IP_UDP_OVERHEAD + HEADER_LEN as u32)
+        .max(16) as usize
+}
+
+/// The congestion controller of `cfg` for packets of `payload` bytes.
+fn build_cc(cfg: &UdtConfig, payload: usize) -> AnyCc {
+    cfg.cc.build(&cc::Config {
+        mss: payload as u64,
+        initial_window: 16,
+        rate: cfg.cc_rate,
+        max_window: u64::from(cfg.flow_window),
+    })
+}
+
 /// UDT native (or its noisy-link mode): the controller that keeps UDT4's own accounting.
 fn is_udt_native(cc: &AnyCc) -> bool {
     matches!(cc, AnyCc::Udt(_) | AnyCc::UdtNoisy(_))
@@ -231,16 +252,8 @@ impl UdtConnection {
         socket_id: u32,
         isn: u32,
     ) -> Self {
-        let payload = cfg
-            .mss
-            .saturating_sub(IP_UDP_OVERHEAD + HEADER_LEN as u32)
-            .max(16) as usize;
-        let cc = cfg.cc.build(&cc::Config {
-            mss: payload as u64,
-            initial_window: 16,
-            rate: cfg.cc_rate,
-            max_window: u64::from(cfg.flow_window),
-        });
+        let payload = payload_for(cfg.mss);
+        let cc = build_cc(&cfg, payload);
         let rate = if cc.wants_packet_events() && !is_udt_native(&cc) {
             DeliveryRate::new(u64::from(cfg.flow_window), Acks::Cumulative)
         } else {
@@ -262,6 +275,7 @@ impl UdtConnection {
             peer_id: 0,
             peer_isn: 0,
             payload,
+            max_rcv_payload: payload,
             start: now,
             ctrl_out: VecDeque::new(),
             snd: Sender::new(payload, cfg.send_buffer),
@@ -363,6 +377,16 @@ impl UdtConnection {
         self.prop.socket_id
     }
 
+    /// The peer's socket id (0 until known).
+    pub fn peer_id(&self) -> u32 {
+        self.peer_id
+    }
+
+    /// True for a rendezvous connection.
+    pub fn is_rendezvous(&self) -> bool {
+        self.role == Role::Rendezvous
+    }
+
     /// The peer's address.
     pub fn remote(&self) -> SocketAddr {
         self.remote
@@ -413,6 +437,7 @@ impl UdtConnection {
     }
 
     fn establish(&mut self, now: Instant, hs: &Handshake) {
+        self.adopt_mss(hs.mss as u32);
         self.peer_id = hs.socket_id as u32;
         self.peer_isn = hs.isn as u32 & super::packet::MAX_SEQ;
         let w = (hs.flow_window.max(2) as u64).min(u64::from(self.cfg.flow_window));
@@ -423,6 +448,22 @@ impl UdtConnection {
         self.activity = true;
         self.last_rsp = now;
         self.next_ack = now + Duration::from_micros(SYN_US);
+    }
+
+    /// Sends packets no larger than the peer's `mss` allows (the server's response carries
+    /// the smaller of both sides' MSS, a rendezvous peer's handshake its own). Nothing was
+    /// written before set-up, so the sender and the congestion controller start afresh
+    /// with the new packet size. What this side accepts stays what it proposed.
+    fn adopt_mss(&mut self, mss: u32) {
+        self.cfg.mss = self.cfg.mss.min(mss);
+        let payload = payload_for(self.cfg.mss);
+        if payload == self.payload {
+            return;
+        }
+        debug_assert!(self.snd.is_empty(), "data queued before set-up");
+        self.payload = payload;
+        self.snd = Sender::new(payload, self.cfg.send_buffer);
+        self.cc = build_cc(&self.cfg, payload);
     }
 
     /// Handles a handshake addressed to this connection.
@@ -446,7 +487,6 @@ impl UdtConnection {
                     self.queue_handshake(req::RESPONSE, hs.cookie);
                     self.hs_next = Some(now + HANDSHAKE_INTERVAL);
                 } else if hs.req_type == req::RESPONSE && hs.socket_id != 0 {
-                    self.cfg.mss = self.cfg.mss.min(hs.mss as u32);
                     self.establish(now, hs);
                 }
             }
@@ -522,6 +562,13 @@ impl UdtConnection {
     }
 
     fn on_data(&mut self, now: Instant, h: &DataHeader, payload: &[u8]) {
+        if payload.len() > self.max_rcv_payload {
+            // Larger than the MSS this side proposed allows: no UDT4 sender makes such a
+            // packet, and buffering it would let a peer hold a flow window of 64 KB
+            // datagrams instead of full-size packets.
+            self.stats.oversize_dropped += 1;
+            return;
+        }
         self.stats.segments_received += 1;
         let reference = self.rcv.next_expected();
         let Some(ext) = Self::ext_near(reference, self.wire_rcv(reference), h.seq) else {
@@ -687,7 +734,9 @@ impl UdtConnection {
                     Self::ext_near(reference, rw, a),
                     Self::ext_near(reference, rw, b),
                 ) {
-                    self.rcv.drop_message(x, y);
+                    if self.rcv.drop_message(x, y) {
+                        self.stats.out_of_window_segments += 1;
+                    }
                     if !self.rcv.loss().is_empty() {
                         // A gap before the dropped message is reported by the timer.
                         self.arm_nak(now);

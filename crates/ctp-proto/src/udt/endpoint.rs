@@ -123,14 +123,43 @@ impl Endpoint {
         self.udt_connect(now, remote, profile, true)
     }
 
-    /// The connection set up from `from`, if any, whose peer socket id is `peer_id`
-    /// (`None`: any, e.g. a rendezvous peer whose id is not known yet).
-    fn udt_by_remote(&self, from: SocketAddr, peer_id: Option<u32>) -> Option<usize> {
-        self.conns.iter().position(|c| {
-            c.as_ref().and_then(|c| c.udt.as_deref()).is_some_and(|u| {
-                u.remote() == from && peer_id.is_none_or(|p| u.peer_id == p || u.peer_id == 0)
-            })
-        })
+    /// The connection a first handshake (destination socket 0) from socket `peer_id` at
+    /// `from` belongs to: the one whose peer is that socket, else a rendezvous connection
+    /// with `from` that has not heard its peer yet. A client's connection in set-up is not
+    /// one: its server addresses it by its socket id, and a first handshake from that
+    /// address is a new connection for this endpoint's listener.
+    fn udt_by_remote(&self, from: SocketAddr, peer_id: u32) -> Option<usize> {
+        self.udt_by_peer
+            .get(&(from, peer_id))
+            .or_else(|| self.udt_rendezvous.get(&from)?.first())
+            .copied()
+    }
+
+    /// Enters UDT connection `idx` into the first-handshake index (see
+    /// [`Self::udt_by_remote`]).
+    pub(crate) fn udt_index(&mut self, idx: usize) {
+        let Some(u) = self.conns[idx].as_ref().and_then(|c| c.udt.as_deref()) else {
+            return;
+        };
+        let (remote, peer) = (u.remote(), u.peer_id());
+        if peer != 0 {
+            self.udt_by_peer.insert((remote, peer), idx);
+        } else if u.is_rendezvous() {
+            self.udt_rendezvous.entry(remote).or_default().push(idx);
+        }
+    }
+
+    /// Takes UDT connection `idx` (peer `remote`, socket `peer`) out of the index.
+    pub(crate) fn udt_unindex(&mut self, idx: usize, remote: SocketAddr, peer: u32) {
+        if self.udt_by_peer.get(&(remote, peer)) == Some(&idx) {
+            self.udt_by_peer.remove(&(remote, peer));
+        }
+        if let Some(v) = self.udt_rendezvous.get_mut(&remote) {
+            v.retain(|&i| i != idx);
+            if v.is_empty() {
+                self.udt_rendezvous.remove(&remote);
+            }
+        }
     }
 
     /// Processes one UDT4 datagram.
@@ -154,7 +183,7 @@ impl Endpoint {
                     body: ControlBody::Handshake(hs),
                     ..
                 }) => {
-                    let known = self.udt_by_remote(from, Some(hs.socket_id as u32));
+                    let known = self.udt_by_remote(from, hs.socket_id as u32);
                     if known.is_none() && self.cfg.accept {
                         let ok = self.udt_listen(now, from, hs);
                         if !ok {
@@ -183,9 +212,16 @@ impl Endpoint {
             return;
         };
         let was = u.state.clone();
+        let peer_was = u.peer_id();
         u.on_packet(now, p, data.len());
         let is = u.state.clone();
+        let peer_is = u.peer_id();
         c.sync_udt();
+        if peer_is != peer_was {
+            // The peer's socket id became known (or changed): index it under that.
+            self.udt_unindex(idx, from, peer_was);
+            self.udt_index(idx);
+        }
         if was != is && is == crate::ConnectionState::Established {
             self.events
                 .push_back(EndpointEvent::Connected(ConnectionHandle(idx)));
@@ -212,7 +248,7 @@ impl Endpoint {
             req::REQUEST if hs.cookie == 0 => {
                 // Stateless: the request comes back with a cookie.
                 let mut reply = *hs;
-                reply.cookie = mint_cookie(&self.cfg.cookie_secret, from, now);
+                reply.cookie = mint_cookie(&self.cfg.cookie_secret, from, hs.socket_id as u32, now);
                 let mut out = Vec::new();
                 Control::new(0, 0, hs.socket_id as u32, ControlBody::Handshake(reply))
                     .emit(&mut out);
@@ -220,7 +256,8 @@ impl Endpoint {
                 true
             }
             req::RESPONSE => {
-                if !check_cookie(&self.cfg.cookie_secret, from, now, hs.cookie)
+                let peer_id = hs.socket_id as u32;
+                if !check_cookie(&self.cfg.cookie_secret, from, peer_id, now, hs.cookie)
                     || self.admits(from).is_err()
                 {
                     return false;

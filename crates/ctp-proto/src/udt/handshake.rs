@@ -14,6 +14,10 @@
 //! The cookie is UDT4's idea (a hash of the client's address and the current minute,
 //! accepted for the current and the previous minute), keyed here with the endpoint's
 //! secret through BLAKE3 instead of UDT4's MD5 of a string: only the server checks it.
+//! It also covers the socket id of the request it answers, so one cookie admits one
+//! connection: an echo naming another socket id is refused (UDT4's, bound to the address
+//! alone, can be echoed with new ids for as many connections as the peer likes). A UDT4
+//! client repeats its socket id in the echo (`m_ConnReq` is sent twice), as ctp's does.
 
 use super::packet::{sock, Handshake};
 use crate::time::Instant;
@@ -24,29 +28,38 @@ pub const VERSION: i32 = 4;
 /// Cookie time bucket, microseconds (one minute, as UDT4).
 pub const COOKIE_BUCKET_US: u64 = 60_000_000;
 
-/// The SYN cookie for `peer` in the time bucket `bucket`.
-fn cookie_in(secret: &[u8; 32], peer: SocketAddr, bucket: u64) -> i32 {
+/// The SYN cookie for socket `socket_id` at `peer` in the time bucket `bucket`.
+fn cookie_in(secret: &[u8; 32], peer: SocketAddr, socket_id: u32, bucket: u64) -> i32 {
     let mut h = blake3::Hasher::new_keyed(secret);
     h.update(b"ctp udt4 cookie");
     h.update(peer.to_string().as_bytes());
+    h.update(&[0]);
+    h.update(&socket_id.to_le_bytes());
     h.update(&bucket.to_le_bytes());
     let d = h.finalize();
     let b = d.as_bytes();
     i32::from_le_bytes([b[0], b[1], b[2], b[3]])
 }
 
-/// The cookie a server hands to `peer` now.
-pub fn mint_cookie(secret: &[u8; 32], peer: SocketAddr, now: Instant) -> i32 {
-    cookie_in(secret, peer, now.as_micros() / COOKIE_BUCKET_US)
+/// The cookie a server hands now to the request of socket `socket_id` at `peer`.
+pub fn mint_cookie(secret: &[u8; 32], peer: SocketAddr, socket_id: u32, now: Instant) -> i32 {
+    cookie_in(secret, peer, socket_id, now.as_micros() / COOKIE_BUCKET_US)
 }
 
-/// True when `cookie` is one this server handed to `peer` in this or the previous minute.
-pub fn check_cookie(secret: &[u8; 32], peer: SocketAddr, now: Instant, cookie: i32) -> bool {
+/// True when `cookie` is one this server handed to socket `socket_id` at `peer` in this or
+/// the previous minute.
+pub fn check_cookie(
+    secret: &[u8; 32],
+    peer: SocketAddr,
+    socket_id: u32,
+    now: Instant,
+    cookie: i32,
+) -> bool {
     let bucket = now.as_micros() / COOKIE_BUCKET_US;
-    cookie == cookie_in(secret, peer, bucket)
+    cookie == cookie_in(secret, peer, socket_id, bucket)
         || bucket
             .checked_sub(1)
-            .is_some_and(|b| cookie == cookie_in(secret, peer, b))
+            .is_some_and(|b| cookie == cookie_in(secret, peer, socket_id, b))
 }
 
 /// The peer address words as UDT4 writes them: the IPv4 `s_addr` bytes read as a
@@ -121,26 +134,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cookie_is_per_peer_and_expires_after_two_minutes() {
+    fn cookie_is_per_peer_and_socket_and_expires_after_two_minutes() {
         let s = [7u8; 32];
         let a: SocketAddr = "127.0.0.1:9000".parse().unwrap();
         let b: SocketAddr = "127.0.0.1:9001".parse().unwrap();
         let t = Instant::from_micros(10 * COOKIE_BUCKET_US + 5);
-        let c = mint_cookie(&s, a, t);
-        assert!(check_cookie(&s, a, t, c));
-        assert!(check_cookie(
-            &s,
-            a,
-            t + core::time::Duration::from_secs(60),
-            c
-        ));
-        assert!(!check_cookie(
-            &s,
-            a,
-            t + core::time::Duration::from_secs(120),
-            c
-        ));
-        assert!(!check_cookie(&s, b, t, c));
+        let c = mint_cookie(&s, a, 42, t);
+        assert!(check_cookie(&s, a, 42, t, c));
+        let later = |secs| t + core::time::Duration::from_secs(secs);
+        assert!(check_cookie(&s, a, 42, later(60), c));
+        assert!(!check_cookie(&s, a, 42, later(120), c));
+        assert!(!check_cookie(&s, b, 42, t, c));
+        assert!(!check_cookie(&s, a, 43, t, c));
     }
 
     #[test]

@@ -273,12 +273,21 @@ impl Receiver {
     }
 
     /// The sender gave up message `first..=last` (a drop request). A gap it leaves before
-    /// the message enters the loss list unreported (due at the next NAK timer).
-    pub fn drop_message(&mut self, first: u64, last: u64) {
+    /// the message enters the loss list unreported (due at the next NAK timer). Only the
+    /// part within the receive buffer counts, as for data packets: what lies beyond it
+    /// could not have been received, and a peer naming a message far ahead must not grow
+    /// the loss list (or the placeholders) past the flow window. Returns true when some of
+    /// the request lay beyond the buffer and was ignored.
+    pub fn drop_message(&mut self, first: u64, last: u64) -> bool {
         if last < first || last < self.deliver || last - first >= self.limit_pkts as u64 {
-            return;
+            return false;
         }
-        let first = first.max(self.deliver);
+        let end = self.deliver + self.limit_pkts as u64 - 1;
+        if first > end {
+            return true;
+        }
+        let beyond = last > end;
+        let (first, last) = (first.max(self.deliver), last.min(end));
         self.loss.remove(first, last);
         for s in first..=last {
             let p = self.pending.entry(s).or_insert(InPacket {
@@ -298,6 +307,7 @@ impl Receiver {
         }
         self.dropped_msgs += 1;
         self.advance();
+        beyond
     }
 
     fn queue(&mut self, b: Bytes) {
@@ -455,6 +465,24 @@ mod tests {
         assert_eq!(r.ack_point(), 5);
         assert_eq!(r.read_msg().unwrap(), b(b"x"));
         assert_eq!(r.dropped_msgs, 1);
+    }
+
+    #[test]
+    fn drop_requests_count_only_within_the_buffer() {
+        let mut r = Receiver::new(true, 100, 1);
+        r.on_data(T0, 0, Boundary::Solo, true, b(b"a"));
+        // Far ahead: ignored whole, nothing lost, nothing held.
+        assert!(r.drop_message(1 << 40, (1 << 40) + 1));
+        assert!(r.loss().is_empty());
+        assert_eq!((r.ack_point(), r.available()), (1, 100 - 1));
+        // Across the end of the buffer (1..=100): cut there.
+        assert!(r.drop_message(90, 120));
+        assert_eq!(r.loss().ranges().collect::<Vec<_>>(), vec![(1, 89)]);
+        assert_eq!(r.next_expected(), 101);
+        // Within it: as before.
+        assert!(!r.drop_message(5, 6));
+        assert_eq!(r.loss().len(), 87);
+        assert_eq!(r.dropped_msgs, 2);
     }
 
     #[test]
