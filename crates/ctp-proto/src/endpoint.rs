@@ -448,7 +448,7 @@ impl Endpoint {
         let Ok(reason) = r.length_prefixed(crate::wire::frame::MAX_REASON, "reason") else {
             return false;
         };
-        let reason = String::from_utf8_lossy(reason).into_owned();
+        let reason = crate::text::peer_text(reason);
         if let Some(c) = self.conns[idx].as_mut() {
             c.terminate(CloseReason::Handshake(format!(
                 "refused by {from}: {reason}"

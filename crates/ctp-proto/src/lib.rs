@@ -21,6 +21,7 @@ pub mod pair;
 pub mod perfmon;
 pub mod profile;
 pub mod stats;
+pub mod text;
 pub mod time;
 pub mod udt;
 pub mod wire;

@@ -221,6 +221,10 @@ fn handshakes_from_impossible_sources_get_no_reply_and_are_counted() {
         assert_eq!(server.connection_count(), 0);
         // A real source is still answered.
         server.handle_datagram(now, "192.0.2.1:4000".parse().unwrap(), &hs);
-        assert!(server.poll_transmit(now, &mut out).is_some(), "{}", profile.name);
+        assert!(
+            server.poll_transmit(now, &mut out).is_some(),
+            "{}",
+            profile.name
+        );
     }
 }

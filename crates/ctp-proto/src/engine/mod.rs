@@ -841,7 +841,7 @@ fn validate<'a>(
                 out.compressed = Some(z);
             }
             Frame::Close { code, reason } => {
-                out.close = Some((code, String::from_utf8_lossy(reason).into_owned()))
+                out.close = Some((code, crate::text::peer_text(reason)))
             }
             _ => {}
         }
