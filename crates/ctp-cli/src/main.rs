@@ -171,17 +171,13 @@ async fn send(a: SendArgs) -> Result<(), Failure> {
     let mut conn = open_connection(a.addr, a.bind, a.rendezvous, t, &profile).await?;
     let pb = progress::bar(meta.len(), "send", t.json);
     let sending = if t.raw {
-        transfer::send::send_raw(
-            &mut conn,
-            &a.file,
-            &pb,
-            profile.wire() != ctp_proto::udt::WireFormat::Udt4,
-        )
-        .await
+        transfer::send::send_raw(&mut conn, &a.file, &pb, native_wire(&profile)).await
     } else {
-        transfer::send::send_file(&mut conn, &a.file, &name, &pb).await
+        transfer::send::send_file(&mut conn, &a.file, &name, &pb)
+            .await
+            .map(|d| (d, true))
     };
-    let digest =
+    let (digest, verified) =
         sending.with_context(|| format!("sending {} to {} failed", a.file.display(), a.addr))?;
     pb.finish_and_clear();
     let secs = start.elapsed().as_secs_f64();
@@ -203,8 +199,25 @@ async fn send(a: SendArgs) -> Result<(), Failure> {
         },
     )
     .with_perf(perf.as_ref())
+    .verified(verified)
     .print(t.json);
+    if !verified {
+        warn_unverified("the receiver");
+    }
     Ok(())
+}
+
+/// Whether `profile` runs on the ctp wire (which marks the end of a stream), not UDT4's.
+fn native_wire(profile: &ctp::Profile) -> bool {
+    profile.wire() != ctp_proto::udt::WireFormat::Udt4
+}
+
+/// The warning a `--raw` transfer on the UDT4 wire ends with: nothing proves the content
+/// `who` has is whole and the sender's.
+fn warn_unverified(who: &str) {
+    eprintln!(
+        "ctp: warning: complete: unverified — the UDT4 wire has no end-of-stream mark and --raw no checksum exchange, so {who} may hold a truncated or altered file"
+    );
 }
 
 /// Connects to `addr` (or rendezvous with it) from a fresh endpoint bound to `bind` (any
@@ -236,6 +249,7 @@ async fn recv(a: RecvArgs) -> Result<(), Failure> {
     let t = a.transport.clone();
     let profile = profile_for_files(&t)?;
     check_output(&a.out)?;
+    let native = native_wire(&profile);
     let ep = Endpoint::bind(
         a.listen,
         endpoint_options(&t, &profile, a.rendezvous.is_none())?,
@@ -246,7 +260,7 @@ async fn recv(a: RecvArgs) -> Result<(), Failure> {
         let conn = rendezvous(&ep, peer, &profile)
             .await
             .map_err(|e| anyhow!("rendezvous with {peer} failed: {e}"))?;
-        let summary = receive_one(conn, &a.out, &t).await?;
+        let summary = receive_one(conn, &a.out, &t, native).await?;
         summary.print(t.json);
         return Ok(());
     }
@@ -262,7 +276,7 @@ async fn recv(a: RecvArgs) -> Result<(), Failure> {
             .accept()
             .await
             .ok_or_else(|| anyhow!("the endpoint closed before a sender connected"))?;
-        let summary = receive_one(conn, &a.out, &t).await?;
+        let summary = receive_one(conn, &a.out, &t, native).await?;
         summary.print(t.json);
         return Ok(());
     }
@@ -270,7 +284,7 @@ async fn recv(a: RecvArgs) -> Result<(), Failure> {
         let (out, t) = (a.out.clone(), t.clone());
         tokio::spawn(async move {
             let peer = conn.remote_addr();
-            match receive_one(conn, &out, &t).await {
+            match receive_one(conn, &out, &t, native).await {
                 Ok(s) => s.print(t.json),
                 Err(e) => eprintln!("ctp: transfer from {peer} failed: {e:#}"),
             }
@@ -298,17 +312,19 @@ fn check_output(out: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Receives one file over `conn`; `native`: the connection runs on the ctp wire.
 async fn receive_one(
     mut conn: Connection,
     out: &Path,
     t: &cli::TransportArgs,
+    native: bool,
 ) -> anyhow::Result<Summary> {
     let (profile, json, raw) = (t.profile.as_str(), t.json, t.raw);
     let start = Instant::now();
     let peer = conn.remote_addr();
     let pb = progress::bar(0, "recv", json);
     let r = if raw {
-        transfer::recv::recv_raw(&mut conn, out, &pb).await
+        transfer::recv::recv_raw(&mut conn, out, &pb, native).await
     } else {
         transfer::recv::recv_file(&mut conn, out, &pb).await
     }
@@ -318,6 +334,9 @@ async fn receive_one(
     let stats = conn.stats();
     let perf = t.stats.then(|| conn.perfmon(false));
     let _ = conn.close().await;
+    if !r.verified {
+        warn_unverified("this receiver");
+    }
     Ok(Summary::new(
         "recv",
         &r.path,
@@ -330,7 +349,8 @@ async fn receive_one(
             checksum: &r.digest,
         },
     )
-    .with_perf(perf.as_ref()))
+    .with_perf(perf.as_ref())
+    .verified(r.verified))
 }
 
 /// A rendezvous connection with `peer` (only the `udt` profiles can rendezvous).

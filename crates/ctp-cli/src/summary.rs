@@ -46,6 +46,10 @@ pub struct Summary {
     pub rtt_ms: f64,
     /// BLAKE3 of the content, hex.
     pub checksum: String,
+    /// "verified": both sides compared the checksum, so the content is whole and the
+    /// sender's; "unverified": nothing proves it (a `--raw` stream on the UDT4 wire, which
+    /// has neither an end-of-stream mark nor a way back for a checksum).
+    pub complete: &'static str,
     /// The performance monitor at the end (`--stats`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub perf: Option<PerfReport>,
@@ -106,8 +110,17 @@ impl Summary {
             timeouts: m.stats.rto_expiries,
             rtt_ms: m.stats.srtt_us as f64 / 1000.0,
             checksum: hex(m.checksum),
+            complete: "verified",
             perf: None,
         }
+    }
+
+    /// Marks the content as unverified (see [`Summary::complete`]) when `verified` is false.
+    pub fn verified(mut self, verified: bool) -> Self {
+        if !verified {
+            self.complete = "unverified";
+        }
+        self
     }
 
     /// Adds the performance monitor (`--stats`).
@@ -142,6 +155,9 @@ impl Summary {
         );
         if !self.checksum.is_empty() {
             outln!("blake3 {}", self.checksum);
+        }
+        if self.complete != "verified" {
+            outln!("complete: {}", self.complete);
         }
         if let Some(r) = &self.perf {
             let (p, i) = (&r.total, &r.instant);
@@ -223,6 +239,7 @@ mod tests {
             "timeouts",
             "rtt_ms",
             "checksum",
+            "complete",
         ] {
             assert!(v.get(k).is_some(), "missing {k}");
         }

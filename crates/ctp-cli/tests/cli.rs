@@ -6,6 +6,7 @@ use std::net::UdpSocket;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const CTP: &str = env!("CARGO_BIN_EXE_ctp");
 
@@ -844,8 +845,23 @@ fn udt_files_with_the_ctp_header_and_raw_files_arrive_verified() {
             String::from_utf8_lossy(&r.stderr)
         );
         let rj: serde_json::Value = serde_json::from_slice(&r.stdout).expect("recv JSON");
+        let sj: serde_json::Value = serde_json::from_slice(&s.stdout).expect("send JSON");
         assert_eq!(rj["profile"], profile);
         assert_eq!(rj["checksum"], expected.as_str());
+        // A raw stream on the UDT4 wire has no end mark and no checksum exchange: both
+        // sides say so; everywhere else both sides compared the checksum.
+        let unproven = profile == "udt" && raw;
+        let complete = if unproven { "unverified" } else { "verified" };
+        assert_eq!(rj["complete"], complete, "recv (raw: {raw})");
+        assert_eq!(sj["complete"], complete, "send (raw: {raw})");
+        for (side, o) in [("send", &s), ("recv", &r)] {
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(
+                err.contains("warning: complete: unverified"),
+                unproven,
+                "{side} {profile} (raw: {raw}): {err}"
+            );
+        }
         assert_eq!(
             blake3_file(&out),
             expected,
@@ -1000,4 +1016,163 @@ fn datagrams_fit_a_link_narrower_than_the_profile() {
         (1300.0..=1372.0).contains(&per_packet),
         "{per_packet} bytes per datagram: {v}"
     );
+}
+
+/// Runs `f` on a fresh tokio runtime (the tests below play one side of a transfer with the
+/// `ctp` library, to behave as a forging or faulty peer would).
+fn with_runtime<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+/// Temporary (partial) files `ctp recv` left in `dir`.
+fn leftovers(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("ctp-partial"))
+        .collect()
+}
+
+/// Starts `ctp recv --raw --once` into `out`; returns it and its address.
+fn raw_receiver(out: &Path) -> (Guard, std::net::SocketAddr) {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let recv = spawn(&[
+        "recv",
+        "--listen",
+        &listen,
+        "--out",
+        out.to_str().unwrap(),
+        "--once",
+        "--raw",
+        "--idle-timeout",
+        "5",
+    ]);
+    std::thread::sleep(Duration::from_millis(300));
+    (recv, listen.parse().unwrap())
+}
+
+/// A library client connected to `addr` with the `reliable` profile.
+async fn library_client(addr: std::net::SocketAddr) -> ctp::Connection {
+    let ep = ctp::Endpoint::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        ctp::EndpointOptions::default(),
+    )
+    .await
+    .unwrap();
+    ep.connect(addr, &ctp::Profile::reliable()).await.unwrap()
+}
+
+#[test]
+fn a_raw_receiver_whose_peer_closes_without_finishing_the_stream_stores_nothing() {
+    // A graceful close without the stream's end mark (FIN) is what a forged CLOSE looks
+    // like: the file may be cut short anywhere, so it must not be committed.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("copy.raw");
+    let (recv, addr) = raw_receiver(&out);
+    with_runtime(async {
+        let mut conn = library_client(addr).await;
+        conn.write_all(&[7u8; 100_000]).await.unwrap();
+        let _ = conn.close().await; // no finish(): no FIN
+    });
+    let r = wait_output(recv, Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "stderr: {err}");
+    assert!(
+        err.contains("without finishing the stream"),
+        "stderr: {err}"
+    );
+    assert!(!out.exists(), "a truncated stream was stored");
+    assert!(
+        leftovers(dir.path()).is_empty(),
+        "{:?}",
+        leftovers(dir.path())
+    );
+}
+
+#[test]
+fn a_raw_receiver_stores_nothing_when_the_sender_reports_a_checksum_mismatch() {
+    // The receiver reports the digest of what it got; a sender whose own differs aborts, and
+    // the receiver must then discard the file (its bytes were not the sender's).
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("copy.raw");
+    let (recv, addr) = raw_receiver(&out);
+    let reply = with_runtime(async {
+        let mut conn = library_client(addr).await;
+        conn.write_all(&[9u8; 100_000]).await.unwrap();
+        conn.finish().await.unwrap();
+        let mut reply = Vec::new();
+        let mut limited = (&mut conn).take(100);
+        let read = limited.read_to_end(&mut reply);
+        let _ = tokio::time::timeout(Duration::from_secs(10), read).await;
+        conn.abort("checksum mismatch");
+        reply
+    });
+    let r = wait_output(recv, Duration::from_secs(30));
+    let err = String::from_utf8_lossy(&r.stderr);
+    let mut expected = b"OK".to_vec();
+    expected.extend_from_slice(blake3::hash(&[9u8; 100_000]).as_bytes());
+    assert_eq!(reply, expected, "the receiver reports OK and its digest");
+    assert_eq!(r.status.code(), Some(1), "stderr: {err}");
+    assert!(err.contains("checksum mismatch"), "stderr: {err}");
+    assert!(!out.exists(), "content the sender disowned was stored");
+    assert!(
+        leftovers(dir.path()).is_empty(),
+        "{:?}",
+        leftovers(dir.path())
+    );
+}
+
+#[test]
+fn a_raw_sender_fails_when_the_receiver_reports_another_checksum() {
+    // Forged data in the stream: the receiver's digest is not the sender's.
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("payload.bin");
+    write_random(&src, 300_000);
+    with_runtime(async {
+        let ep = ctp::Endpoint::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            ctp::EndpointOptions {
+                accept: true,
+                ..ctp::EndpointOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+        let addr = ep.local_addr().unwrap().to_string();
+        let send = spawn(&[
+            "send",
+            src.to_str().unwrap(),
+            &addr,
+            "--raw",
+            "--idle-timeout",
+            "5",
+        ]);
+        let mut conn = tokio::time::timeout(Duration::from_secs(10), ep.accept())
+            .await
+            .unwrap()
+            .unwrap();
+        let mut got = Vec::new();
+        conn.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got.len(), 300_000);
+        let mut wrong = b"OK".to_vec();
+        wrong.extend_from_slice(&[0xee; 32]);
+        conn.write_all(&wrong).await.unwrap();
+        conn.finish().await.unwrap();
+        let why = tokio::time::timeout(Duration::from_secs(10), conn.closed()).await;
+        let s = tokio::task::spawn_blocking(move || wait_output(send, Duration::from_secs(30)))
+            .await
+            .unwrap();
+        let err = String::from_utf8_lossy(&s.stderr);
+        assert_eq!(s.status.code(), Some(1), "stderr: {err}");
+        assert!(err.contains("different checksum"), "stderr: {err}");
+        assert!(
+            matches!(why, Ok(ctp::CloseReason::Peer { .. })),
+            "the sender tells the receiver: {why:?}"
+        );
+    });
 }

@@ -688,6 +688,14 @@ impl Connection {
         self.engine.as_ref().map_or(0, |e| e.st.app.tx_bytes)
     }
 
+    /// True when the peer ended its byte stream ([`Connection::stream_finish`]) and the
+    /// end reached the receive queue in order, after every byte before it. A graceful close
+    /// without it reads as the end of the stream too, but proves nothing about the stream
+    /// being whole. Always false on the UDT4 wire, which has no end-of-stream mark.
+    pub fn peer_finished(&self) -> bool {
+        self.udt.is_none() && self.engine.as_ref().is_some_and(|e| e.st.app.rx_fin)
+    }
+
     /// True when everything written was acknowledged (or, unreliably, sent).
     pub fn is_flushed(&self) -> bool {
         if let Some(u) = self.udt.as_deref() {

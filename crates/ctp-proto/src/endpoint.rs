@@ -116,6 +116,17 @@ pub struct Endpoint {
     per_address: HashMap<IpAddr, usize>,
 }
 
+/// Whether a datagram from `from` could be genuine and answered: not from port 0, the
+/// unspecified address, a broadcast or a multicast address (IPv4-mapped forms included).
+pub(crate) fn answerable(from: SocketAddr) -> bool {
+    let ip = from.ip().to_canonical();
+    let impossible = match ip {
+        std::net::IpAddr::V4(v4) => v4.is_broadcast(),
+        std::net::IpAddr::V6(_) => false,
+    };
+    from.port() != 0 && !ip.is_unspecified() && !ip.is_multicast() && !impossible
+}
+
 impl Endpoint {
     /// Creates an endpoint.
     pub fn new(cfg: EndpointConfig) -> Self {
@@ -251,6 +262,13 @@ impl Endpoint {
     /// Processes one received datagram. Anything malformed is dropped and counted.
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
         self.stats.datagrams_received += 1;
+        if !answerable(from) {
+            // Nothing may be sent back to it (on either wire): a reply to port 0 fails
+            // `sendmsg` with EINVAL, which makes the runtime give up segmentation offload on
+            // the socket, and one to a broadcast or multicast address would be an amplifier.
+            self.stats.bad_source += 1;
+            return;
+        }
         if self.cfg.wire == crate::udt::WireFormat::Udt4 {
             return self.udt_datagram(now, from, data);
         }
@@ -478,7 +496,7 @@ impl Endpoint {
         let Ok(reason) = r.length_prefixed(crate::wire::frame::MAX_REASON, "reason") else {
             return false;
         };
-        let reason = String::from_utf8_lossy(reason).into_owned();
+        let reason = crate::text::peer_text(reason);
         self.schedule.touch(idx);
         if let Some(c) = self.conns[idx].as_mut() {
             c.terminate(CloseReason::Handshake(format!(

@@ -22,6 +22,7 @@ pub mod perfmon;
 pub mod profile;
 mod schedule;
 pub mod stats;
+pub mod text;
 pub mod time;
 pub mod udt;
 pub mod wire;

@@ -120,6 +120,9 @@ pub struct EndpointStats {
     pub unknown_version: u64,
     /// Datagrams dropped because no connection had their id.
     pub unknown_connection: u64,
+    /// Datagrams dropped because their source cannot be answered: port 0, the unspecified
+    /// address, a broadcast or multicast address.
+    pub bad_source: u64,
     /// Handshake packets dropped (bad cookie, malformed request, not accepting).
     pub handshake_dropped: u64,
     /// Connections refused with a reason.
@@ -135,6 +138,7 @@ impl EndpointStats {
             + self.bad_header
             + self.unknown_version
             + self.unknown_connection
+            + self.bad_source
             + self.handshake_dropped
     }
 }

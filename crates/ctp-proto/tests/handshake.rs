@@ -155,3 +155,76 @@ fn an_invalid_profile_is_rejected_locally_with_both_names() {
         "{err}"
     );
 }
+
+/// Sources no datagram can really come from: port 0, the unspecified address, broadcast and
+/// multicast (and their IPv4-mapped forms).
+fn impossible_sources() -> Vec<SocketAddr> {
+    [
+        "192.0.2.1:0",
+        "0.0.0.0:4000",
+        "255.255.255.255:4000",
+        "224.0.0.1:4000",
+        "[::]:4000",
+        "[ff02::1]:4000",
+        "[::ffff:0.0.0.0]:4000",
+        "[::ffff:224.0.0.1]:4000",
+        "[2001:db8::1]:0",
+    ]
+    .iter()
+    .map(|s| s.parse().unwrap())
+    .collect()
+}
+
+/// A first handshake packet of `profile` from a fresh client endpoint.
+fn first_handshake(profile: &Profile, wire: ctp_proto::udt::WireFormat) -> Vec<u8> {
+    let mut cfg = EndpointConfig::new([1; 32], [2; 32]);
+    cfg.wire = wire;
+    let mut client = ctp_proto::Endpoint::new(cfg);
+    let now = Instant::from_micros(1_000);
+    client
+        .connect(now, "10.0.0.2:2000".parse().unwrap(), profile)
+        .unwrap();
+    // A UDT client sends its first request when its timer fires.
+    client.handle_timeout(now);
+    let mut buf = Vec::new();
+    let t = client.poll_transmit(now, &mut buf).unwrap();
+    buf.truncate(t.size);
+    buf
+}
+
+#[test]
+fn handshakes_from_impossible_sources_get_no_reply_and_are_counted() {
+    // A reply to port 0 or to a broadcast/multicast address is an invalid `sendmsg` (EINVAL
+    // disables segmentation offload on the whole socket) or an amplifier: drop them first.
+    for (profile, wire) in [
+        (Profile::reliable(), ctp_proto::udt::WireFormat::Ctp),
+        (Profile::udt(), ctp_proto::udt::WireFormat::Udt4),
+    ] {
+        let hs = first_handshake(&profile, wire);
+        let (_, mut scfg) = server_cfg(MicroSet::of(MicroId::ALL));
+        scfg.wire = wire;
+        let mut server = ctp_proto::Endpoint::new(scfg);
+        let now = Instant::from_micros(2_000);
+        let mut out = Vec::new();
+        let bad = impossible_sources();
+        for from in &bad {
+            server.handle_datagram(now, *from, &hs);
+            assert!(
+                server.poll_transmit(now, &mut out).is_none(),
+                "{}: reply sent to {from}",
+                profile.name
+            );
+        }
+        let st = server.stats();
+        assert_eq!(st.bad_source, bad.len() as u64, "{}: {st:?}", profile.name);
+        assert_eq!(st.malformed_dropped(), bad.len() as u64);
+        assert_eq!(server.connection_count(), 0);
+        // A real source is still answered.
+        server.handle_datagram(now, "192.0.2.1:4000".parse().unwrap(), &hs);
+        assert!(
+            server.poll_transmit(now, &mut out).is_some(),
+            "{}",
+            profile.name
+        );
+    }
+}

@@ -763,3 +763,25 @@ fn stream_writes_wait_for_a_quarter_of_the_send_buffer_not_a_sliver() {
     assert!(conn.send_room() >= 100);
     assert_eq!(conn.stream_write(p.now, &payload[..100]), Ok(100));
 }
+
+#[test]
+fn a_peer_close_reason_with_terminal_escapes_arrives_sanitised() {
+    let mut p = Pair::new(6);
+    let (c, s) = connect(&mut p, &Profile::reliable());
+    let now = p.now;
+    // Clear screen, an OSC window title, an 8-bit CSI and a bidi override.
+    p.server.connection_mut(s).unwrap().abort(
+        now,
+        "bye\u{1b}[2J\u{1b}]0;pwned\u{7}\u{9b}1m\u{202e}gnp.exe",
+    );
+    assert!(p.run_until(Duration::from_secs(10), |p| is_closed(&p.client, c)));
+    match p.client.connection(c).unwrap().close_reason() {
+        Some(CloseReason::Peer { reason, .. }) => {
+            assert_eq!(
+                reason,
+                "bye\\x1b[2J\\x1b]0;pwned\\x07\\x9b1m\\u{202e}gnp.exe"
+            );
+        }
+        other => panic!("expected a peer close, got {other:?}"),
+    }
+}

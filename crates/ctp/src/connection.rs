@@ -453,6 +453,17 @@ impl Connection {
             .unwrap_or_default()
     }
 
+    /// Whether the peer ended its byte stream (`finish`) before the end of the stream was
+    /// read: a graceful close without it also reads as the end, but the stream may then be
+    /// cut short. Always false on the UDT4 wire, which has no end-of-stream mark. See
+    /// [`ctp_proto::connection::Connection::peer_finished`].
+    pub fn peer_finished(&self) -> bool {
+        let st = self.inner.shared.lock();
+        st.ep
+            .connection(self.inner.handle)
+            .is_some_and(|c| c.peer_finished())
+    }
+
     /// The parameters negotiated for this connection (largest message, windows, timeouts).
     pub fn params(&self) -> Params {
         let st = self.inner.shared.lock();

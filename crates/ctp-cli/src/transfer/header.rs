@@ -130,7 +130,7 @@ impl Reply {
                 let r = buf
                     .get(4..4 + n)
                     .ok_or_else(|| HeaderError("truncated error reply".into()))?;
-                Ok(Reply::Err(String::from_utf8_lossy(r).into_owned()))
+                Ok(Reply::Err(ctp_proto::text::peer_text(r)))
             }
             _ => Err(HeaderError(format!(
                 "malformed reply from the receiver ({} bytes)",
@@ -141,10 +141,14 @@ impl Reply {
 }
 
 /// Makes a received name safe to create inside a directory: no separators, no `..`, no
-/// leading dot games, no control characters; never empty.
+/// leading dot games, no control characters or bidi overrides (they would also reach the
+/// terminal in the summary); never empty.
 pub fn sanitize_name(name: &str) -> String {
     let base = name.rsplit(['/', '\\']).next().unwrap_or("");
-    let cleaned: String = base.chars().filter(|c| !c.is_control()).collect();
+    let cleaned: String = base
+        .chars()
+        .filter(|&c| !ctp_proto::text::is_unsafe(c))
+        .collect();
     let cleaned = cleaned.trim().trim_start_matches('.').to_string();
     if cleaned.is_empty() {
         "received.bin".to_string()
@@ -214,5 +218,17 @@ mod tests {
         assert_eq!(sanitize_name("a\u{0}b\nc"), "abc");
         assert_eq!(sanitize_name(""), "received.bin");
         assert_eq!(sanitize_name("report 2026.pdf"), "report 2026.pdf");
+        assert_eq!(sanitize_name("\u{1b}]0;x\u{7}a\u{9b}b"), "]0;xab");
+        assert_eq!(sanitize_name("evil\u{202e}fdp.exe"), "evilfdp.exe");
+        assert_eq!(sanitize_name("\u{2066}x\u{2069}"), "x");
+    }
+
+    #[test]
+    fn error_reasons_from_the_receiver_are_sanitised() {
+        let wire = Reply::Err("disk\u{1b}[2J full\u{202e}".into()).encode();
+        assert_eq!(
+            Reply::decode(&wire).unwrap(),
+            Reply::Err("disk\\x1b[2J full\\u{202e}".into())
+        );
     }
 }

@@ -72,6 +72,9 @@ pub struct Received {
     pub bytes: u64,
     /// BLAKE3 digest.
     pub digest: [u8; DIGEST_LEN],
+    /// Whether the sender confirmed that this is what it sent (false only for a raw
+    /// stream on the UDT4 wire, whose completeness nothing proves).
+    pub verified: bool,
 }
 
 /// Receives one file over `conn` into `out`; tells the sender the verdict either way.
@@ -155,6 +158,7 @@ async fn receive(conn: &mut Connection, out: &Path, progress: &ProgressBar) -> R
         path: dest,
         bytes: header.size,
         digest,
+        verified: true,
     })
 }
 
@@ -197,13 +201,33 @@ pub async fn next_chunk(conn: &Connection) -> Result<Option<bytes::Bytes>> {
         .context("receiving (the connection broke before an orderly close)")
 }
 
-/// Receives a plain stream (`--raw`: no ctp header or checksum) into `out`; the end of the
-/// connection is the end of the file, which is renamed into place only after an orderly
-/// close (a broken connection leaves nothing behind).
+/// Receives a plain stream (`--raw`: no ctp header or checksum) into `out`; the file is
+/// renamed into place only once the stream is known to be the sender's, whole (a broken
+/// connection leaves nothing behind). On the ctp wire (`native`) that takes the stream's
+/// end mark (FIN; a close without it may have cut the stream anywhere), then this side
+/// reports the digest of what it received ([`Reply`]) and commits only when the sender,
+/// having compared it with its own, closes gracefully. The UDT4 wire has no end mark: the
+/// close is the end, and the file is stored unverified.
 pub async fn recv_raw(
     conn: &mut Connection,
     out: &Path,
     progress: &ProgressBar,
+    native: bool,
+) -> Result<Received> {
+    let r = receive_raw(conn, out, progress, native).await;
+    if let (Err(e), true) = (&r, native) {
+        // Tell a sender still waiting for the report why there is none (best effort).
+        let _ = conn.write_all(&Reply::Err(format!("{e:#}")).encode()).await;
+        let _ = conn.shutdown().await;
+    }
+    r
+}
+
+async fn receive_raw(
+    conn: &mut Connection,
+    out: &Path,
+    progress: &ProgressBar,
+    native: bool,
 ) -> Result<Received> {
     let dest = destination(out, RAW_NAME);
     let tmp = TempFile {
@@ -225,11 +249,28 @@ pub async fn recv_raw(
         got += chunk.len() as u64;
         progress.set_position(got);
     }
+    let digest = *hasher.finalize().as_bytes();
+    if native {
+        if !conn.peer_finished() {
+            bail!(
+                "the sender closed without finishing the stream (no end-of-stream mark) after {got} bytes: the file may be cut short; nothing was stored"
+            );
+        }
+        // Report what arrived; the sender closes gracefully only if it sent the same.
+        // (An older sender may already have closed: the close then decides alone.)
+        let _ = conn.write_all(&Reply::Ok(digest).encode()).await;
+        let _ = conn.shutdown().await;
+        match conn.closed().await {
+            ctp::CloseReason::Graceful => {}
+            r => bail!("the sender did not confirm the content ({r}); nothing was stored"),
+        }
+    }
     tmp.commit(writer, &dest).await?;
     Ok(Received {
         path: dest,
         bytes: got,
-        digest: *hasher.finalize().as_bytes(),
+        digest,
+        verified: native,
     })
 }
 

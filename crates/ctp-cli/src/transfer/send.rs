@@ -65,29 +65,68 @@ pub async fn send_file(
 }
 
 /// Sends `path` as a plain stream (`--raw`: no ctp header, no checksum on the wire), then
-/// closes the connection, which marks the end of the file; returns the local BLAKE3 digest
-/// once the close completed (everything was acknowledged). `finish_first` ends the stream
-/// before closing (ctp profiles, whose readers see end-of-stream from it; a UDT peer sees
-/// the end from the close itself).
+/// closes the connection; returns the local BLAKE3 digest and whether the receiver confirmed
+/// it. On the ctp wire (`native`) the stream's end (FIN) marks the end of the file and the
+/// receiver answers with the digest of what it received ([`Reply`]): a different digest, an
+/// error or no answer fails the transfer, and the connection is then aborted so that the
+/// receiver discards the file. On the UDT4 wire the close itself marks the end, nothing
+/// comes back, and the content stays unverified (`false`).
 pub async fn send_raw(
     conn: &mut Connection,
     path: &Path,
     progress: &ProgressBar,
-    finish_first: bool,
-) -> Result<[u8; DIGEST_LEN]> {
+    native: bool,
+) -> Result<([u8; DIGEST_LEN], bool)> {
     let mut file = File::open(path)
         .await
         .with_context(|| format!("cannot open {}", path.display()))?;
     let size = file.metadata().await?.len();
     progress.set_length(size);
     let (_, digest) = stream_file(conn, &mut file, path, u64::MAX, progress).await?;
-    if finish_first {
-        conn.shutdown().await.context("finishing the stream")?;
+    if !native {
+        conn.close()
+            .await
+            .context("closing (the receiver did not acknowledge everything)")?;
+        return Ok((digest, false));
+    }
+    conn.shutdown().await.context("finishing the stream")?;
+    if let Err(e) = raw_verdict(conn, &digest).await {
+        // Dropping the connection would close it gracefully, which the receiver takes as
+        // the sender's approval.
+        conn.abort(&format!("{e:#}"));
+        // The process ends soon after: let the abort reach the wire first (the drain
+        // period that follows it ends when the receiver answers, or after 3 RTO).
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), conn.closed()).await;
+        return Err(e);
     }
     conn.close()
         .await
         .context("closing (the receiver did not acknowledge everything)")?;
-    Ok(digest)
+    Ok((digest, true))
+}
+
+/// Reads the raw receiver's report of what it received and compares it with `digest`.
+async fn raw_verdict(conn: &mut Connection, digest: &[u8; DIGEST_LEN]) -> Result<()> {
+    let mut reply = Vec::new();
+    (&mut *conn)
+        .take(MAX_REPLY)
+        .read_to_end(&mut reply)
+        .await
+        .context("waiting for the receiver's checksum")?;
+    if reply.is_empty() {
+        bail!(
+            "the receiver closed without reporting its checksum (it failed, or is an older ctp): the content is not confirmed"
+        );
+    }
+    match Reply::decode(&reply)? {
+        Reply::Ok(d) if d == *digest => Ok(()),
+        Reply::Ok(d) => bail!(
+            "checksum mismatch: the receiver got content with a different checksum (blake3 {}, sent {})",
+            crate::summary::hex(&d),
+            crate::summary::hex(digest)
+        ),
+        Reply::Err(reason) => bail!("the receiver rejected the file: {reason}"),
+    }
 }
 
 /// Streams `file` from its current position until its end or `limit` bytes, hashing what

@@ -867,7 +867,7 @@ fn validate<'a>(
                 out.data = Some((z.seg, 0));
             }
             Frame::Close { code, reason } => {
-                out.close = Some((code, String::from_utf8_lossy(reason).into_owned()))
+                out.close = Some((code, crate::text::peer_text(reason)))
             }
             _ => {}
         }
