@@ -29,8 +29,11 @@ pub use udt::udt_conn;
 #[allow(dead_code)]
 pub mod transfer_header_mod;
 
+/// A target's body.
+pub type Target = fn(&[u8]);
+
 /// Every target, by the name of its binary and corpus directory.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("wire", wire),
     ("handshake", handshake),
     ("udt_packet", udt_packet),
