@@ -233,6 +233,10 @@ pub struct RecvArgs {
     /// Exit after one file: status 0 if it was received and verified, non-zero otherwise.
     #[arg(long)]
     pub once: bool,
+    /// Replace a file that already exists under the received name (otherwise the transfer
+    /// is refused, and the sender told why).
+    #[arg(long)]
+    pub overwrite: bool,
     /// Rendezvous with the sender at this address instead of listening (`udt` profiles;
     /// implies `--once`).
     #[arg(long, value_name = "PEER")]

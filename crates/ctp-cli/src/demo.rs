@@ -99,7 +99,7 @@ async fn transfer(
             .await
             .ok_or_else(|| anyhow!("no sender connected"))?;
         let start = Instant::now();
-        let r = recv::recv_file(&mut conn, &out_dir, &progress::bar(0, "recv", true)).await?;
+        let r = recv::recv_file(&mut conn, &out_dir, true, &progress::bar(0, "recv", true)).await?;
         let secs = start.elapsed().as_secs_f64();
         let stats = conn.stats();
         let _ = conn.close().await;

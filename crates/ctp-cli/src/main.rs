@@ -260,7 +260,7 @@ async fn recv(a: RecvArgs) -> Result<(), Failure> {
         let conn = rendezvous(&ep, peer, &profile)
             .await
             .map_err(|e| anyhow!("rendezvous with {peer} failed: {e}"))?;
-        let summary = receive_one(conn, &a.out, &t, native).await?;
+        let summary = receive_one(conn, &a.out, a.overwrite, &t, native).await?;
         summary.print(t.json);
         return Ok(());
     }
@@ -276,15 +276,15 @@ async fn recv(a: RecvArgs) -> Result<(), Failure> {
             .accept()
             .await
             .ok_or_else(|| anyhow!("the endpoint closed before a sender connected"))?;
-        let summary = receive_one(conn, &a.out, &t, native).await?;
+        let summary = receive_one(conn, &a.out, a.overwrite, &t, native).await?;
         summary.print(t.json);
         return Ok(());
     }
     while let Some(conn) = ep.accept().await {
-        let (out, t) = (a.out.clone(), t.clone());
+        let (out, t, overwrite) = (a.out.clone(), t.clone(), a.overwrite);
         tokio::spawn(async move {
             let peer = conn.remote_addr();
-            match receive_one(conn, &out, &t, native).await {
+            match receive_one(conn, &out, overwrite, &t, native).await {
                 Ok(s) => s.print(t.json),
                 Err(e) => eprintln!("ctp: transfer from {peer} failed: {e:#}"),
             }
@@ -316,6 +316,7 @@ fn check_output(out: &Path) -> Result<(), Failure> {
 async fn receive_one(
     mut conn: Connection,
     out: &Path,
+    overwrite: bool,
     t: &cli::TransportArgs,
     native: bool,
 ) -> anyhow::Result<Summary> {
@@ -324,9 +325,9 @@ async fn receive_one(
     let peer = conn.remote_addr();
     let pb = progress::bar(0, "recv", json);
     let r = if raw {
-        transfer::recv::recv_raw(&mut conn, out, &pb, native).await
+        transfer::recv::recv_raw(&mut conn, out, overwrite, &pb, native).await
     } else {
-        transfer::recv::recv_file(&mut conn, out, &pb).await
+        transfer::recv::recv_file(&mut conn, out, overwrite, &pb).await
     }
     .with_context(|| format!("receiving from {peer}"))?;
     pb.finish_and_clear();

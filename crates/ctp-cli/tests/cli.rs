@@ -1176,3 +1176,33 @@ fn a_raw_sender_fails_when_the_receiver_reports_another_checksum() {
         );
     });
 }
+
+/// A received file never replaces an existing one unless the receiver asked: the transfer
+/// is refused on both sides with the reason, the old file is untouched and no partial file
+/// is left; with `--overwrite` it is replaced.
+#[test]
+fn an_existing_file_is_not_overwritten_unless_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("in");
+    std::fs::create_dir(&out).unwrap();
+    let src = dir.path().join("notes.txt");
+    write_random(&src, 200_000);
+    let existing = out.join("notes.txt");
+    std::fs::write(&existing, b"precious").unwrap();
+    let (s, r) = transfer(&src, &out, &[], &[], Duration::from_secs(60));
+    assert_eq!(s.status.code(), Some(1), "the sender must fail");
+    assert_eq!(r.status.code(), Some(1), "the receiver must fail");
+    for (who, o) in [("sender", &s), ("receiver", &r)] {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("already exists") && err.contains("--overwrite"),
+            "{who}: {err}"
+        );
+    }
+    assert_eq!(std::fs::read(&existing).unwrap(), b"precious");
+    assert!(leftovers(&out).is_empty(), "{:?}", leftovers(&out));
+    let (s, r) = transfer(&src, &out, &["--overwrite"], &[], Duration::from_secs(60));
+    assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(blake3_file(&existing), blake3_file(&src));
+}

@@ -59,3 +59,11 @@ pub fn endpoint_options(
         ..EndpointOptions::default()
     })
 }
+
+/// Ends `conn` because this side failed: the peer is told `reason` at once (an abort's
+/// CLOSE carries it, so a peer still sending learns why instead of timing out), and the
+/// call waits, at most 2 s, for that to reach the wire before the process may exit.
+pub async fn abort_with(conn: &ctp::Connection, reason: &str) {
+    conn.abort(reason);
+    let _ = tokio::time::timeout(Duration::from_secs(2), conn.closed()).await;
+}

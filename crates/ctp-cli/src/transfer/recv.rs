@@ -8,7 +8,7 @@ use indicatif::ProgressBar;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::fs::File;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncWriteExt, BufWriter};
 
 /// Removes the temporary file unless the transfer completed (also on panic or cancellation).
 struct TempFile {
@@ -17,17 +17,38 @@ struct TempFile {
 }
 
 impl TempFile {
-    /// Flushes and syncs what `writer` wrote to the temporary file, then renames it to
-    /// `dest`: only a complete, durable file ever appears under its final name.
-    async fn commit(mut self, mut writer: BufWriter<File>, dest: &Path) -> anyhow::Result<()> {
+    /// Flushes and syncs what `writer` wrote to the temporary file, then moves it to
+    /// `dest`: only a complete, durable file ever appears under its final name, and an
+    /// existing file there is replaced only with `overwrite` (without it the move is a hard
+    /// link, which fails if `dest` appeared meanwhile, then the temporary name's removal).
+    async fn commit(
+        mut self,
+        mut writer: BufWriter<File>,
+        dest: &Path,
+        overwrite: bool,
+    ) -> anyhow::Result<()> {
         writer.flush().await?;
         let file = writer.into_inner();
         file.sync_all().await.context("syncing to disk")?;
         drop(file);
-        tokio::fs::rename(&self.path, dest)
-            .await
-            .with_context(|| format!("renaming into {}", dest.display()))?;
-        self.keep = true;
+        if overwrite {
+            tokio::fs::rename(&self.path, dest)
+                .await
+                .with_context(|| format!("renaming into {}", dest.display()))?;
+            self.keep = true;
+            return Ok(());
+        }
+        match tokio::fs::hard_link(&self.path, dest).await {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                bail!("{}", exists(dest))
+            }
+            // A file system without hard links: check, then rename.
+            Err(_) if !dest.exists() => tokio::fs::rename(&self.path, dest)
+                .await
+                .with_context(|| format!("renaming into {}", dest.display()))?,
+            Err(_) => bail!("{}", exists(dest)),
+        }
         Ok(())
     }
 }
@@ -38,6 +59,22 @@ impl Drop for TempFile {
             let _ = std::fs::remove_file(&self.path);
         }
     }
+}
+
+/// Why a file was not stored at `dest`.
+fn exists(dest: &Path) -> String {
+    format!(
+        "{} already exists and was not overwritten (the receiver may pass --overwrite)",
+        dest.display()
+    )
+}
+
+/// Refuses `dest` at the start when it exists and may not be replaced.
+fn check_free(dest: &Path, overwrite: bool) -> Result<()> {
+    if !overwrite && dest.exists() {
+        bail!("{}", exists(dest));
+    }
+    Ok(())
 }
 
 /// Where a file named `name` goes when the user asked for `out`.
@@ -81,9 +118,10 @@ pub struct Received {
 pub async fn recv_file(
     conn: &mut Connection,
     out: &Path,
+    overwrite: bool,
     progress: &ProgressBar,
 ) -> Result<Received> {
-    match receive(conn, out, progress).await {
+    match receive(conn, out, overwrite, progress).await {
         Ok(r) => {
             conn.write_all(&Reply::Ok(r.digest).encode())
                 .await
@@ -92,29 +130,37 @@ pub async fn recv_file(
             Ok(r)
         }
         Err(e) => {
+            // A sender already waiting reads the reason in the reply; one still sending
+            // learns it from the abort.
             let reason = format!("{e:#}");
-            let _ = conn.write_all(&Reply::Err(reason).encode()).await;
+            let _ = conn.write_all(&Reply::Err(reason.clone()).encode()).await;
             let _ = conn.shutdown().await;
+            super::abort_with(conn, &reason).await;
             Err(e)
         }
     }
 }
 
-async fn receive(conn: &mut Connection, out: &Path, progress: &ProgressBar) -> Result<Received> {
-    let mut buf = vec![0u8; CHUNK];
+async fn receive(
+    conn: &mut Connection,
+    out: &Path,
+    overwrite: bool,
+    progress: &ProgressBar,
+) -> Result<Received> {
+    // Pieces are taken as they arrived (no read buffer per connection).
     let mut pending = Vec::new();
     let header = loop {
         if let Some((h, used)) = FileHeader::decode(&pending)? {
             pending.drain(..used);
             break h;
         }
-        let n = conn.read(&mut buf).await.context("reading the header")?;
-        if n == 0 {
+        let Some(chunk) = next_chunk(conn).await.context("reading the header")? else {
             bail!("the sender closed before sending a file header");
-        }
-        pending.extend_from_slice(&buf[..n]);
+        };
+        pending.extend_from_slice(&chunk);
     };
     let dest = destination(out, &header.name);
+    check_free(&dest, overwrite)?;
     let tmp = TempFile {
         path: temp_path(&dest),
         keep: false,
@@ -131,12 +177,9 @@ async fn receive(conn: &mut Connection, out: &Path, progress: &ProgressBar) -> R
         trailer: Vec::with_capacity(DIGEST_LEN),
     };
     sink.feed(&pending, &tmp.path).await?;
-    loop {
-        let n = conn.read(&mut buf).await.context("receiving")?;
-        if n == 0 {
-            break;
-        }
-        sink.feed(&buf[..n], &tmp.path).await?;
+    drop(pending);
+    while let Some(chunk) = next_chunk(conn).await? {
+        sink.feed(&chunk, &tmp.path).await?;
         progress.set_position(sink.got);
     }
     if sink.got < header.size {
@@ -153,7 +196,7 @@ async fn receive(conn: &mut Connection, out: &Path, progress: &ProgressBar) -> R
     if sink.trailer[..] != digest[..] {
         bail!("checksum mismatch: the content is corrupt; nothing was stored");
     }
-    tmp.commit(sink.writer, &dest).await?;
+    tmp.commit(sink.writer, &dest, overwrite).await?;
     Ok(Received {
         path: dest,
         bytes: header.size,
@@ -211,10 +254,11 @@ pub async fn next_chunk(conn: &Connection) -> Result<Option<bytes::Bytes>> {
 pub async fn recv_raw(
     conn: &mut Connection,
     out: &Path,
+    overwrite: bool,
     progress: &ProgressBar,
     native: bool,
 ) -> Result<Received> {
-    let r = receive_raw(conn, out, progress, native).await;
+    let r = receive_raw(conn, out, overwrite, progress, native).await;
     if let (Err(e), true) = (&r, native) {
         // Tell a sender still waiting for the report why there is none (best effort).
         let _ = conn.write_all(&Reply::Err(format!("{e:#}")).encode()).await;
@@ -226,10 +270,12 @@ pub async fn recv_raw(
 async fn receive_raw(
     conn: &mut Connection,
     out: &Path,
+    overwrite: bool,
     progress: &ProgressBar,
     native: bool,
 ) -> Result<Received> {
     let dest = destination(out, RAW_NAME);
+    check_free(&dest, overwrite)?;
     let tmp = TempFile {
         path: temp_path(&dest),
         keep: false,
@@ -265,7 +311,7 @@ async fn receive_raw(
             r => bail!("the sender did not confirm the content ({r}); nothing was stored"),
         }
     }
-    tmp.commit(writer, &dest).await?;
+    tmp.commit(writer, &dest, overwrite).await?;
     Ok(Received {
         path: dest,
         bytes: got,

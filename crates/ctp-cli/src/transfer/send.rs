@@ -93,10 +93,7 @@ pub async fn send_raw(
     if let Err(e) = raw_verdict(conn, &digest).await {
         // Dropping the connection would close it gracefully, which the receiver takes as
         // the sender's approval.
-        conn.abort(&format!("{e:#}"));
-        // The process ends soon after: let the abort reach the wire first (the drain
-        // period that follows it ends when the receiver answers, or after 3 RTO).
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), conn.closed()).await;
+        super::abort_with(conn, &format!("{e:#}")).await;
         return Err(e);
     }
     conn.close()
