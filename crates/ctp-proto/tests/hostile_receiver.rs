@@ -177,3 +177,43 @@ fn out_of_order_segments_beyond_the_buffer_are_refused_not_acknowledged() {
     assert_eq!(rx.st.app.parked_messages(), 0);
     assert_eq!(rx.st.app.rx_msgs.len() as u64, credit - refused);
 }
+
+/// What an idle connection costs the endpoint that accepted it, in heap bytes.
+fn idle_cost(profile: &Profile) -> usize {
+    use ctp_proto::pair::Pair;
+    use std::time::Duration;
+    let client = ctp_proto::EndpointConfig::new([1; 32], [2; 32]);
+    let mut server = ctp_proto::EndpointConfig::new([3; 32], [4; 32]);
+    server.accept = true;
+    server.wire = profile.wire();
+    let mut p = Pair::with_configs(3, client, server);
+    let n = 100;
+    // Server heap is measured as the whole process's, around connections whose client
+    // side is dropped at once: the clients' share is removed with them.
+    let before = LIVE.load(Relaxed);
+    let mut clients = Vec::new();
+    for _ in 0..n {
+        clients.push(p.client.connect(p.now, p.server_addr, profile).unwrap());
+    }
+    assert!(p.run_until(Duration::from_secs(5), |p| {
+        p.server.connection_count() == n
+            && clients
+                .iter()
+                .all(|&c| p.client.connection(c).is_some_and(|x| x.is_established()))
+    }));
+    let quiet = p.now + Duration::from_millis(200);
+    p.run_until(Duration::from_secs(1), |p| p.now >= quiet);
+    let both = LIVE.load(Relaxed).saturating_sub(before);
+    both / (2 * n)
+}
+
+/// An idle connection is cheap: its buffers are allocated when data comes, not up front.
+#[test]
+fn an_idle_connection_costs_a_few_kilobytes() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let native = idle_cost(&Profile::reliable());
+    let udt = idle_cost(&Profile::udt());
+    eprintln!("heap per idle connection: native {native} B, UDT4 {udt} B");
+    assert!(native < 16 * 1024, "native: {native} B");
+    assert!(udt < 16 * 1024, "UDT4: {udt} B");
+}

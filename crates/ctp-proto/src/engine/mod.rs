@@ -418,7 +418,8 @@ impl Engine {
             bindings,
             writers,
             st,
-            owned: OwnedEvents::with_capacity(64),
+            // Grows to what bursts need; an idle connection keeps a few slots.
+            owned: OwnedEvents::with_capacity(8),
         })
     }
 

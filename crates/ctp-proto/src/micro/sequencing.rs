@@ -28,13 +28,15 @@ pub struct Sequencing {
 }
 
 impl Sequencing {
-    /// A sequencer with a window of `width` segments (rounded up to a multiple of 64).
+    /// A sequencer with a window of `width` segments (rounded up to a multiple of 64). Its
+    /// bitmap is allocated when the first segment arrives out of order: a connection whose
+    /// segments come in order (or not at all) never needs it.
     pub fn new(mode: WindowMode, width: u64) -> Self {
-        let words = width.div_ceil(64).max(1) as usize;
+        let words = width.div_ceil(64).max(1);
         Sequencing {
             mode,
-            bits: vec![0; words],
-            width: words as u64 * 64,
+            bits: Vec::new(),
+            width: words * 64,
             started: false,
         }
     }
@@ -64,6 +66,14 @@ impl Sequencing {
         if seq < *cum {
             cx.st.stats.duplicate_segments += 1;
             return false;
+        }
+        if self.bits.is_empty() {
+            if seq == *cum {
+                // In order with nothing out of order held: no bitmap needed.
+                *cum += 1;
+                return true;
+            }
+            self.bits = vec![0; (self.width / 64) as usize];
         }
         if seq >= *cum + self.width {
             match self.mode {
