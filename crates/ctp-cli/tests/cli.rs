@@ -1206,3 +1206,35 @@ fn an_existing_file_is_not_overwritten_unless_asked() {
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert_eq!(blake3_file(&existing), blake3_file(&src));
 }
+
+/// The flood bench runs end to end (scaled down): both transfers complete, every idle
+/// connection is held, one address gets exactly its share, and the receiver's memory is
+/// read. (Its speed figures are for the closing notes, not asserted.)
+#[test]
+fn the_flood_bench_holds_the_idle_connections_and_limits_one_address() {
+    let o = wait_output(
+        spawn(&[
+            "bench",
+            "--flood",
+            "--bytes",
+            "4MiB",
+            "--flood-idle",
+            "48",
+            "--flood-pps",
+            "1000",
+            "--json",
+        ]),
+        Duration::from_secs(120),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["idle_connections"], 48);
+    assert_eq!(
+        v["one_address_accepted"], 256,
+        "the default per-address limit"
+    );
+    assert!(v["unloaded_mbps"].as_f64().unwrap() > 0.0);
+    assert!(v["loaded_mbps"].as_f64().unwrap() > 0.0);
+    assert!(v["flood_pps"].as_f64().unwrap() > 0.0);
+    assert!(v["rss_idle_kib"].as_u64().unwrap() > 0);
+}

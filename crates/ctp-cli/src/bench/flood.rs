@@ -48,11 +48,14 @@ pub struct FloodReport {
     pub flood_pps: f64,
     /// Receiver's resident memory before the load, KiB.
     pub rss_before_kib: u64,
-    /// Receiver's resident memory under the load, KiB.
+    /// Receiver's resident memory holding the idle connections, before the loaded
+    /// transfer, KiB.
+    pub rss_idle_kib: u64,
+    /// Receiver's resident memory right after the loaded transfer, the load still on, KiB.
     pub rss_during_kib: u64,
     /// Receiver's resident memory once the load was gone, KiB.
     pub rss_after_kib: u64,
-    /// (during − before) / connections held, bytes.
+    /// (idle − before) / connections held, bytes.
     pub rss_per_connection_bytes: u64,
 }
 
@@ -104,10 +107,11 @@ pub async fn run(
         std::thread::spawn(move || flood_inits(server, pps, &stop, &sent))
     };
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let rss_during = rss_kib(pid)?;
+    let rss_idle = rss_kib(pid)?;
     let sent_before = sent.load(Ordering::Relaxed);
     let flood_start = Instant::now();
     let loaded = timed_transfer(server, bytes, &block, timeout).await;
+    let rss_during = rss_kib(pid)?;
     let flood_pps =
         (sent.load(Ordering::Relaxed) - sent_before) as f64 / flood_start.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
@@ -123,10 +127,10 @@ pub async fn run(
         one_address_accepted: one_conns.len(),
         flood_pps,
         rss_before_kib: rss_before,
+        rss_idle_kib: rss_idle,
         rss_during_kib: rss_during,
         rss_after_kib: 0,
-        rss_per_connection_bytes: (rss_during.saturating_sub(rss_before) * 1024)
-            / held.max(1) as u64,
+        rss_per_connection_bytes: (rss_idle.saturating_sub(rss_before) * 1024) / held.max(1) as u64,
     };
     for c in idle_conns.iter().chain(&one_conns) {
         c.abort("bench over");
@@ -163,8 +167,9 @@ fn print(r: &FloodReport, json: bool) {
         r.flood_pps
     );
     outln!(
-        "receiver RSS: before {} KiB, during {} KiB, after {} KiB; {} bytes per connection held",
+        "receiver RSS: before {} KiB, with the idle connections {} KiB, after the loaded transfer {} KiB, load gone {} KiB; {} bytes per connection held",
         r.rss_before_kib,
+        r.rss_idle_kib,
         r.rss_during_kib,
         r.rss_after_kib,
         r.rss_per_connection_bytes
