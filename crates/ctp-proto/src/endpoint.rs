@@ -751,4 +751,53 @@ mod tests {
             "the server polled {polled} connections for one message among 200 idle ones"
         );
     }
+
+    /// A sender that ignores the receiver's flow credit is disconnected with a protocol
+    /// error, and learns why: the CLOSE carries code PROTOCOL and the reason.
+    #[test]
+    fn a_sender_beyond_its_credit_is_told_why_it_was_disconnected() {
+        use crate::endpoint::EndpointConfig;
+        use crate::engine::session::CloseReason;
+        use crate::wire::frame::close_code;
+        let client = EndpointConfig::new([1; 32], [2; 32]);
+        let mut server = EndpointConfig::new([3; 32], [4; 32]);
+        server.accept = true;
+        server.params.recv_buffer = 1 << 20;
+        let mut p = Pair::with_configs(9, client, server);
+        let c = p
+            .client
+            .connect(p.now, p.server_addr, &Profile::reliable())
+            .unwrap();
+        assert!(p.run_until(Duration::from_secs(5), |p| p
+            .client
+            .connection(c)
+            .is_some_and(|x| x.is_established())));
+        let now = p.now;
+        let conn = p.client.connection_mut(c).unwrap();
+        // A broken (or hostile) sender: it believes it may send without limit.
+        conn.engine.as_mut().unwrap().st.session.peer_max_seg = u64::MAX;
+        let data = bytes::Bytes::from(vec![5u8; 4 << 20]);
+        let mut sent = 0;
+        p.run_until(Duration::from_secs(30), |p| {
+            if let Some(conn) = p.client.connection_mut(c) {
+                while sent < data.len() {
+                    match conn.stream_write(now, &data[sent..]) {
+                        Ok(n) => sent += n,
+                        Err(_) => break,
+                    }
+                }
+            }
+            matches!(
+                p.client.connection(c).map(|x| x.state()),
+                Some(crate::ConnectionState::Closed(_))
+            )
+        });
+        match p.client.connection(c).unwrap().state() {
+            crate::ConnectionState::Closed(CloseReason::Peer { code, reason }) => {
+                assert_eq!(*code, close_code::PROTOCOL);
+                assert!(reason.contains("flow credit"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }
