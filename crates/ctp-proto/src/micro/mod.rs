@@ -67,10 +67,12 @@ macro_rules! any_micro {
     };
 }
 
+// The largest states are boxed, so that the enum (one per composed microprotocol, in every
+// connection) is as large as the common ones, not as the congestion-control library.
 any_micro! {
     Fragmentation(fragmentation::Fragmentation),
     Sequencing(sequencing::Sequencing),
-    AckTracking(ack_tracking::AckTracking),
+    AckTracking(Box<ack_tracking::AckTracking>),
     Rtt(rtt::RttEstimator),
     Arq(arq::Arq),
     Fifo(ordering::Fifo),
@@ -81,7 +83,7 @@ any_micro! {
     Pacing(pacing::Pacing),
     NewReno(newreno::NewReno),
     KeepAlive(keepalive::KeepAlive),
-    Fec(fec::Fec),
+    Fec(Box<fec::Fec>),
     Scp(scp::Scp),
     Tfrc(tfrc::Tfrc),
     XonXoff(xon_xoff::XonXoff),
@@ -89,7 +91,7 @@ any_micro! {
     FixedInterval(jitter::FixedInterval),
     Playout(jitter::Playout),
     Urgent(ordering::Urgent),
-    Cc(cc::CcPolicy),
+    Cc(Box<cc::CcPolicy>),
     Causal(causal::Causal),
     Compression(compression::Compression),
     Pmtud(pmtud::Pmtud),

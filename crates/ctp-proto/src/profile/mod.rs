@@ -1117,10 +1117,12 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
                 };
                 AnyMicro::Sequencing(micro::sequencing::Sequencing::new(mode, width))
             }
-            MicroId::AckTracking => AnyMicro::AckTracking(micro::ack_tracking::AckTracking::new(
-                &mut setup,
-                Duration::from_micros(p.max_ack_delay_us as u64),
-            )?),
+            MicroId::AckTracking => {
+                AnyMicro::AckTracking(Box::new(micro::ack_tracking::AckTracking::new(
+                    &mut setup,
+                    Duration::from_micros(p.max_ack_delay_us as u64),
+                )?))
+            }
             MicroId::Rtt => AnyMicro::Rtt(micro::rtt::RttEstimator::new(
                 p.min_rto_us as u64,
                 60_000_000,
@@ -1129,12 +1131,12 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
             MicroId::Arq => AnyMicro::Arq(micro::arq::Arq::new(&mut setup)?),
             MicroId::Fifo => AnyMicro::Fifo(micro::ordering::Fifo::new(&mut setup)?),
             MicroId::Unordered => AnyMicro::Unordered(micro::ordering::Unordered::new(&mut setup)?),
-            MicroId::Fec => AnyMicro::Fec(micro::fec::Fec::new(
+            MicroId::Fec => AnyMicro::Fec(Box::new(micro::fec::Fec::new(
                 &mut setup,
                 p.fec_k,
                 p.fec_m,
                 Duration::from_millis(p.fec_flush_ms as u64),
-            )?),
+            )?)),
             MicroId::LossyFifo => AnyMicro::LossyFifo(micro::ordering::LossyFifo::new(
                 &mut setup,
                 Duration::from_millis(p.fifo_deadline_ms as u64),
@@ -1176,9 +1178,11 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
                 Duration::from_millis(p.playout_delay_ms as u64),
             )?),
             MicroId::Urgent => AnyMicro::Urgent(micro::ordering::Urgent),
-            MicroId::Cc => {
-                AnyMicro::Cc(micro::cc::CcPolicy::new(p.cc, &cc_config(p), &mut session))
-            }
+            MicroId::Cc => AnyMicro::Cc(Box::new(micro::cc::CcPolicy::new(
+                p.cc,
+                &cc_config(p),
+                &mut session,
+            ))),
             MicroId::Pmtud => AnyMicro::Pmtud(micro::pmtud::Pmtud::new(
                 &mut setup,
                 p.max_udp_payload as usize,
