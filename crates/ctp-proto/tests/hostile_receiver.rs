@@ -96,6 +96,7 @@ fn pieces_at_far_offsets_cost_the_bytes_they_carry() {
         rx.receive(now(), PEER.pn + i, &f, f.len() + 20).unwrap();
     }
     let grown = LIVE.load(Relaxed).saturating_sub(before);
+    eprintln!("64 far pieces: heap +{grown} bytes");
     assert!(
         grown < 256 * 1024,
         "64 one-byte pieces grew the heap by {grown} bytes"
@@ -115,7 +116,8 @@ fn messages_parked_behind_a_missing_one_are_bounded_by_the_receive_buffer() {
     let mut rx = receiver(recv_buffer);
     let before = LIVE.load(Relaxed);
     let mut peak = 0;
-    let per_segment = 300u64;
+    // As many as a segment of the negotiated size holds (a larger one is refused at once).
+    let per_segment = 180u64;
     let mut packets = 0;
     // Message PEER.msg is never sent; everything after it is, one byte each, in order.
     for i in 0..rx.st.session.recv_credit - PEER.seg {
@@ -126,6 +128,7 @@ fn messages_parked_behind_a_missing_one_are_bounded_by_the_receive_buffer() {
             })
             .collect();
         let f = data_frame(PEER.seg + i, &pieces);
+        assert!(f.len() <= 1472, "{} bytes", f.len());
         rx.receive(now(), PEER.pn + i, &f, f.len() + 20).unwrap();
         packets += 1;
         peak = peak.max(LIVE.load(Relaxed).saturating_sub(before));
@@ -134,10 +137,11 @@ fn messages_parked_behind_a_missing_one_are_bounded_by_the_receive_buffer() {
         }
     }
     assert!(
-        matches!(rx.st.session.close, Some(CloseReason::ProtocolViolation(_))),
+        matches!(&rx.st.session.close, Some(CloseReason::ProtocolViolation(w)) if w.contains("receive buffer")),
         "after {packets} packets: {:?}",
         rx.st.session.close
     );
+    eprintln!("{packets} hostile packets: heap peak +{peak} bytes for a {recv_buffer}-byte buffer");
     let bound = recv_buffer as usize + HELD_SLACK + 256 * 1024;
     assert!(
         peak <= bound,
@@ -216,4 +220,29 @@ fn an_idle_connection_costs_a_few_kilobytes() {
     eprintln!("heap per idle connection: native {native} B, UDT4 {udt} B");
     assert!(native < 16 * 1024, "native: {native} B");
     assert!(udt < 16 * 1024, "UDT4: {udt} B");
+}
+
+/// A segment larger than any packet of the negotiated size could carry breaks the protocol
+/// (the credit's byte bound assumes it cannot happen).
+#[test]
+fn a_segment_larger_than_the_negotiated_payload_breaks_the_protocol() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut rx = receiver(32 << 20);
+    let fits = vec![1u8; 1400];
+    let f = data_frame(PEER.seg, &[(PieceFlags::LAST, PEER.msg, 0, &fits)]);
+    rx.receive(now(), PEER.pn, &f, f.len() + 20).unwrap();
+    assert!(rx.st.session.close.is_none());
+    let big = vec![2u8; 9000];
+    let f = data_frame(PEER.seg + 1, &[(PieceFlags::LAST, PEER.msg + 1, 0, &big)]);
+    rx.receive(now(), PEER.pn + 1, &f, f.len() + 20).unwrap();
+    assert!(
+        matches!(&rx.st.session.close, Some(CloseReason::ProtocolViolation(w)) if w.contains("negotiated")),
+        "{:?}",
+        rx.st.session.close
+    );
+    assert_eq!(
+        rx.st.app.rx_msgs.len(),
+        1,
+        "the oversized segment delivered nothing"
+    );
 }
