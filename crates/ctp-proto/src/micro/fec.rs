@@ -190,6 +190,12 @@ impl Fec {
     }
 
     fn on_repair(&mut self, r: RepairFrame<'_>, cx: &mut Cx<'_, '_>) {
+        if r.shard.len() < 2 {
+            // Every shard starts with its frame's 2-byte length: this one was not encoded
+            // by a peer that follows the protocol.
+            cx.st.stats.malformed_dropped += 1;
+            return;
+        }
         let b = self.blocks.entry(r.first_seg).or_default();
         if b.done {
             return;
@@ -248,7 +254,7 @@ impl Fec {
             if self.recent.contains_key(&(first + i)) {
                 continue;
             }
-            let Some(s) = shards[i as usize].as_ref() else {
+            let Some(s) = shards[i as usize].as_ref().filter(|s| s.len() >= 2) else {
                 continue;
             };
             let n = u16::from_be_bytes([s[0], s[1]]) as usize;

@@ -1848,3 +1848,27 @@ pub(super) fn incompressible(mut x: u64, len: usize) -> Vec<u8> {
         })
         .collect()
 }
+
+/// A repair frame whose shard is empty (never encoded by a peer that follows the protocol:
+/// every shard starts with a 2-byte length) is dropped and counted; it once made the
+/// decoder index an empty shard (found by the `pair` fuzz target).
+#[test]
+fn fec_drops_a_repair_frame_with_an_empty_shard() {
+    let mut rx = compose(fec_set(), &Params::default(), PEER, LOCAL).unwrap();
+    for index in 0..2u8 {
+        let mut f = Vec::new();
+        crate::wire::frame::RepairFrame {
+            first_seg: LOCAL.seg,
+            k: 1,
+            m: 2,
+            index,
+            shard: &[],
+        }
+        .emit(&mut f);
+        rx.receive(t(0), LOCAL.pn + index as u64, &f, f.len() + 20)
+            .unwrap();
+    }
+    assert_eq!(rx.st.stats.malformed_dropped, 2);
+    assert_eq!(rx.st.stats.fec_recovered, 0);
+    assert!(rx.st.app.rx_msgs.is_empty());
+}
