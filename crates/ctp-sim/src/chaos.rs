@@ -93,15 +93,17 @@ pub fn config(seed: u64) -> SimConfig {
         ..LinkConfig::default()
     };
     let fwd = impair(&mut rng, base.clone());
-    // What a big flow may carry: 20 s of the bottleneck, less the more it loses, none past
-    // 2.5 % (UDT's rate control crawls under random loss, whatever the bandwidth).
-    let lossy = mean_loss(&fwd.loss) + fwd.corrupt;
-    let big_cap = (base.bandwidth_bps as f64 / 8.0 * 20.0 * (1.0 - 40.0 * lossy).max(0.0)) as u64;
+    let bandwidth = base.bandwidth_bps;
     let rev = if rng.next_u64() % 2 == 0 {
         impair(&mut rng, base)
     } else {
         base
     };
+    // What a big flow may carry: 20 s of the bottleneck, less the more either direction
+    // loses, none past 2.5 % (UDT's rate control crawls under random loss, whatever the
+    // bandwidth; lost acknowledgements slow every sender).
+    let lossy = mean_loss(&fwd.loss) + fwd.corrupt + mean_loss(&rev.loss) + rev.corrupt;
+    let big_cap = (bandwidth as f64 / 8.0 * 20.0 * (1.0 - 40.0 * lossy).max(0.0)) as u64;
     let n = 1 + (rng.next_u64() % 3) as usize;
     let access: Vec<Duration> = (0..n).map(|_| ms(range(&mut rng, 0.0, 20.0))).collect();
     // Big flows come from a stream of their own: the rest of the world is drawn as before.
