@@ -292,4 +292,7 @@ pub struct SimArgs {
     /// Chaos: first seed (default 0).
     #[arg(long)]
     pub start: Option<u64>,
+    /// Chaos: threads running seeds (default: one per core).
+    #[arg(long)]
+    pub jobs: Option<usize>,
 }

@@ -60,6 +60,20 @@ fn main() -> ExitCode {
             // to report what arrived before it.
             Command::Relay(a) => relay::run(a).await,
             Command::Perf(a) => perf::run(a).await,
+            // A chaos campaign stops taking seeds at Ctrl-C and prints its summary.
+            Command::Sim(a) if a.scenario == "chaos" => {
+                let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let flag = stop.clone();
+                let mut task = tokio::task::spawn_blocking(move || sim::run_chaos(&a, &flag));
+                let joined = tokio::select! {
+                    r = &mut task => r,
+                    _ = interrupted() => {
+                        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                        task.await
+                    }
+                };
+                joined.map_err(|e| Failure::Transfer(anyhow!("chaos campaign failed: {e}")))?
+            }
             // Dropping the command's future on Ctrl-C or SIGTERM runs its clean-ups (the
             // bench's namespaces, child processes) before the exit with status 130.
             cmd => tokio::select! {

@@ -3,9 +3,13 @@
 use crate::cli::SimArgs;
 use crate::Failure;
 use anyhow::{anyhow, Context};
+use ctp_sim::attacker::AttackMode;
 use ctp_sim::{chaos, report, scenario::Scenario};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 /// Finds a scenario: a path as given, or `scenarios/NAME.toml`.
 fn locate(name: &str) -> PathBuf {
@@ -24,7 +28,7 @@ fn locate(name: &str) -> PathBuf {
 /// Runs `ctp sim`.
 pub fn run(a: SimArgs) -> Result<(), Failure> {
     if a.scenario == "chaos" {
-        return run_chaos(&a);
+        return run_chaos(&a, &AtomicBool::new(false));
     }
     let path = locate(&a.scenario);
     let sc = Scenario::load(&path).map_err(|e| Failure::Usage(e.to_string()))?;
@@ -60,37 +64,176 @@ pub fn run(a: SimArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-fn run_chaos(a: &SimArgs) -> Result<(), Failure> {
+/// How often a chaos campaign reports its progress on stderr.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// What one seed gave, sent from a worker to the reporting thread.
+struct SeedOutcome {
+    seed: u64,
+    attack: Option<AttackMode>,
+    injected: u64,
+    /// Failure text (a panic included), empty if the seed passed.
+    failures: Vec<String>,
+}
+
+fn one_seed(seed: u64) -> SeedOutcome {
+    match std::panic::catch_unwind(|| chaos::run_seed(seed)) {
+        Ok(v) => SeedOutcome {
+            seed,
+            attack: v.attack,
+            injected: v.run.attack.map_or(0, |a| a.injected),
+            failures: v.failures,
+        },
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            SeedOutcome {
+                seed,
+                attack: chaos::config(seed).attacker.map(|a| a.mode),
+                injected: 0,
+                failures: vec![format!("panicked: {msg}")],
+            }
+        }
+    }
+}
+
+fn attack_name(m: Option<AttackMode>) -> &'static str {
+    match m {
+        None => "no attacker",
+        Some(AttackMode::OffPath) => "off-path attacker",
+        Some(AttackMode::Observer) => "on-path observer",
+        Some(AttackMode::Forger) => "forger",
+    }
+}
+
+/// Runs `ctp sim chaos`: seeds `start..start + n` on every core (each seed's run is
+/// deterministic, whichever thread takes it), failures printed as they come with the
+/// command that replays them, progress on stderr every few seconds; `stop` (Ctrl-C) ends it
+/// early with a summary.
+pub fn run_chaos(a: &SimArgs, stop: &AtomicBool) -> Result<(), Failure> {
     let n = a.seeds.unwrap_or(100);
     let start = a.start.unwrap_or(0);
-    let bar = ProgressBar::new(n);
-    let mut failed = 0u64;
-    for seed in start..start.saturating_add(n) {
-        let v = chaos::run_seed(seed);
-        if !v.failures.is_empty() {
-            failed += 1;
-            bar.suspend(|| {
-                eprintln!("seed {seed} FAILED: {}", v.failures.join("; "));
-                eprintln!("  replay: {}", chaos::replay_command(seed));
+    let jobs = a
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |j| j.get()))
+        .max(1);
+    // Panics are reported per seed; the default hook would print each one's backtrace too.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let next = AtomicU64::new(0);
+    let (tx, rx) = mpsc::channel::<SeedOutcome>();
+    let began = Instant::now();
+    let mut done = 0u64;
+    let mut failing = Vec::new();
+    let mut injected = 0u64;
+    let mut attacked = [0u64; 3];
+    // Seeds done below this one, all of them (where a stopped campaign resumes).
+    let mut resume = start;
+    let mut finished = std::collections::BTreeSet::new();
+    std::thread::scope(|s| {
+        for _ in 0..jobs.min(n.max(1) as usize) {
+            let tx = tx.clone();
+            let next = &next;
+            s.spawn(move || loop {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                if tx.send(one_seed(start + i)).is_err() {
+                    break;
+                }
             });
         }
-        bar.inc(1);
-    }
-    bar.finish_and_clear();
-    let summary = format!(
-        "chaos: {n} seeds from {start}: {} passed, {failed} failed",
-        n - failed
+        drop(tx);
+        let mut last = Instant::now();
+        loop {
+            match rx.recv_timeout(Duration::from_millis(250)) {
+                Ok(o) => {
+                    done += 1;
+                    injected += o.injected;
+                    if let Some(m) = o.attack {
+                        attacked[m as usize] += 1;
+                    }
+                    finished.insert(o.seed);
+                    while finished.remove(&resume) {
+                        resume += 1;
+                    }
+                    if !o.failures.is_empty() {
+                        eprintln!(
+                            "seed {} FAILED ({}): {}",
+                            o.seed,
+                            attack_name(o.attack),
+                            o.failures.join("; ")
+                        );
+                        eprintln!("  replay: {}", chaos::replay_command(o.seed));
+                        failing.push(o.seed);
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
+            if last.elapsed() >= PROGRESS_EVERY {
+                last = Instant::now();
+                let secs = began.elapsed().as_secs_f64();
+                let rate = done as f64 / secs.max(1e-9);
+                let eta = (n - done) as f64 / rate.max(1e-9);
+                eprintln!(
+                    "chaos: {done}/{n} seeds ({:.1}%), {rate:.0} seeds/s on {jobs} threads, \
+                     {} failed, {injected} datagrams injected, {:.0} s elapsed, about {:.0} s left",
+                    100.0 * done as f64 / n.max(1) as f64,
+                    failing.len(),
+                    secs,
+                    eta
+                );
+            }
+        }
+    });
+    std::panic::set_hook(hook);
+    failing.sort_unstable();
+    let interrupted = done < n;
+    let secs = began.elapsed().as_secs_f64();
+    let failed = failing.len() as u64;
+    let mut summary = format!(
+        "chaos: {done} seeds from {start}: {} passed, {failed} failed",
+        done - failed
     );
+    summary += &format!(
+        " ({} off-path attackers, {} on-path observers, {} forgers; {injected} datagrams injected; {:.0} seeds/s)",
+        attacked[0],
+        attacked[1],
+        attacked[2],
+        done as f64 / secs.max(1e-9)
+    );
+    if interrupted {
+        summary += &format!("; stopped early: resume with --start {resume}");
+    }
     if a.json {
         println!(
             "{}",
-            serde_json::json!({"seeds": n, "start": start, "failed": failed})
+            serde_json::json!({
+                "seeds": done, "start": start, "failed": failed, "failing": failing,
+                "injected": injected, "off_path": attacked[0], "observers": attacked[1],
+                "forgers": attacked[2], "interrupted": interrupted, "resume": resume,
+                "secs": secs,
+            })
         );
     } else {
         println!("{summary}");
+        if !failing.is_empty() {
+            println!("failing seeds: {failing:?}");
+        }
     }
     if failed > 0 {
         return Err(Failure::Transfer(anyhow!(summary)));
+    }
+    if interrupted {
+        return Err(Failure::Interrupted);
     }
     Ok(())
 }

@@ -137,8 +137,14 @@ pub struct FlowResult {
     /// Largest excess of bytes in flight over the window bound (the largest congestion
     /// window seen, or twice the current one); only measured with `check_limits`.
     pub max_cwnd_overshoot: u64,
+    /// Most bytes either connection held beyond its buffers (send + receive buffer); only
+    /// measured with `check_limits`.
+    pub max_buffer_excess: u64,
     /// Violations of the invariants (empty when all is well).
     pub violations: Vec<String>,
+    /// Violations of the endpoints' limits (bytes in flight, buffers, where they send):
+    /// the invariants that must hold even against a forger of packets.
+    pub limit_violations: Vec<String>,
     /// Per-interval samples.
     pub samples: Vec<Sample>,
 }
@@ -161,8 +167,13 @@ pub(crate) struct FlowApp {
     pub done_at: Option<Instant>,
     max_cwnd: u64,
     overshoot_reported: bool,
+    memory_reported: bool,
     pub res: FlowResult,
 }
+
+/// Bytes a connection may hold beyond its send and receive buffers (segments in flight are
+/// counted at their largest size).
+pub const BUFFER_SLACK: u64 = 256 * 1024;
 
 /// Largest stream write: stream writes are the sender's messages, which the receiver
 /// reassembles whole before delivering them.
@@ -195,6 +206,7 @@ impl FlowApp {
             done_at: None,
             max_cwnd: 0,
             overshoot_reported: false,
+            memory_reported: false,
             res,
         }
     }
@@ -202,6 +214,31 @@ impl FlowApp {
     fn violation(&mut self, v: String) {
         if self.res.violations.len() < MAX_VIOLATIONS {
             self.res.violations.push(v);
+        }
+    }
+
+    fn limit_violation(&mut self, v: String) {
+        if self.res.limit_violations.len() < MAX_VIOLATIONS {
+            self.res.limit_violations.push(v);
+        }
+    }
+
+    /// Checks that a connection of the flow (the sender's, or the receiver's) holds no more
+    /// data than its buffers allow, plus [`BUFFER_SLACK`]: whatever a peer sends, memory
+    /// stays bounded.
+    pub fn check_memory(&mut self, now: Instant, c: &Connection, sender: bool) {
+        let p = c.params();
+        let held = c.buffered_bytes();
+        let bound = u64::from(p.send_buffer) + u64::from(p.recv_buffer);
+        let excess = held.saturating_sub(bound);
+        self.res.max_buffer_excess = self.res.max_buffer_excess.max(excess);
+        if excess > BUFFER_SLACK && !self.memory_reported {
+            self.memory_reported = true;
+            self.limit_violation(format!(
+                "{} holds {held} bytes, above its buffers ({bound}) by more than {BUFFER_SLACK} (at {} µs)",
+                if sender { "sender" } else { "receiver" },
+                now.as_micros()
+            ));
         }
     }
 
@@ -248,7 +285,7 @@ impl FlowApp {
             .max(s.bytes_in_flight.saturating_sub(bound - mtu));
         if s.bytes_in_flight > bound && !self.overshoot_reported {
             self.overshoot_reported = true;
-            self.violation(format!(
+            self.limit_violation(format!(
                 "{} bytes in flight above the window bound {} \
                  (at {} µs; cwnd now {}, {} packets sent, {} lost)",
                 s.bytes_in_flight,
@@ -446,7 +483,7 @@ impl FlowApp {
             }
         }
         if got_now > recv_limit {
-            self.violation(format!(
+            self.limit_violation(format!(
                 "receiver held {got_now} bytes, above its {recv_limit}-byte buffer"
             ));
         }

@@ -7,6 +7,7 @@
 
 pub mod app;
 pub mod aqm;
+pub mod attacker;
 pub mod chaos;
 pub mod clock;
 pub mod cpu_time;

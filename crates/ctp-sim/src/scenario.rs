@@ -820,6 +820,7 @@ impl Scenario {
                 .map_or(Duration::from_secs(10), |d| d.get_ref().0),
             stop_when_done: f.stop_when_done,
             check_limits: false,
+            attacker: None,
         })
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::app::FlowApp;
 pub use crate::app::{FlowKind, FlowResult, FlowSpec, Sample};
+use crate::attacker::{AttackConfig, AttackStats, Attacker, Injection};
 use crate::clock::{EventQueue, WakeTimes};
 use crate::link::{Carried, DropKind, Link};
 use crate::topology::Topology;
@@ -35,6 +36,8 @@ pub struct SimConfig {
     pub stop_when_done: bool,
     /// Check the senders' limits after every step (slower; for the chaos campaign).
     pub check_limits: bool,
+    /// An adversarial third party injecting datagrams (none in scenarios).
+    pub attacker: Option<AttackConfig>,
 }
 
 /// The outcome of a run.
@@ -68,6 +71,8 @@ pub struct RunResult {
     pub interval_us: u64,
     /// The run ended because time stood still (an endpoint deadline that never moves).
     pub stuck: Option<String>,
+    /// What the attacker did, if there was one.
+    pub attack: Option<AttackStats>,
 }
 
 /// Bytes of trace records hashed at once.
@@ -75,6 +80,10 @@ const TRACE_BATCH: usize = 64 * 1024;
 /// Trace kind of a datagram the receiving host's UDP checksum dropped (links' drops are
 /// 1–4, a packet carried 0).
 const HOST_UDP_CHECKSUM_DROP: u8 = 5;
+/// Trace kind of a datagram the attacker injected (its link: [`INJECTED_LINK`]).
+const INJECTED: u8 = 6;
+/// Trace link number of injected datagrams.
+const INJECTED_LINK: usize = 0xFFFF;
 
 /// The one kind of queued event: a packet of `flow` arriving at hop `hop` of its route in
 /// direction `dir`, `corrupted` if a link flipped a bit of it; its bytes wait in slot `slot`
@@ -144,6 +153,8 @@ pub struct World {
     node_touched: Vec<bool>,
     /// Nodes whose deadline was already due when they were scheduled.
     timeouts_due: Vec<u32>,
+    /// The adversarial third party, if any.
+    attacker: Option<Attacker>,
 }
 
 impl World {
@@ -180,6 +191,17 @@ impl World {
         }
         let next_sample = Instant::ZERO + cfg.interval;
         let n_flows = flows.len();
+        // The attacker has its own random stream: the world's draws are the same with one
+        // or without.
+        let attacker = cfg.attacker.clone().map(|a| {
+            let targets = cfg
+                .flows
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (s.profile.wire(), addr(i, false), addr(i, true)))
+                .collect();
+            Attacker::new(a, targets, cfg.topology.links.len())
+        });
         World {
             cfg,
             now: Instant::ZERO,
@@ -201,6 +223,7 @@ impl World {
             touched: Vec::new(),
             node_touched: vec![false; 2 * n_flows],
             timeouts_due: Vec::new(),
+            attacker,
         }
     }
 
@@ -265,6 +288,12 @@ impl World {
                 let corrupted = corrupted || carried == Carried::Corrupted;
                 for (at, b) in out.drain(..) {
                     self.trace_event(l, 0, &b);
+                    // A copy of a packet a link corrupted is not one the attacker could
+                    // replay: the UDP checksum would drop it on the way (and the UDT4 wire
+                    // would take a clean copy of wrong bytes for a forgery).
+                    if let Some(a) = self.attacker.as_mut().filter(|a| a.taps(l) && !corrupted) {
+                        a.observe(flow, dir, &b);
+                    }
                     let slot = self.stash(b);
                     // A link hands packets on in order unless it jitters or reorders.
                     self.queue.push_in_lane(
@@ -352,8 +381,21 @@ impl World {
             self.packets += 1;
             bytes.truncate(t.size);
             if t.destination != peer {
-                let v = format!("node {n} sent to {} (expected {peer})", t.destination);
-                self.flows[flow].app.res.violations.push(v);
+                let answerable = {
+                    let ip = t.destination.ip();
+                    t.destination.port() != 0
+                        && !ip.is_unspecified()
+                        && !ip.is_multicast()
+                        && ip != std::net::Ipv4Addr::BROADCAST
+                };
+                if let (Some(a), true) = (self.attacker.as_mut(), answerable) {
+                    // A reply to a source the attacker used: it goes nowhere.
+                    a.stats.replies += 1;
+                } else {
+                    let v = format!("node {n} sent to {} (expected {peer})", t.destination);
+                    self.flows[flow].app.res.limit_violations.push(v);
+                }
+                self.recycle(bytes);
                 continue;
             }
             self.forward(flow, dir, 0, bytes, false);
@@ -383,7 +425,10 @@ impl World {
                     if fl.server.is_some() {
                         app.res.violations.push("second incoming connection".into());
                     }
-                    fl.server = Some(h);
+                    // Under attack, the flow's connection is the first one accepted.
+                    if fl.server.is_none() || self.attacker.is_none() {
+                        fl.server = Some(h);
+                    }
                 }
                 EndpointEvent::Connected(_) => {
                     app.res.connected_us = Some(self.now.as_micros());
@@ -423,6 +468,9 @@ impl World {
         if !is_sender(n) {
             if let Some(c) = fl.server.and_then(|h| ep.connection_mut(h)) {
                 fl.app.drive_receiver(now, c);
+                if self.cfg.check_limits {
+                    fl.app.check_memory(now, c, false);
+                }
             }
             return;
         }
@@ -446,6 +494,7 @@ impl World {
         if let Some(c) = fl.client.and_then(|h| ep.connection_mut(h)) {
             if self.cfg.check_limits {
                 fl.app.check_limits(now, c);
+                fl.app.check_memory(now, c, true);
             }
             fl.app.drive_echoes(now, c);
             if !fl.stopped {
@@ -570,6 +619,7 @@ impl World {
                     ev.corrupted,
                 );
             }
+            self.inject();
             // Due timers, in node order (an untouched node has none due: it sleeps in the
             // queue until its deadline).
             self.touched.sort_unstable();
@@ -585,6 +635,20 @@ impl World {
             }
         }
         self.finish(wall, cpu, stuck)
+    }
+
+    /// Delivers the attacker's burst due now, if any, straight to its target endpoints.
+    fn inject(&mut self) {
+        let Some(a) = self.attacker.as_mut() else {
+            return;
+        };
+        let mut burst: Vec<Injection> = Vec::new();
+        a.fire(self.now, &mut burst);
+        for inj in burst {
+            self.trace_event(INJECTED_LINK, INJECTED, &inj.bytes);
+            self.nodes[inj.node].handle_datagram(self.now, inj.from, &inj.bytes);
+            self.touch(inj.node);
+        }
     }
 
     /// Marks node `n` (and its side of its flow's application) for a step at the current
@@ -641,6 +705,7 @@ impl World {
             self.queue.peek_time(),
             self.node_wake.earliest(),
             self.flow_wake.earliest(),
+            self.attacker.as_ref().and_then(|a| a.next_at()),
         ]
         .into_iter()
         .flatten()
@@ -740,6 +805,7 @@ impl World {
             cpu_secs: cpu.elapsed_secs(),
             interval_us: self.cfg.interval.as_micros() as u64,
             stuck,
+            attack: self.attacker.map(|a| a.stats),
         }
     }
 }

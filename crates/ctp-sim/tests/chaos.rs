@@ -1,5 +1,6 @@
 //! A few hundred chaos seeds must pass every invariant.
 
+use ctp_sim::attacker::AttackMode;
 use ctp_sim::chaos;
 
 #[test]
@@ -9,18 +10,32 @@ fn chaos_seeds_pass() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(500);
     let mut failed = Vec::new();
-    let mut overshoot = 0;
+    let (mut overshoot, mut excess, mut biggest) = (0, 0, 0);
     let (mut completed, mut failed_with_reason, mut flows) = (0, 0, 0);
+    let mut attacked = [0u64; 3];
+    let (mut injected, mut forged, mut replayed) = (0, 0, 0);
     for seed in 0..n {
         let v = chaos::run_seed(seed);
         for f in &v.run.flows {
             overshoot = overshoot.max(f.max_cwnd_overshoot);
+            excess = excess.max(f.max_buffer_excess);
             flows += 1;
             if f.completed {
                 completed += 1;
+                biggest = biggest.max(f.bytes_delivered);
             } else {
                 failed_with_reason += 1;
             }
+        }
+        if let (Some(m), Some(a)) = (v.attack, v.run.attack) {
+            attacked[match m {
+                AttackMode::OffPath => 0,
+                AttackMode::Observer => 1,
+                AttackMode::Forger => 2,
+            }] += 1;
+            injected += a.injected;
+            forged += a.forged;
+            replayed += a.replayed;
         }
         if !v.failures.is_empty() {
             eprintln!(
@@ -32,9 +47,20 @@ fn chaos_seeds_pass() {
         }
     }
     eprintln!("{flows} flows: {completed} completed, {failed_with_reason} failed with a reason");
-    // The campaign must exercise both outcomes, or it checks less than it claims.
+    eprintln!(
+        "attackers: {} off-path, {} observers, {} forgers; {injected} datagrams injected \
+         ({replayed} replays, {forged} forgeries)",
+        attacked[0], attacked[1], attacked[2]
+    );
+    eprintln!("largest flow completed: {biggest} bytes");
+    // The campaign must exercise both outcomes and every attacker, or it checks less than it
+    // claims.
     assert!(completed > flows / 2 && failed_with_reason > 0);
+    if n >= 100 {
+        assert!(attacked.iter().all(|&a| a > 0) && injected > 0);
+    }
     eprintln!("largest bytes-in-flight excess over the window bound: {overshoot} bytes");
+    eprintln!("largest excess of a connection's memory over its buffers: {excess} bytes");
     assert!(failed.is_empty(), "failing seeds: {failed:?}");
 }
 

@@ -40,6 +40,7 @@ message_size = 64
         assert!((10_000..10_500).contains(&rtt), "round trip {rtt} µs");
     }
     assert!(f.violations.is_empty(), "{:?}", f.violations);
+    assert!(f.limit_violations.is_empty(), "{:?}", f.limit_violations);
 }
 
 #[test]

@@ -46,6 +46,7 @@ fn one_bulk_flow(bn: LinkConfig, access: Duration, bytes: u64, seed: u64) -> ctp
         handshake_timeout: Duration::from_secs(10),
         stop_when_done: true,
         check_limits: true,
+        attacker: None,
     }
 }
 

@@ -162,4 +162,8 @@ queue_packets = 8000
         m.aggregate_mbps
     );
     assert_eq!(rep.runs[0].result.flows[0].violations, Vec::<String>::new());
+    assert_eq!(
+        rep.runs[0].result.flows[0].limit_violations,
+        Vec::<String>::new()
+    );
 }

@@ -19,4 +19,9 @@ pub fn assert_delivered_exactly(f: &FlowResult, bytes: u64, what: &str) {
     assert!(f.completed, "{what}: not completed: {f:?}");
     assert_eq!(f.bytes_delivered, bytes, "{what}: bytes delivered");
     assert!(f.violations.is_empty(), "{what}: {:?}", f.violations);
+    assert!(
+        f.limit_violations.is_empty(),
+        "{what}: {:?}",
+        f.limit_violations
+    );
 }
