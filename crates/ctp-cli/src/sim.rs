@@ -74,6 +74,8 @@ struct SeedOutcome {
     injected: u64,
     /// Failure text (a panic included), empty if the seed passed.
     failures: Vec<String>,
+    /// Flows a forger left hanging (counted, not failed: see `chaos::Verdict`).
+    forger_hangs: usize,
 }
 
 fn one_seed(seed: u64) -> SeedOutcome {
@@ -83,6 +85,7 @@ fn one_seed(seed: u64) -> SeedOutcome {
             attack: v.attack,
             injected: v.run.attack.map_or(0, |a| a.injected),
             failures: v.failures,
+            forger_hangs: v.forger_hangs.len(),
         },
         Err(p) => {
             let msg = p
@@ -95,6 +98,7 @@ fn one_seed(seed: u64) -> SeedOutcome {
                 attack: chaos::config(seed).attacker.map(|a| a.mode),
                 injected: 0,
                 failures: vec![format!("panicked: {msg}")],
+                forger_hangs: 0,
             }
         }
     }
@@ -129,6 +133,7 @@ pub fn run_chaos(a: &SimArgs, stop: &AtomicBool) -> Result<(), Failure> {
     let mut done = 0u64;
     let mut failing = Vec::new();
     let mut injected = 0u64;
+    let mut forger_hangs = 0u64;
     let mut attacked = [0u64; 3];
     // Seeds done below this one, all of them (where a stopped campaign resumes).
     let mut resume = start;
@@ -157,6 +162,7 @@ pub fn run_chaos(a: &SimArgs, stop: &AtomicBool) -> Result<(), Failure> {
                 Ok(o) => {
                     done += 1;
                     injected += o.injected;
+                    forger_hangs += o.forger_hangs as u64;
                     if let Some(m) = o.attack {
                         attacked[m as usize] += 1;
                     }
@@ -204,7 +210,7 @@ pub fn run_chaos(a: &SimArgs, stop: &AtomicBool) -> Result<(), Failure> {
         done - failed
     );
     summary += &format!(
-        " ({} off-path attackers, {} on-path observers, {} forgers; {injected} datagrams injected; {:.0} seeds/s)",
+        " ({} off-path attackers, {} on-path observers, {} forgers; {injected} datagrams injected; {forger_hangs} flows left hanging by a forger, expected without authentication; {:.0} seeds/s)",
         attacked[0],
         attacked[1],
         attacked[2],
@@ -219,7 +225,8 @@ pub fn run_chaos(a: &SimArgs, stop: &AtomicBool) -> Result<(), Failure> {
             serde_json::json!({
                 "seeds": done, "start": start, "failed": failed, "failing": failing,
                 "injected": injected, "off_path": attacked[0], "observers": attacked[1],
-                "forgers": attacked[2], "interrupted": interrupted, "resume": resume,
+                "forgers": attacked[2], "forger_hangs": forger_hangs,
+                "interrupted": interrupted, "resume": resume,
                 "secs": secs,
             })
         );

@@ -209,6 +209,10 @@ pub struct Verdict {
     pub attack: Option<AttackMode>,
     /// Broken invariants (empty = pass).
     pub failures: Vec<String>,
+    /// Flows a forger left hanging (neither completed nor failed with a reason): expected
+    /// until packets are authenticated (a forged acknowledgement of data never received
+    /// stalls any unauthenticated transport), so counted, not failed.
+    pub forger_hangs: Vec<String>,
 }
 
 /// The one-line command that replays `seed`.
@@ -225,6 +229,7 @@ pub fn run_seed(seed: u64) -> Verdict {
     let forged = attack == Some(AttackMode::Forger);
     let run = World::new(cfg).run(&mut |_| {});
     let mut failures = Vec::new();
+    let mut forger_hangs = Vec::new();
     if let Some(s) = &run.stuck {
         failures.push(s.clone());
     }
@@ -234,10 +239,15 @@ pub fn run_seed(seed: u64) -> Verdict {
         }
         let reason = f.sender_close.is_some() || f.receiver_close.is_some();
         if !f.completed && !reason {
-            failures.push(format!(
+            let hang = format!(
                 "flow {i} ({}): neither completed nor failed with a reason within {BOUND:?} ({} of {:?} bytes delivered)",
                 f.profile, f.bytes_delivered, spec.bytes
-            ));
+            );
+            if forged {
+                forger_hangs.push(hang);
+            } else {
+                failures.push(hang);
+            }
         }
         if forged {
             continue;
@@ -264,5 +274,6 @@ pub fn run_seed(seed: u64) -> Verdict {
         run,
         attack,
         failures,
+        forger_hangs,
     }
 }

@@ -73,3 +73,19 @@ fn a_window_grown_and_cut_within_one_step_is_no_overshoot() {
     let v = chaos::run_seed(56143);
     assert!(v.failures.is_empty(), "{:?}", v.failures);
 }
+
+/// Seeds the long campaign found failing, kept as regressions: an on-path observer
+/// replaying old UDT4 ACK2s made the receiver take RTT samples of seconds, which stretched
+/// the sender's EXP timer past the end of the run (the flow hung short of its last packet).
+#[test]
+fn seeds_the_long_campaign_found_failing_pass() {
+    for seed in [4913, 5619, 10049, 89406, 145463, 153607] {
+        let v = chaos::run_seed(seed);
+        assert!(
+            v.failures.is_empty(),
+            "seed {seed}: {:?}\n  replay: {}",
+            v.failures,
+            chaos::replay_command(seed)
+        );
+    }
+}

@@ -719,7 +719,13 @@ impl UdtConnection {
         match c.body {
             ControlBody::Ack(a) => self.on_ack(now, c.info, &a),
             ControlBody::Ack2(_) => {
-                if let Some(&(_, ack, t)) = self.ack_window.iter().find(|r| r.0 == c.info) {
+                // As UDT4's ACK window: an ACK is answered once. The entry and every older
+                // one go, so a duplicated or replayed ACK2 (seconds later) finds nothing
+                // instead of feeding a huge RTT sample, which would stretch the sender's
+                // retransmission timer past the end of the connection.
+                if let Some(i) = self.ack_window.iter().position(|r| r.0 == c.info) {
+                    let (_, ack, t) = self.ack_window[i];
+                    self.ack_window.drain(..=i);
                     let sample = now.saturating_since(t).as_micros() as u64;
                     self.rttvar_us = (self.rttvar_us * 3 + self.rtt_us.abs_diff(sample)) / 4;
                     self.rtt_us = (self.rtt_us * 7 + sample) / 8;
