@@ -1110,6 +1110,8 @@ fn a_raw_receiver_stores_nothing_when_the_sender_reports_a_checksum_mismatch() {
         let read = limited.read_to_end(&mut reply);
         let _ = tokio::time::timeout(Duration::from_secs(10), read).await;
         conn.abort("checksum mismatch");
+        // Let the abort reach the wire before the runtime goes away with it.
+        let _ = tokio::time::timeout(Duration::from_secs(2), conn.closed()).await;
         reply
     });
     let r = wait_output(recv, Duration::from_secs(30));
