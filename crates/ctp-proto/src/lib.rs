@@ -11,6 +11,8 @@
 pub mod cc;
 pub mod chunk_queue;
 pub mod coding;
+pub mod composed;
+pub mod conn_state;
 pub mod connection;
 pub mod endpoint;
 pub mod engine;

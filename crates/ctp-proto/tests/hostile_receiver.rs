@@ -2,8 +2,8 @@
 //! test binary counts every live allocation, so a bound that holds only in the receiver's
 //! own accounting would fail here.
 
+use ctp_proto::composed::Engine;
 use ctp_proto::engine::app::HELD_SLACK;
-use ctp_proto::engine::Engine;
 use ctp_proto::profile::{compose, Isn};
 use ctp_proto::wire::frame::{Deps, Frame, Piece, PieceFlags};
 use ctp_proto::wire::truncated::Truncated;

@@ -14,6 +14,7 @@
 pub mod flood;
 pub mod paths;
 pub mod peers;
+pub mod programs;
 pub mod svg;
 
 use crate::cli::BenchArgs;

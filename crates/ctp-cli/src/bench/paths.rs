@@ -264,7 +264,7 @@ impl Netns {
     pub fn create(rate_bps: u64, loss_percent: f64) -> anyhow::Result<Netns> {
         // Checked before anything exists: a missing tool leaves nothing to delete.
         for tool in ["ip", "tc", "ethtool", "iptables"] {
-            if !crate::bench::peers::on_path(tool) {
+            if !super::programs::on_path(tool) {
                 bail!("`{tool}` is not installed: apt-get install iproute2 ethtool iptables");
             }
         }

@@ -7,6 +7,7 @@
 //! the iperf3 server's JSON after the client got SIGINT (TCP).
 
 use super::paths::{Netns, RECEIVER_IP};
+use super::programs::which;
 use anyhow::{anyhow, Context};
 use nix::sys::resource::{getrusage, UsageWho};
 use nix::sys::signal::{kill, Signal};
@@ -154,19 +155,6 @@ fn cpu_children() -> f64 {
             t(u.user_time()) + t(u.system_time())
         })
         .unwrap_or(0.0)
-}
-
-fn which(program: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(program))
-            .find(|p| p.is_file())
-    })
-}
-
-/// Whether a program is on `PATH`.
-pub fn on_path(program: &str) -> bool {
-    which(program).is_some()
 }
 
 /// The checkout this binary was built from (for `tools/`).

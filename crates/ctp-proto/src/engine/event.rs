@@ -11,8 +11,7 @@ use crate::time::Instant;
 use crate::wire::frame::{AckFrame, DataFrame, NakFrame, RepairFrame};
 use std::collections::VecDeque;
 
-/// A hold bit index (see [`super::hold`]).
-pub type HoldBit = u8;
+pub use super::hold::HoldBit;
 
 /// The kinds of events, used to build binding tables.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -10,7 +10,8 @@
 //! pacing) must be set again for every retransmission, [`Rearm::Once`] bits (flow control)
 //! stay set once given.
 
-use super::event::HoldBit;
+/// A hold bit index.
+pub type HoldBit = u8;
 
 /// A set of hold bits of one barrier.
 pub type HoldMask = u16;

@@ -19,7 +19,7 @@ use crate::engine::segment::SegId;
 use crate::engine::timer::TimerId;
 use crate::engine::{Cx, Microprotocol, Setup, SetupError};
 use crate::pace::{PaceClock, Spacing};
-use crate::profile::PACKET_OVERHEAD;
+use crate::wire::sizes::PACKET_OVERHEAD;
 use std::collections::VecDeque;
 
 /// The pacing microprotocol.

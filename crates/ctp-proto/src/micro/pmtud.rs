@@ -19,9 +19,9 @@
 use crate::engine::event::{Event, EventKind, PacketInfo};
 use crate::engine::timer::TimerId;
 use crate::engine::{Cx, FrameWriter, Microprotocol, Setup, SetupError};
-use crate::profile::{MIN_UDP_PAYLOAD, SEGMENT_OVERHEAD};
 use crate::wire::frame::{ty, Frame};
 use crate::wire::integrity::TRAILER_LEN;
+use crate::wire::sizes::{MIN_UDP_PAYLOAD, SEGMENT_OVERHEAD};
 use core::time::Duration;
 
 /// The floor every path must carry (RFC 8899 `BASE_PLPMTU`, QUIC's minimum).

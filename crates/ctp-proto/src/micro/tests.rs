@@ -1,10 +1,10 @@
 //! Behaviour of each microprotocol, driven through a composed engine with hand-made events
 //! and frames (no endpoint, no network).
 
+use crate::composed::Engine;
 use crate::engine::app::Outgoing;
 use crate::engine::event::{Event, PacketInfo};
 use crate::engine::session::{CloseReason, Session};
-use crate::engine::Engine;
 use crate::profile::{compose, Isn, MicroId, MicroSet, Params, MANDATORY};
 use crate::time::Instant;
 use crate::wire::frame::{ty, AckFrame, Frame, Piece, PieceFlags, PnRange};
@@ -1181,7 +1181,7 @@ fn a_partial_fec_block_is_flushed_after_its_delay() {
     );
 }
 
-fn scp_sender() -> crate::engine::Engine {
+fn scp_sender() -> Engine {
     compose(
         crate::profile::Profile::ctp_video().micros,
         &Params::default(),

@@ -13,7 +13,7 @@ use crate::engine::event::{Event, EventKind, HoldBit};
 use crate::engine::hold::{Barrier, Rearm};
 use crate::engine::segment::SegId;
 use crate::engine::{Cx, Microprotocol, Setup, SetupError};
-use crate::profile::SEGMENT_OVERHEAD;
+use crate::wire::sizes::SEGMENT_OVERHEAD;
 use std::collections::VecDeque;
 
 /// The congestion-window mechanism.

@@ -46,7 +46,7 @@ use super::sender::{Next, Sender};
 use super::seq;
 use crate::cc::rate::{Acks, DeliveryRate};
 use crate::cc::{self, Ack, AnyCc, CcKind, CongestionControl, Loss, Sent};
-use crate::connection::{ConnectionState, ReadError, WriteError};
+use crate::conn_state::{ConnectionState, ReadError, WriteError, STREAM_CHUNK};
 use crate::engine::session::CloseReason;
 use crate::pace::{PaceClock, Spacing};
 use crate::perfmon::{PerfInstant, PerfMon, PerfMonitor};
@@ -1179,8 +1179,8 @@ impl UdtConnection {
             return Err(WriteError::Blocked);
         }
         let b = Bytes::copy_from_slice(&data[..n]);
-        for chunk in (0..n).step_by(crate::connection::STREAM_CHUNK) {
-            let end = (chunk + crate::connection::STREAM_CHUNK).min(n);
+        for chunk in (0..n).step_by(STREAM_CHUNK) {
+            let end = (chunk + STREAM_CHUNK).min(n);
             // On a message connection each chunk is an in-order message.
             self.snd.push(&b.slice(chunk..end), self.cfg.dgram, None);
         }

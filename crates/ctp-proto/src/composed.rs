@@ -1,0 +1,533 @@
+//! The composed connection core: the microprotocols a profile chose, bound to the events
+//! they handle, and the two packet paths through them (a received packet validated, then its
+//! frames dispatched; a packet built from the frame writers and one sendable segment). It
+//! sits above the engine's framework (`crate::engine`: events, hold bits, session state,
+//! the handler context) and the microprotocol catalogue (`crate::micro`), which both build on
+//! that framework alone.
+
+use crate::engine::admission::Admission;
+use crate::engine::event::{Event, EventKind, OwnedEvents, PacketInfo, EVENT_KINDS};
+use crate::engine::session::CloseReason;
+use crate::engine::{
+    BorrowedRing, Cx, FrameWriter, Microprotocol, SetupError, State, CUT_AHEAD, MAX_HANDLERS,
+};
+use crate::micro::AnyMicro;
+use crate::time::Instant;
+use crate::wire::frame::{CompressedFrame, DataFrame, Frame};
+use crate::wire::header::{ConnectionId, Header};
+use crate::wire::{integrity, Reader, WireError};
+
+/// What a received packet carried that the connection (not a microprotocol) handles.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Received {
+    /// A CLOSE frame: code and reason.
+    pub close: Option<(u64, String)>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Binding {
+    ids: [u8; MAX_HANDLERS],
+    n: u8,
+}
+
+impl Binding {
+    fn ids(&self) -> &[u8] {
+        &self.ids[..self.n as usize]
+    }
+}
+
+/// A composed connection core: its microprotocols, binding tables and shared state.
+pub struct Engine {
+    micros: Vec<AnyMicro>,
+    bindings: [Binding; EVENT_KINDS],
+    writers: Binding,
+    /// Shared state.
+    pub st: State,
+    owned: OwnedEvents,
+}
+
+impl Engine {
+    /// Builds the binding tables for `micros` (already set up against `st`).
+    pub fn new(micros: Vec<AnyMicro>, st: State) -> Result<Self, SetupError> {
+        let mut bindings = [Binding::default(); EVENT_KINDS];
+        let mut writers = Binding::default();
+        for (i, m) in micros.iter().enumerate() {
+            for &k in m.bindings() {
+                let b = &mut bindings[k as usize];
+                if b.n as usize == MAX_HANDLERS {
+                    return Err(SetupError::Bindings(k));
+                }
+                b.ids[b.n as usize] = i as u8;
+                b.n += 1;
+            }
+            if m.writes_frames() && (writers.n as usize) < MAX_HANDLERS {
+                writers.ids[writers.n as usize] = i as u8;
+                writers.n += 1;
+            }
+        }
+        Ok(Engine {
+            micros,
+            bindings,
+            writers,
+            st,
+            // Grows to what bursts need; an idle connection keeps a few slots.
+            owned: OwnedEvents::with_capacity(8),
+        })
+    }
+
+    /// The microprotocols bound to `kind`, by index.
+    pub fn bound(&self, kind: EventKind) -> &[u8] {
+        self.bindings[kind as usize].ids()
+    }
+
+    /// The composed microprotocols.
+    pub fn micros(&self) -> &[AnyMicro] {
+        &self.micros
+    }
+
+    /// Hands a custom control message to the congestion-control algorithm (the `cc`
+    /// microprotocol's `on_custom`); false when the composition has no `cc`.
+    pub fn congestion_message(&mut self, now: Instant, msg: &[u8]) -> bool {
+        let Some(AnyMicro::Cc(c)) = self
+            .micros
+            .iter_mut()
+            .find(|m| matches!(m, AnyMicro::Cc(_)))
+        else {
+            return false;
+        };
+        if c.custom(now, msg, &mut self.st.session) {
+            self.dispatch(now, Event::CongestionChanged);
+        }
+        true
+    }
+
+    /// Raises `ev` and runs every handler it causes, transitively.
+    pub fn dispatch(&mut self, now: Instant, ev: Event<'static>) {
+        self.owned.push(ev);
+        self.run(now, &mut BorrowedRing::default());
+    }
+
+    /// Fires due timers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let mut ring = BorrowedRing::default();
+        while let Some((id, owner)) = self.st.timers.pop_expired(now) {
+            let mut cx = Cx {
+                now,
+                st: &mut self.st,
+                owned: &mut self.owned,
+                borrowed: &mut ring,
+            };
+            self.micros[owner as usize].on_timer(id, &mut cx);
+            self.run(now, &mut ring);
+        }
+    }
+
+    /// The earliest armed timer.
+    pub fn next_timeout(&self) -> Option<Instant> {
+        self.st.timers.next()
+    }
+
+    fn run<'a>(&mut self, now: Instant, ring: &mut BorrowedRing<'a>) {
+        loop {
+            let ev: Event<'a> = match ring.pop() {
+                Some(ev) => ev,
+                None => match self.owned.pop() {
+                    Some(ev) => ev,
+                    None => return,
+                },
+            };
+            self.st.stats.events_dispatched += 1;
+            let b = self.bindings[ev.kind() as usize];
+            for &i in b.ids() {
+                let mut cx = Cx {
+                    now,
+                    st: &mut self.st,
+                    owned: &mut self.owned,
+                    borrowed: ring,
+                };
+                self.micros[i as usize].handle(&ev, &mut cx);
+            }
+        }
+    }
+
+    /// Processes the frames of a received packet (header and trailer already removed,
+    /// integrity taken as checked). The whole packet is validated before any frame takes
+    /// effect, so a malformed packet changes nothing.
+    pub fn receive(
+        &mut self,
+        now: Instant,
+        pn: u64,
+        frames: &[u8],
+        wire_len: usize,
+    ) -> Result<Received, WireError> {
+        self.receive_sealed(now, pn, frames, wire_len, None)
+    }
+
+    /// [`Engine::receive`] for a packet whose trailer is checked here, once the frames have
+    /// given its whole segment number: a packet that fails the check (corrupted, or a late
+    /// copy recovered to other numbers) changes nothing and yields
+    /// [`WireError::BadChecksum`].
+    pub fn receive_sealed(
+        &mut self,
+        now: Instant,
+        pn: u64,
+        frames: &[u8],
+        wire_len: usize,
+        seal: Option<integrity::Unchecked<'_>>,
+    ) -> Result<Received, WireError> {
+        let seg_next = self.st.session.recv_seg_next;
+        let v = validate(pn, frames, seg_next, seal)?;
+        let out = Received { close: v.close };
+        // A compressed segment is inflated here, while the packet is validated: a bad one
+        // drops the whole packet before anything (its acknowledgement included) happens.
+        let mut inflated = Vec::new();
+        let mut inflated_seg = None;
+        if let Some(z) = v.compressed {
+            let limit = self.st.session.inflate_limit;
+            match crate::micro::compression::inflate(&z, limit, &mut inflated) {
+                Ok(d) => inflated_seg = Some(d.seg),
+                Err(e) => {
+                    self.st.stats.decompress_failed += 1;
+                    return Err(e);
+                }
+            }
+        }
+        let take_data = match v.data.map(|(seg, body)| self.st.admit_segment(seg, body)) {
+            None | Some(Admission::Take) => true,
+            Some(Admission::Refuse) => false,
+            Some(Admission::Violation(what)) => {
+                self.st.stats.protocol_violations += 1;
+                self.st.session.close = Some(CloseReason::ProtocolViolation(what));
+                return Ok(out);
+            }
+        };
+        self.st.session.last_heard = now;
+        let mut ring = BorrowedRing::default();
+        if take_data {
+            self.st.stats.packets_received += 1;
+            self.st.stats.bytes_received += wire_len as u64;
+            self.owned.push(Event::PacketReceived {
+                pn,
+                ack_eliciting: v.ack_eliciting,
+                bytes: wire_len,
+                probe: v.probe,
+            });
+            self.run(now, &mut ring);
+        } else {
+            // Not acknowledged: the sender retransmits the segment once there is room.
+            self.st.stats.segments_refused += 1;
+        }
+        // The frames validation parsed, then any beyond them, parsed again.
+        let mut rest = Reader::new(&frames[v.rest..]);
+        // Validation parsed every frame, so a failure here cannot happen; it ends the walk.
+        let more = core::iter::from_fn(|| {
+            if rest.is_empty() {
+                None
+            } else {
+                Frame::parse(&mut rest, seg_next).ok()
+            }
+        });
+        for f in v.parsed[..v.n_parsed].iter().copied().chain(more) {
+            if !take_data && matches!(f, Frame::Data(_) | Frame::DataZ(_)) {
+                continue;
+            }
+            match f {
+                Frame::Data(d) => self.st.saw_peer_seg(d.seg),
+                Frame::DataZ(z) => self.st.saw_peer_seg(z.seg),
+                _ => {}
+            }
+            let ev = match f {
+                Frame::Ping => Event::Ping,
+                Frame::Ack(a) => Event::AckFrame(a),
+                Frame::Nak(n) => Event::NakFrame(n),
+                Frame::Data(d) => Event::SegmentArrived(d),
+                Frame::DataZ(_) => {
+                    let Some(d) =
+                        inflated_seg.and_then(|seg| DataFrame::from_body(seg, &inflated).ok())
+                    else {
+                        continue;
+                    };
+                    Event::SegmentArrived(d)
+                }
+                Frame::AckFloor(v) => Event::AckFloor(v),
+                Frame::MaxSeg(v) => Event::MaxSeg(v),
+                Frame::XonXoff(v) => Event::XonXoff(v),
+                Frame::Rts(v) => Event::Rts(v),
+                Frame::CcMsg(m) => Event::CcMessage(m),
+                Frame::Cts(v) => Event::Cts(v),
+                Frame::Repair(f) => Event::RepairArrived(f),
+                Frame::Padding | Frame::Close { .. } => continue,
+            };
+            ring.push(ev);
+            self.run(now, &mut ring);
+        }
+        self.reinject(now);
+        self.st.check_held();
+        Ok(out)
+    }
+
+    /// The CLOSE frame a received packet carries, if the packet is whole (its frames parse
+    /// and its trailer matches): what a connection that already closed still listens for.
+    pub fn peer_close(
+        &self,
+        pn: u64,
+        frames: &[u8],
+        seal: Option<integrity::Unchecked<'_>>,
+    ) -> Option<(u64, String)> {
+        validate(pn, frames, self.st.session.recv_seg_next, seal)
+            .ok()?
+            .close
+    }
+
+    /// Runs recovered frames through the receive path; a recovered frame may complete
+    /// another block, so this repeats until nothing is left.
+    fn reinject(&mut self, now: Instant) {
+        while let Some(buf) = self.st.reinject.pop() {
+            let mut r = Reader::new(&buf);
+            if let Ok(Frame::Data(d)) = Frame::parse(&mut r, self.st.session.recv_seg_next) {
+                let mut ring = BorrowedRing::default();
+                ring.push(Event::SegmentArrived(d));
+                self.run(now, &mut ring);
+            }
+        }
+    }
+
+    /// Appends the next packet to `out` (a batch may hold datagrams before it): control
+    /// frames from the frame-writing microprotocols, then at most one sendable segment.
+    /// Returns false, leaving `out` as it was, when there is nothing to send.
+    pub fn build_packet(
+        &mut self,
+        now: Instant,
+        dcid: ConnectionId,
+        max_len: usize,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let nothing_owed = self.st.segs.sendable.is_empty()
+            && !self.st.session.ping_owed
+            && !self
+                .writers
+                .ids()
+                .iter()
+                .any(|&i| self.micros[i as usize].owes_frames(&self.st));
+        if nothing_owed && !cfg!(debug_assertions) {
+            // Nothing to say (the common poll between packets): no header, no writers.
+            // Debug builds take the full path and check that it indeed builds nothing.
+            return false;
+        }
+        let start = out.len();
+        Header::Short {
+            dcid,
+            pn: self.st.pn_on_wire(),
+        }
+        .emit(out);
+        let header_len = out.len() - start;
+        let limit = max_len.saturating_sub(integrity::TRAILER_LEN);
+        let mut w = FrameWriter {
+            buf: out,
+            start,
+            limit,
+            header_len,
+            ack_eliciting: false,
+            probe: false,
+        };
+        let mut ring = BorrowedRing::default();
+        for &i in self.writers.ids() {
+            let mut cx = Cx {
+                now,
+                st: &mut self.st,
+                owned: &mut self.owned,
+                borrowed: &mut ring,
+            };
+            self.micros[i as usize].write_frames(&mut w, &mut cx);
+        }
+        let path_limit = self
+            .st
+            .session
+            .plpmtu
+            .min(max_len)
+            .saturating_sub(integrity::TRAILER_LEN);
+        let mut ack_eliciting = w.ack_eliciting;
+        let probe = w.probe;
+        let mut carried = None;
+        while let Some(seg) = self.st.segs.sendable.pop_front() {
+            let Some(s) = self.st.segs.get(seg).filter(|s| !s.acked) else {
+                // Acknowledged or freed while waiting: it will never be sent.
+                self.owned.push(Event::SegmentDiscarded(seg));
+                continue;
+            };
+            let seq = self.st.seg_on_wire(s.seq);
+            let need = 1 + seq.wire_len() + s.body_len();
+            // Within the path MTU with the control frames written so far; otherwise the
+            // segment waits for the next packet, unless it is alone (cut for a larger path
+            // MTU before a black hole shrank it).
+            let path_room = path_limit.saturating_sub(w.packet_len());
+            if need > w.room() || (need > path_room && w.packet_len() > header_len) {
+                self.st.segs.sendable.push_front(seg);
+                break;
+            }
+            if s.compressed {
+                Frame::emit_compressed_header(w.buf, seq);
+            } else {
+                Frame::emit_data_header(w.buf, seq);
+            }
+            s.put_body(w.buf);
+            carried = Some((seg, s.seq));
+            ack_eliciting = true;
+            break;
+        }
+        if self.st.session.ping_owed && !ack_eliciting && w.room() >= 1 {
+            Frame::emit_simple(w.buf, crate::wire::frame::ty::PING, None);
+            ack_eliciting = true;
+        }
+        if w.packet_len() == header_len {
+            // Nothing to say; the packet number stays unused.
+            out.truncate(start);
+            return false;
+        }
+        debug_assert!(
+            !nothing_owed,
+            "a writer wrote frames its owes_frames denied: the two are out of step"
+        );
+        if ack_eliciting {
+            self.st.session.ping_owed = false;
+        }
+        let pn = self.st.next_pn;
+        let (carried, seq) = carried.unzip();
+        integrity::seal_numbered(out, start, pn, seq);
+        if let Some(seq) = seq {
+            let next = &mut self.st.session.seg_sent_next;
+            *next = (*next).max(seq + 1);
+        }
+        self.st.next_pn += 1;
+        let bytes = out.len() - start;
+        let stats = &mut self.st.stats;
+        stats.packets_sent += 1;
+        stats.bytes_sent += bytes as u64;
+        if let Some(seg) = carried {
+            stats.segments_sent += 1;
+            let rearm = self.st.holds.send_rearm;
+            if let Some((s, first)) = self.st.segs.transmit(seg) {
+                if !first {
+                    stats.retransmissions += 1;
+                }
+                s.holds.send = rearm;
+                if s.holds.done == 0 && first {
+                    self.owned.push(Event::SegmentDone(seg));
+                }
+                if s.holds.dealloc == 0 {
+                    self.st.segs.free(seg);
+                }
+                if first && self.st.wants_cut(CUT_AHEAD / 2 + 1) {
+                    // The cut-ahead runs low: the application's queue has more.
+                    self.owned.push(Event::UserData);
+                }
+            }
+        }
+        let info = PacketInfo {
+            pn,
+            bytes,
+            sent_at: now,
+            seg: carried,
+            in_flight: ack_eliciting,
+            probe,
+        };
+        self.owned.push(Event::PacketSent(info));
+        self.run(now, &mut ring);
+        true
+    }
+}
+
+/// What validating a received packet found out, before any frame takes effect.
+struct Validated<'a> {
+    /// It asks for an acknowledgement (data or PING).
+    ack_eliciting: bool,
+    /// It is a path probe: PING and PADDING only.
+    probe: bool,
+    /// Its compressed segment, inflated before anything happens.
+    compressed: Option<CompressedFrame<'a>>,
+    /// Its CLOSE frame: code and reason.
+    close: Option<(u64, String)>,
+    /// Its segment: number and body length (0 when compressed: the inflation limit
+    /// bounds it).
+    data: Option<(u64, usize)>,
+    /// Its first frames as parsed, so that dispatch does not parse them again (a packet
+    /// rarely has more; the rest are parsed again from `rest`).
+    parsed: [Frame<'a>; PARSED_FRAMES],
+    n_parsed: usize,
+    /// Offset in the frames of the first one not in `parsed`.
+    rest: usize,
+}
+
+/// How many frames of a received packet validation keeps for dispatch.
+const PARSED_FRAMES: usize = 4;
+
+/// Parses every frame of a received packet and checks its trailer once the frames have
+/// given its segment number: an unparseable packet fails as corrupted when the trailer
+/// does not match either, as malformed otherwise.
+fn validate<'a>(
+    pn: u64,
+    frames: &'a [u8],
+    seg_next: u64,
+    seal: Option<integrity::Unchecked<'_>>,
+) -> Result<Validated<'a>, WireError> {
+    let mut r = Reader::new(frames);
+    if r.is_empty() {
+        return Err(WireError::Invalid("empty packet"));
+    }
+    let (mut ping, mut padding, mut other) = (false, false, false);
+    let mut out = Validated {
+        ack_eliciting: false,
+        probe: false,
+        compressed: None,
+        close: None,
+        data: None,
+        parsed: [Frame::Padding; PARSED_FRAMES],
+        n_parsed: 0,
+        rest: 0,
+    };
+    let mut data_seg = None;
+    while !r.is_empty() {
+        let f = match Frame::parse(&mut r, seg_next) {
+            Ok(f) => f,
+            // Unparseable: corrupted in flight unless the sender sealed it so.
+            Err(_) if seal.is_some_and(|u| !u.verify(pn, data_seg)) => {
+                return Err(WireError::BadChecksum);
+            }
+            Err(e) => return Err(e),
+        };
+        if out.n_parsed < PARSED_FRAMES {
+            out.parsed[out.n_parsed] = f;
+            out.n_parsed += 1;
+            out.rest = frames.len() - r.remaining();
+        }
+        match f {
+            Frame::Ping => ping = true,
+            Frame::Padding => padding = true,
+            Frame::Ack(_) | Frame::Nak(_) | Frame::AckFloor(_) => {}
+            _ => other = true,
+        }
+        match f {
+            Frame::Ping => out.ack_eliciting = true,
+            Frame::Data(d) => {
+                out.ack_eliciting = true;
+                data_seg = Some(d.seg);
+                out.data = Some((d.seg, d.body_len()));
+            }
+            Frame::DataZ(z) => {
+                out.ack_eliciting = true;
+                data_seg = Some(z.seg);
+                out.compressed = Some(z);
+                out.data = Some((z.seg, 0));
+            }
+            Frame::Close { code, reason } => {
+                out.close = Some((code, crate::text::peer_text(reason)))
+            }
+            _ => {}
+        }
+    }
+    if seal.is_some_and(|u| !u.verify(pn, data_seg)) {
+        return Err(WireError::BadChecksum);
+    }
+    out.probe = ping && padding && !other;
+    Ok(out)
+}

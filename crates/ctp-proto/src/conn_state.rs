@@ -1,0 +1,61 @@
+//! What every kind of connection (the composed engine, the UDT4 wire) reports to the
+//! application: its state, why a read or a write did not go through, and how the byte
+//! stream is cut into messages. Kept apart from both so that neither depends on the other.
+
+use crate::engine::session::CloseReason;
+
+/// Where a connection is in its life.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConnectionState {
+    /// Initiator: INIT sent, waiting for INIT_ACK.
+    Initiating,
+    /// Initiator: COOKIE_ECHO sent, waiting for the responder's first packet.
+    Echoing,
+    /// Data flows.
+    Established,
+    /// Graceful close requested: waiting for outstanding data to be acknowledged.
+    Closing,
+    /// CLOSE sent; lingering to repeat it if the peer keeps talking.
+    Draining,
+    /// Finished, with the reason.
+    Closed(CloseReason),
+}
+
+/// Why a write did not go through.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WriteError {
+    /// The send buffer is full; retry when the connection reports activity.
+    #[error("send buffer full")]
+    Blocked,
+    /// The message is larger than the negotiated maximum.
+    #[error("message of {len} bytes exceeds the negotiated maximum of {max} bytes")]
+    TooLarge {
+        /// Message length.
+        len: usize,
+        /// Negotiated maximum.
+        max: usize,
+    },
+    /// The byte stream was already finished.
+    #[error("stream already finished")]
+    Finished,
+    /// The connection is not (or no longer) established.
+    #[error("connection not open: {0}")]
+    NotOpen(String),
+    /// A named predecessor is not an earlier message of this connection, or too many are named.
+    #[error("bad predecessor list: {0}")]
+    BadDependency(String),
+}
+
+/// Why a read returned nothing.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    /// Nothing to read yet.
+    #[error("nothing to read yet")]
+    Blocked,
+    /// The connection ended before the peer finished; the reason.
+    #[error("{0}")]
+    Closed(CloseReason),
+}
+
+/// Largest piece of the byte stream sent as one message.
+pub const STREAM_CHUNK: usize = 64 * 1024;
