@@ -11,7 +11,7 @@ use ctp_proto::profile::{compose, decode_offer, negotiate, Isn, MicroId, MicroSe
 use ctp_proto::time::Instant;
 use ctp_proto::udt::packet::{nak_ranges, ControlBody, Packet};
 use ctp_proto::wire::frame::Frame;
-use ctp_proto::wire::header::{ConnectionId, Header, LongType, VERSION};
+use ctp_proto::wire::header::{ConnectionId, Header, LongType};
 use ctp_proto::wire::{integrity, Reader};
 use ctp_proto::{Endpoint, EndpointConfig, Params, Profile};
 use std::net::SocketAddr;
@@ -124,6 +124,7 @@ fn cookie_mac(secret: &[u8; 32], body: &[u8], peer: SocketAddr) -> [u8; 32] {
     *h.finalize().as_bytes()
 }
 
+/// A sealed handshake packet, padded to an INIT's minimum size when `pad`.
 fn long_packet(
     ty: LongType,
     dcid: ConnectionId,
@@ -131,20 +132,8 @@ fn long_packet(
     body: &[u8],
     pad: bool,
 ) -> Vec<u8> {
-    let mut out = Vec::new();
-    Header::Long {
-        ty,
-        version: VERSION,
-        dcid,
-        scid,
-    }
-    .emit(&mut out);
-    out.extend_from_slice(body);
-    if pad && out.len() < handshake::MIN_INIT_SIZE {
-        out.resize(handshake::MIN_INIT_SIZE - integrity::TRAILER_LEN, 0);
-    }
-    integrity::seal(&mut out);
-    out
+    let pad_to = if pad { handshake::MIN_INIT_SIZE } else { 0 };
+    Endpoint::long_packet(ty, dcid, scid, body, pad_to)
 }
 
 fn drain(ep: &mut Endpoint, now: Instant) -> usize {

@@ -335,7 +335,10 @@ impl Endpoint {
         }
     }
 
-    fn long_packet(
+    /// A sealed handshake packet (long header, `body`, CRC32C trailer), padded with zeros
+    /// to `pad_to` bytes when shorter: what this endpoint sends, and what a test or fuzzer
+    /// needs to speak to one.
+    pub fn long_packet(
         ty: LongType,
         dcid: ConnectionId,
         scid: ConnectionId,
