@@ -6,7 +6,6 @@ use ctp_proto::composed::Engine;
 use ctp_proto::engine::app::HELD_SLACK;
 use ctp_proto::profile::{compose, Isn};
 use ctp_proto::wire::frame::{Deps, Frame, Piece, PieceFlags};
-use ctp_proto::wire::truncated::Truncated;
 use ctp_proto::{CloseReason, Instant, Params, Profile};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -64,19 +63,19 @@ fn now() -> Instant {
 
 /// A DATA frame for segment `seg` carrying `pieces` (flags, message, offset, bytes).
 fn data_frame(seg: u64, pieces: &[(u8, u64, u64, &[u8])]) -> Vec<u8> {
-    let mut f = Vec::new();
-    Frame::emit_data_header(&mut f, Truncated::whole(seg));
-    for &(flags, msg, offset, data) in pieces {
-        Piece {
+    let pieces: Vec<Piece<'_>> = pieces
+        .iter()
+        .map(|&(flags, msg, offset, data)| Piece {
             flags: PieceFlags(flags),
             msg,
             offset,
             data,
             ts: None,
             deps: Deps::NONE,
-        }
-        .emit(&mut f);
-    }
+        })
+        .collect();
+    let mut f = Vec::new();
+    Frame::emit_data(&mut f, seg, &pieces);
     f
 }
 

@@ -7,7 +7,7 @@ use crate::engine::event::{Event, PacketInfo};
 use crate::engine::session::{CloseReason, Session};
 use crate::profile::{compose, Isn, MicroId, MicroSet, Params, MANDATORY};
 use crate::time::Instant;
-use crate::wire::frame::{ty, AckFrame, Frame, Piece, PieceFlags, PnRange};
+use crate::wire::frame::{ty, AckFrame, Deps, Frame, Piece, PieceFlags, PnRange};
 use crate::wire::header::Header;
 use crate::wire::truncated::Truncated;
 use crate::wire::{integrity, varint, Reader};
@@ -146,19 +146,19 @@ fn contains_data(body: &[u8]) -> bool {
 }
 
 fn data_frame(seg: u64, pieces: &[(u8, u64, u64, &[u8])]) -> Vec<u8> {
-    let mut f = Vec::new();
-    Frame::emit_data_header(&mut f, Truncated::whole(seg));
-    for &(flags, msg, offset, data) in pieces {
-        Piece {
+    let pieces: Vec<Piece<'_>> = pieces
+        .iter()
+        .map(|&(flags, msg, offset, data)| Piece {
             flags: PieceFlags(flags),
             msg,
             offset,
             data,
             ts: None,
-            deps: crate::wire::frame::Deps::NONE,
-        }
-        .emit(&mut f);
-    }
+            deps: Deps::NONE,
+        })
+        .collect();
+    let mut f = Vec::new();
+    Frame::emit_data(&mut f, seg, &pieces);
     f
 }
 

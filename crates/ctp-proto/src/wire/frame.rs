@@ -685,6 +685,14 @@ impl<'a> Frame<'a> {
         seg.put(out);
     }
 
+    /// Appends a whole `DATA` frame: segment `seg` (its whole number) carrying `pieces`.
+    pub fn emit_data(out: &mut Vec<u8>, seg: u64, pieces: &[Piece<'_>]) {
+        Self::emit_data_header(out, Truncated::whole(seg));
+        for p in pieces {
+            p.emit(out);
+        }
+    }
+
     /// Appends the header of a `DATA_Z` frame; the inflated length and block follow.
     pub fn emit_compressed_header(out: &mut Vec<u8>, seg: Truncated) {
         varint::put(out, ty::DATA_Z);
