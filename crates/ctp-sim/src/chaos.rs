@@ -102,7 +102,7 @@ pub fn config(seed: u64) -> SimConfig {
     // What a big flow may carry: 20 s of the bottleneck, less the more either direction
     // loses, none past 2.5 % (UDT's rate control crawls under random loss, whatever the
     // bandwidth; lost acknowledgements slow every sender).
-    let lossy = mean_loss(&fwd.loss) + fwd.corrupt + mean_loss(&rev.loss) + rev.corrupt;
+    let lossy = fwd.loss.mean_loss() + fwd.corrupt + rev.loss.mean_loss() + rev.corrupt;
     let big_cap = (bandwidth as f64 / 8.0 * 20.0 * (1.0 - 40.0 * lossy).max(0.0)) as u64;
     let n = 1 + (rng.next_u64() % 3) as usize;
     let access: Vec<Duration> = (0..n).map(|_| ms(range(&mut rng, 0.0, 20.0))).collect();
@@ -152,23 +152,6 @@ pub const BIG_MAX: u64 = 8 << 20;
 fn big_flow(rng: &mut ChaCha8Rng, cap: u64) -> u64 {
     let b = (2f64).powf(range(rng, 20.0, 23.0)) as u64;
     b.min(cap).clamp(1, BIG_MAX)
-}
-
-/// The long-run fraction of packets a loss model drops.
-fn mean_loss(m: &LossModel) -> f64 {
-    match *m {
-        LossModel::Bernoulli { p } => p,
-        LossModel::GilbertElliott {
-            p_good_bad,
-            p_bad_good,
-            loss_good,
-            loss_bad,
-        } => {
-            let bad = p_good_bad / (p_good_bad + p_bad_good).max(1e-9);
-            (1.0 - bad) * loss_good + bad * loss_bad
-        }
-        LossModel::None => 0.0,
-    }
 }
 
 /// The attacker of a seed, if any: half the seeds have one. Drawn from a stream of its own.
