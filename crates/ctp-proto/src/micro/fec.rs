@@ -254,7 +254,7 @@ impl Fec {
             if self.recent.contains_key(&(first + i)) {
                 continue;
             }
-            let Some(s) = shards[i as usize].as_ref().filter(|s| s.len() >= 2) else {
+            let Some(s) = shards[i as usize].as_ref() else {
                 continue;
             };
             let n = u16::from_be_bytes([s[0], s[1]]) as usize;
