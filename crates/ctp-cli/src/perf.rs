@@ -152,7 +152,11 @@ async fn receive(
 
 /// Reads `conn` until its orderly end, counting into `got`, then closes it; returns when
 /// the stream ended.
-async fn drain(conn: Connection, got: &AtomicU64, quiet: bool) -> anyhow::Result<Instant> {
+pub(crate) async fn drain(
+    conn: Connection,
+    got: &AtomicU64,
+    quiet: bool,
+) -> anyhow::Result<Instant> {
     let pb = progress::bar(0, "perf", quiet);
     while let Some(chunk) = crate::transfer::recv::next_chunk(&conn).await? {
         let n = chunk.len() as u64;

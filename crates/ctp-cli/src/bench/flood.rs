@@ -315,8 +315,7 @@ pub async fn serve(listen: SocketAddr) -> Result<(), Failure> {
     println!("{}", ep.local_addr().context("local address")?);
     while let Some(conn) = ep.accept().await {
         tokio::spawn(async move {
-            while let Ok(Some(_)) = crate::transfer::recv::next_chunk(&conn).await {}
-            let _ = conn.close().await;
+            let _ = crate::perf::drain(conn, &AtomicU64::new(0), true).await;
         });
     }
     Ok(())
