@@ -7,12 +7,14 @@
 //! reason.
 
 use ctp_proto::handshake;
+use ctp_proto::packet::open_short;
 use ctp_proto::profile::{compose, decode_offer, negotiate, Isn, MicroId, MicroSet, Negotiated};
+use ctp_proto::protection::{crc32c, Crc32c};
 use ctp_proto::time::Instant;
 use ctp_proto::udt::packet::{nak_ranges, ControlBody, Packet};
 use ctp_proto::wire::frame::Frame;
 use ctp_proto::wire::header::{ConnectionId, Header, LongType};
-use ctp_proto::wire::{integrity, Reader};
+use ctp_proto::wire::Reader;
 use ctp_proto::{Endpoint, EndpointConfig, Params, Profile};
 use std::net::SocketAddr;
 
@@ -44,15 +46,15 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("udt_conn", udt_conn),
 ];
 
-/// A native datagram as an endpoint parses it: trailer, header, every frame, and what each
-/// frame's accessors decode lazily (ACK and NAK ranges, data pieces, compressed blocks).
+/// A native datagram as an endpoint parses it: the seal, the header, every frame, and what
+/// each frame's accessors decode lazily (ACK and NAK ranges, data pieces, compressed blocks).
 pub fn wire(data: &[u8]) {
-    if let Ok(u) = integrity::Unchecked::split(data) {
-        let _ = u.verify_plain();
-        let _ = u.verify(0, Some(0));
-        packet_body(u.packet);
+    if let Ok(body) = crc32c::open_long(data) {
+        packet_body(body);
     }
-    // The same bytes as if the trailer had matched (a CRC collision, or a forger).
+    let mut copy = data.to_vec();
+    let _ = open_short(&mut copy, &mut Crc32c, |t| Some(t.expand(1 << 31)));
+    // The same bytes as if the seal had matched (a CRC collision, or a forger).
     packet_body(data);
 }
 
@@ -65,7 +67,7 @@ fn packet_body(p: &[u8]) {
     h.emit(&mut out);
     assert_eq!(out.len(), h.wire_len());
     assert_eq!(out[..], p[..out.len()], "header does not re-emit as parsed");
-    let seg_next = match h {
+    let seg_base = match h {
         Header::Short { pn, .. } => pn.expand(1 << 31),
         Header::Long { .. } => 0,
     };
@@ -73,7 +75,7 @@ fn packet_body(p: &[u8]) {
     let mut frames = 0;
     while !r.is_empty() && frames < 64 {
         frames += 1;
-        let Ok(f) = Frame::parse(&mut r, seg_next) else {
+        let Ok(f) = Frame::parse(&mut r, seg_base) else {
             return;
         };
         match f {
@@ -133,7 +135,7 @@ fn long_packet(
     pad: bool,
 ) -> Vec<u8> {
     let pad_to = if pad { handshake::MIN_INIT_SIZE } else { 0 };
-    Endpoint::long_packet(ty, dcid, scid, body, pad_to)
+    ctp_proto::packet::long_packet(ty, dcid, scid, body, pad_to)
 }
 
 fn drain(ep: &mut Endpoint, now: Instant) -> usize {
@@ -188,7 +190,7 @@ pub fn handshake(data: &[u8]) {
             } else {
                 (LongType::CookieEcho, 0x1234_5678, 0x0bad_cafe)
             };
-            ep.handle_datagram(now, client, &long_packet(ty, dcid, scid, body, true));
+            ep.handle_datagram(now, client, &mut long_packet(ty, dcid, scid, body, true));
             drain(&mut ep, now);
         }
         _ => {
@@ -210,7 +212,11 @@ pub fn handshake(data: &[u8]) {
             } else {
                 LongType::Refuse
             };
-            ep.handle_datagram(now, server, &long_packet(ty, cid, 0x0bad_cafe, body, false));
+            ep.handle_datagram(
+                now,
+                server,
+                &mut long_packet(ty, cid, 0x0bad_cafe, body, false),
+            );
             drain(&mut ep, now);
             ep.handle_timeout(now + core::time::Duration::from_millis(300));
             drain(&mut ep, now);

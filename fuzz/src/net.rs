@@ -145,7 +145,8 @@ impl Net {
             (&mut self.client, self.server_addr)
         };
         let from = if from_stranger { self.stranger } else { from };
-        ep.handle_datagram(self.now, from, bytes);
+        // The endpoint opens packets in place; the caller may deliver the same bytes again.
+        ep.handle_datagram(self.now, from, &mut bytes.to_vec());
         self.collect();
     }
 

@@ -9,12 +9,14 @@
 use crate::net::{Net, TO_CLIENT, TO_SERVER};
 use arbitrary::{Arbitrary, Unstructured};
 use core::time::Duration;
+use ctp_proto::packet::ShortPacket;
 use ctp_proto::profile::decode_offer;
+use ctp_proto::protection::{crc32c, Crc32c, PacketProtection};
 use ctp_proto::udt::WireFormat;
 use ctp_proto::wire::frame::{ty, Frame};
 use ctp_proto::wire::header::{ConnectionId, Header, LongType};
 use ctp_proto::wire::truncated::Truncated;
-use ctp_proto::wire::{integrity, varint, Reader};
+use ctp_proto::wire::{varint, Reader};
 use ctp_proto::{Params, Profile};
 
 /// Operations per execution, at most.
@@ -148,6 +150,8 @@ struct Seen {
     pn_next: u64,
     /// One past the largest segment number.
     seg_next: u64,
+    /// The first segment number: DATA frames carry offsets from it.
+    seg_isn: u64,
     /// Message numbers start here.
     msg_isn: u64,
 }
@@ -155,16 +159,17 @@ struct Seen {
 impl Seen {
     /// Learns from a datagram the sender of this direction sent.
     fn learn(&mut self, d: &[u8]) {
-        let Ok(u) = integrity::Unchecked::split(d) else {
+        let Some(packet) = d.len().checked_sub(crc32c::TRAILER_LEN).map(|n| &d[..n]) else {
             return;
         };
-        let mut r = Reader::new(u.packet);
+        let mut r = Reader::new(packet);
         match Header::parse(&mut r) {
             Ok(Header::Long { ty, .. }) => {
                 if matches!(ty, LongType::Init | LongType::InitAck) {
                     if let Ok((_, _, isn)) = decode_offer(&mut r, &Params::default()) {
                         self.pn_next = isn.pn;
                         self.seg_next = isn.seg;
+                        self.seg_isn = isn.seg;
                         self.msg_isn = isn.msg;
                     }
                 }
@@ -173,7 +178,7 @@ impl Seen {
                 self.dcid = Some(dcid);
                 self.pn_next = self.pn_next.max(pn.expand(self.pn_next) + 1);
                 while !r.is_empty() {
-                    match Frame::parse(&mut r, self.seg_next) {
+                    match Frame::parse(&mut r, self.seg_isn) {
                         Ok(Frame::Data(f)) => self.seg_next = self.seg_next.max(f.seg + 1),
                         Ok(Frame::DataZ(f)) => self.seg_next = self.seg_next.max(f.seg + 1),
                         Ok(_) => {}
@@ -185,23 +190,14 @@ impl Seen {
         }
     }
 
-    /// The whole packet number and last data segment a receiver would recover for this
-    /// short packet (without its trailer).
-    fn numbers(&self, packet: &[u8]) -> Option<(u64, Option<u64>)> {
+    /// The whole packet number and header length a receiver would recover for this short
+    /// packet (without its trailer).
+    fn number(&self, packet: &[u8]) -> Option<(u64, usize)> {
         let mut r = Reader::new(packet);
-        let Ok(Header::Short { pn, .. }) = Header::parse(&mut r) else {
+        let Ok(h @ Header::Short { pn, .. }) = Header::parse(&mut r) else {
             return None;
         };
-        let mut seg = None;
-        while !r.is_empty() {
-            match Frame::parse(&mut r, self.seg_next) {
-                Ok(Frame::Data(f)) => seg = Some(f.seg),
-                Ok(Frame::DataZ(f)) => seg = Some(f.seg),
-                Ok(_) => {}
-                Err(_) => break,
-            }
-        }
-        Some((pn.expand(self.pn_next), seg))
+        Some((pn.expand(self.pn_next), h.wire_len()))
     }
 }
 
@@ -210,8 +206,7 @@ fn rel(base: u64, d: i8) -> u64 {
 }
 
 /// Encodes forged frames; returns the last data segment number (what the trailer covers).
-fn encode_frames(frames: &[FFrame], this: &Seen, other: &Seen, out: &mut Vec<u8>) -> Option<u64> {
-    let mut seg = None;
+fn encode_frames(frames: &[FFrame], this: &Seen, other: &Seen, out: &mut Vec<u8>) {
     for f in frames.iter().take(8) {
         match f {
             FFrame::Padding(n) => {
@@ -276,8 +271,7 @@ fn encode_frames(frames: &[FFrame], this: &Seen, other: &Seen, out: &mut Vec<u8>
             }
             FFrame::Data { seg: d, pieces } => {
                 let s = rel(this.seg_next, *d);
-                seg = Some(s);
-                Frame::emit_data_header(out, Truncated::whole(s));
+                Frame::emit_data_header(out, s.wrapping_sub(this.seg_isn));
                 for p in pieces.iter().take(4) {
                     out.push(p.flags);
                     if let Some(ts) = p.ts {
@@ -299,8 +293,7 @@ fn encode_frames(frames: &[FFrame], this: &Seen, other: &Seen, out: &mut Vec<u8>
             }
             FFrame::DataZ { seg: d, len, block } => {
                 let s = rel(this.seg_next, *d);
-                seg = Some(s);
-                Frame::emit_compressed_header(out, Truncated::whole(s));
+                Frame::emit_compressed_header(out, s.wrapping_sub(this.seg_isn));
                 varint::put(out, u64::from(*len));
                 out.extend_from_slice(&block[..block.len().min(512)]);
             }
@@ -324,7 +317,6 @@ fn encode_frames(frames: &[FFrame], this: &Seen, other: &Seen, out: &mut Vec<u8>
             }
         }
     }
-    seg
 }
 
 /// The sender's stream: byte `i` is a function of `i`, so a read can be checked.
@@ -475,16 +467,16 @@ fn run(input: Input) {
                 let Some(mut b) = net.remembered(dir, usize::from(i)) else {
                     continue;
                 };
-                if b.len() <= integrity::TRAILER_LEN {
+                if b.len() <= crc32c::TRAILER_LEN {
                     continue;
                 }
-                b.truncate(b.len() - integrity::TRAILER_LEN);
+                b.truncate(b.len() - crc32c::TRAILER_LEN);
                 let p = usize::from(pos) % b.len();
                 b[p] ^= x.max(1);
                 if b[0] & 0x80 != 0 {
-                    integrity::seal(&mut b);
-                } else if let Some((pn, seg)) = seen[dir].numbers(&b) {
-                    integrity::seal_numbered(&mut b, 0, pn, seg);
+                    crc32c::seal_long(&mut b);
+                } else if let Some((pn, header_len)) = seen[dir].number(&b) {
+                    Crc32c.seal(pn, &mut b, 0, header_len);
                 } else {
                     continue;
                 }
@@ -507,13 +499,9 @@ fn run(input: Input) {
                 let Some(dcid) = this.dcid else { continue };
                 let pn = rel(this.pn_next, pn_delta);
                 let mut b = Vec::new();
-                Header::Short {
-                    dcid,
-                    pn: Truncated::whole(pn),
-                }
-                .emit(&mut b);
-                let seg = encode_frames(&frames, &this, &other, &mut b);
-                integrity::seal_numbered(&mut b, 0, pn, seg);
+                let packet = ShortPacket::begin(&mut b, dcid, pn, Truncated::whole(pn));
+                encode_frames(&frames, &this, &other, &mut b);
+                packet.seal(&mut b, &mut Crc32c);
                 forged_to_receiver |= dir == TO_SERVER;
                 net.deliver(dir, &b, false);
             }

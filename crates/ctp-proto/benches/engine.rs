@@ -40,11 +40,11 @@ fn core_throughput(c: &mut Criterion) {
         while moved {
             moved = false;
             while let Some(t) = client.poll_transmit(now, buf) {
-                server.handle_datagram(now, a, &buf[..t.size]);
+                server.handle_datagram(now, a, &mut buf[..t.size]);
                 moved = true;
             }
             while let Some(t) = server.poll_transmit(now, buf) {
-                client.handle_datagram(now, b_addr, &buf[..t.size]);
+                client.handle_datagram(now, b_addr, &mut buf[..t.size]);
                 moved = true;
             }
         }
@@ -121,11 +121,11 @@ fn handshake(c: &mut Criterion) {
             while accepted.is_none() || !client.connection(ch).expect("conn").is_established() {
                 let mut moved = false;
                 while let Some(t) = client.poll_transmit(now, &mut buf) {
-                    server.handle_datagram(now, a, &buf[..t.size]);
+                    server.handle_datagram(now, a, &mut buf[..t.size]);
                     moved = true;
                 }
                 while let Some(t) = server.poll_transmit(now, &mut buf) {
-                    client.handle_datagram(now, b_addr, &buf[..t.size]);
+                    client.handle_datagram(now, b_addr, &mut buf[..t.size]);
                     moved = true;
                 }
                 while let Some(ev) = server.poll_event() {

@@ -1,19 +1,16 @@
 //! Packet encode/decode cost: a full-size data packet with an ACK riding along.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use ctp_proto::packet::{open_short, ShortPacket};
+use ctp_proto::protection::Crc32c;
 use ctp_proto::wire::frame::{AckFrame, Frame, Piece, PieceFlags, PnRange};
-use ctp_proto::wire::header::Header;
 use ctp_proto::wire::truncated::Truncated;
-use ctp_proto::wire::{integrity, Reader};
+use ctp_proto::wire::Reader;
 use std::hint::black_box;
 
 fn build(out: &mut Vec<u8>, payload: &[u8], pn: u64) {
     out.clear();
-    Header::Short {
-        dcid: 0x1234_5678,
-        pn: Truncated::encode(pn, Some(40)),
-    }
-    .emit(out);
+    let packet = ShortPacket::begin(out, 0x1234_5678, pn, Truncated::encode(pn, Some(40)));
     let ranges = [
         PnRange {
             lo: pn - 40,
@@ -25,7 +22,7 @@ fn build(out: &mut Vec<u8>, payload: &[u8], pn: u64) {
         },
     ];
     AckFrame::emit(out, 250, ranges.iter().copied());
-    Frame::emit_data_header(out, Truncated::whole(pn * 2));
+    Frame::emit_data_header(out, pn * 2);
     Piece {
         flags: PieceFlags(PieceFlags::STREAM),
         msg: 77,
@@ -35,7 +32,7 @@ fn build(out: &mut Vec<u8>, payload: &[u8], pn: u64) {
         deps: ctp_proto::wire::frame::Deps::NONE,
     }
     .emit(out);
-    integrity::seal(out);
+    packet.seal(out, &mut Crc32c);
 }
 
 fn bench(c: &mut Criterion) {
@@ -51,12 +48,14 @@ fn bench(c: &mut Criterion) {
             black_box(out.len())
         })
     });
-    build(&mut out, &payload, 1 << 20);
+    let pn = 1 << 20;
+    build(&mut out, &payload, pn);
     g.bench_function("decode_data_packet", |b| {
         b.iter(|| {
-            let body = integrity::open(black_box(&out)).expect("valid");
-            let mut r = Reader::new(body);
-            let h = Header::parse(&mut r).expect("valid");
+            let opened = open_short(black_box(&mut out), &mut Crc32c, |t| Some(t.expand(pn)))
+                .expect("valid");
+            let h = opened.pn;
+            let mut r = Reader::new(opened.frames);
             let mut n = 0usize;
             while !r.is_empty() {
                 match Frame::parse(&mut r, 0).expect("valid") {

@@ -12,10 +12,12 @@ use crate::engine::{
     BorrowedRing, Cx, FrameWriter, Microprotocol, SetupError, State, CUT_AHEAD, MAX_HANDLERS,
 };
 use crate::micro::AnyMicro;
+use crate::packet::ShortPacket;
+use crate::protection::PacketProtection;
 use crate::time::Instant;
 use crate::wire::frame::{CompressedFrame, DataFrame, Frame};
-use crate::wire::header::{ConnectionId, Header};
-use crate::wire::{integrity, Reader, WireError};
+use crate::wire::header::ConnectionId;
+use crate::wire::{varint, Reader, WireError};
 
 /// What a received packet carried that the connection (not a microprotocol) handles.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -150,9 +152,9 @@ impl Engine {
         }
     }
 
-    /// Processes the frames of a received packet (header and trailer already removed,
-    /// integrity taken as checked). The whole packet is validated before any frame takes
-    /// effect, so a malformed packet changes nothing.
+    /// Processes the frames of a received packet, opened by its protection (header and
+    /// seal removed). The whole packet is validated before any frame takes effect, so a
+    /// malformed packet changes nothing.
     pub fn receive(
         &mut self,
         now: Instant,
@@ -160,23 +162,8 @@ impl Engine {
         frames: &[u8],
         wire_len: usize,
     ) -> Result<Received, WireError> {
-        self.receive_sealed(now, pn, frames, wire_len, None)
-    }
-
-    /// [`Engine::receive`] for a packet whose trailer is checked here, once the frames have
-    /// given its whole segment number: a packet that fails the check (corrupted, or a late
-    /// copy recovered to other numbers) changes nothing and yields
-    /// [`WireError::BadChecksum`].
-    pub fn receive_sealed(
-        &mut self,
-        now: Instant,
-        pn: u64,
-        frames: &[u8],
-        wire_len: usize,
-        seal: Option<integrity::Unchecked<'_>>,
-    ) -> Result<Received, WireError> {
-        let seg_next = self.st.session.recv_seg_next;
-        let v = validate(pn, frames, seg_next, seal)?;
+        let seg_base = self.st.session.peer_seg_isn;
+        let v = validate(frames, seg_base)?;
         let out = Received { close: v.close };
         // A compressed segment is inflated here, while the packet is validated: a bad one
         // drops the whole packet before anything (its acknowledgement included) happens.
@@ -224,17 +211,12 @@ impl Engine {
             if rest.is_empty() {
                 None
             } else {
-                Frame::parse(&mut rest, seg_next).ok()
+                Frame::parse(&mut rest, seg_base).ok()
             }
         });
         for f in v.parsed[..v.n_parsed].iter().copied().chain(more) {
             if !take_data && matches!(f, Frame::Data(_) | Frame::DataZ(_)) {
                 continue;
-            }
-            match f {
-                Frame::Data(d) => self.st.saw_peer_seg(d.seg),
-                Frame::DataZ(z) => self.st.saw_peer_seg(z.seg),
-                _ => {}
             }
             let ev = match f {
                 Frame::Ping => Event::Ping,
@@ -266,25 +248,19 @@ impl Engine {
         Ok(out)
     }
 
-    /// The CLOSE frame a received packet carries, if the packet is whole (its frames parse
-    /// and its trailer matches): what a connection that already closed still listens for.
-    pub fn peer_close(
-        &self,
-        pn: u64,
-        frames: &[u8],
-        seal: Option<integrity::Unchecked<'_>>,
-    ) -> Option<(u64, String)> {
-        validate(pn, frames, self.st.session.recv_seg_next, seal)
-            .ok()?
-            .close
+    /// The CLOSE frame an opened packet carries, if its frames parse: what a connection
+    /// that already closed still listens for.
+    pub fn peer_close(&self, frames: &[u8]) -> Option<(u64, String)> {
+        validate(frames, self.st.session.peer_seg_isn).ok()?.close
     }
 
     /// Runs recovered frames through the receive path; a recovered frame may complete
-    /// another block, so this repeats until nothing is left.
+    /// another block, so this repeats until nothing is left. Recovered frames carry whole
+    /// segment numbers (offsets from zero).
     fn reinject(&mut self, now: Instant) {
         while let Some(buf) = self.st.reinject.pop() {
             let mut r = Reader::new(&buf);
-            if let Ok(Frame::Data(d)) = Frame::parse(&mut r, self.st.session.recv_seg_next) {
+            if let Ok(Frame::Data(d)) = Frame::parse(&mut r, 0) {
                 let mut ring = BorrowedRing::default();
                 ring.push(Event::SegmentArrived(d));
                 self.run(now, &mut ring);
@@ -292,15 +268,17 @@ impl Engine {
         }
     }
 
-    /// Appends the next packet to `out` (a batch may hold datagrams before it): control
-    /// frames from the frame-writing microprotocols, then at most one sendable segment.
-    /// Returns false, leaving `out` as it was, when there is nothing to send.
+    /// Appends the next packet to `out` (a batch may hold datagrams before it), sealed by
+    /// `protection`: control frames from the frame-writing microprotocols, then at most one
+    /// sendable segment. Returns false, leaving `out` as it was, when there is nothing to
+    /// send.
     pub fn build_packet(
         &mut self,
         now: Instant,
         dcid: ConnectionId,
         max_len: usize,
         out: &mut Vec<u8>,
+        protection: &mut dyn PacketProtection,
     ) -> bool {
         let nothing_owed = self.st.segs.sendable.is_empty()
             && !self.st.session.ping_owed
@@ -314,19 +292,15 @@ impl Engine {
             // Debug builds take the full path and check that it indeed builds nothing.
             return false;
         }
-        let start = out.len();
-        Header::Short {
-            dcid,
-            pn: self.st.pn_on_wire(),
-        }
-        .emit(out);
-        let header_len = out.len() - start;
-        let limit = max_len.saturating_sub(integrity::TRAILER_LEN);
+        let packet = ShortPacket::begin(out, dcid, self.st.next_pn, self.st.pn_on_wire());
+        let (start, header_len) = (packet.start(), packet.header_len());
+        let seal_overhead = protection.overhead();
         let mut w = FrameWriter {
             buf: out,
             start,
-            limit,
+            limit: max_len.saturating_sub(seal_overhead),
             header_len,
+            seal_overhead,
             ack_eliciting: false,
             probe: false,
         };
@@ -345,7 +319,7 @@ impl Engine {
             .session
             .plpmtu
             .min(max_len)
-            .saturating_sub(integrity::TRAILER_LEN);
+            .saturating_sub(seal_overhead);
         let mut ack_eliciting = w.ack_eliciting;
         let probe = w.probe;
         let mut carried = None;
@@ -355,8 +329,8 @@ impl Engine {
                 self.owned.push(Event::SegmentDiscarded(seg));
                 continue;
             };
-            let seq = self.st.seg_on_wire(s.seq);
-            let need = 1 + seq.wire_len() + s.body_len();
+            let offset = self.st.seg_offset(s.seq);
+            let need = 1 + varint::len(offset) + s.body_len();
             // Within the path MTU with the control frames written so far; otherwise the
             // segment waits for the next packet, unless it is alone (cut for a larger path
             // MTU before a black hole shrank it).
@@ -366,12 +340,12 @@ impl Engine {
                 break;
             }
             if s.compressed {
-                Frame::emit_compressed_header(w.buf, seq);
+                Frame::emit_compressed_header(w.buf, offset);
             } else {
-                Frame::emit_data_header(w.buf, seq);
+                Frame::emit_data_header(w.buf, offset);
             }
             s.put_body(w.buf);
-            carried = Some((seg, s.seq));
+            carried = Some(seg);
             ack_eliciting = true;
             break;
         }
@@ -381,7 +355,7 @@ impl Engine {
         }
         if w.packet_len() == header_len {
             // Nothing to say; the packet number stays unused.
-            out.truncate(start);
+            packet.abandon(out);
             return false;
         }
         debug_assert!(
@@ -391,15 +365,9 @@ impl Engine {
         if ack_eliciting {
             self.st.session.ping_owed = false;
         }
-        let pn = self.st.next_pn;
-        let (carried, seq) = carried.unzip();
-        integrity::seal_numbered(out, start, pn, seq);
-        if let Some(seq) = seq {
-            let next = &mut self.st.session.seg_sent_next;
-            *next = (*next).max(seq + 1);
-        }
+        let pn = packet.pn();
+        let bytes = packet.seal(out, protection);
         self.st.next_pn += 1;
-        let bytes = out.len() - start;
         let stats = &mut self.st.stats;
         stats.packets_sent += 1;
         stats.bytes_sent += bytes as u64;
@@ -461,15 +429,8 @@ struct Validated<'a> {
 /// How many frames of a received packet validation keeps for dispatch.
 const PARSED_FRAMES: usize = 4;
 
-/// Parses every frame of a received packet and checks its trailer once the frames have
-/// given its segment number: an unparseable packet fails as corrupted when the trailer
-/// does not match either, as malformed otherwise.
-fn validate<'a>(
-    pn: u64,
-    frames: &'a [u8],
-    seg_next: u64,
-    seal: Option<integrity::Unchecked<'_>>,
-) -> Result<Validated<'a>, WireError> {
+/// Parses every frame of an opened packet (segment numbers are offsets from `seg_base`).
+fn validate(frames: &[u8], seg_base: u64) -> Result<Validated<'_>, WireError> {
     let mut r = Reader::new(frames);
     if r.is_empty() {
         return Err(WireError::Invalid("empty packet"));
@@ -485,16 +446,8 @@ fn validate<'a>(
         n_parsed: 0,
         rest: 0,
     };
-    let mut data_seg = None;
     while !r.is_empty() {
-        let f = match Frame::parse(&mut r, seg_next) {
-            Ok(f) => f,
-            // Unparseable: corrupted in flight unless the sender sealed it so.
-            Err(_) if seal.is_some_and(|u| !u.verify(pn, data_seg)) => {
-                return Err(WireError::BadChecksum);
-            }
-            Err(e) => return Err(e),
-        };
+        let f = Frame::parse(&mut r, seg_base)?;
         if out.n_parsed < PARSED_FRAMES {
             out.parsed[out.n_parsed] = f;
             out.n_parsed += 1;
@@ -510,12 +463,10 @@ fn validate<'a>(
             Frame::Ping => out.ack_eliciting = true,
             Frame::Data(d) => {
                 out.ack_eliciting = true;
-                data_seg = Some(d.seg);
                 out.data = Some((d.seg, d.body_len()));
             }
             Frame::DataZ(z) => {
                 out.ack_eliciting = true;
-                data_seg = Some(z.seg);
                 out.compressed = Some(z);
                 out.data = Some((z.seg, 0));
             }
@@ -524,9 +475,6 @@ fn validate<'a>(
             }
             _ => {}
         }
-    }
-    if seal.is_some_and(|u| !u.verify(pn, data_seg)) {
-        return Err(WireError::BadChecksum);
     }
     out.probe = ping && padding && !other;
     Ok(out)

@@ -5,14 +5,15 @@ use crate::composed::Engine;
 use crate::engine::app::Outgoing;
 use crate::engine::event::Event;
 use crate::engine::session::CloseReason;
+use crate::packet::{open_short, Opened, ShortPacket};
 use crate::perfmon::PerfMon;
 use crate::profile::{Isn, MicroId, MicroSet, Params};
+use crate::protection::{Crc32c, PacketProtection};
 use crate::stats::ConnectionStats;
 use crate::time::Instant;
 use crate::wire::frame::{close_code, Frame, MAX_DEPS};
 use crate::wire::header::ConnectionId;
 use crate::wire::truncated::Truncated;
-use crate::wire::WireError;
 use bytes::Bytes;
 use core::time::Duration;
 use std::net::SocketAddr;
@@ -31,6 +32,8 @@ pub struct Connection {
     pub(crate) remote: SocketAddr,
     pub(crate) state: ConnectionState,
     pub(crate) engine: Option<Engine>,
+    /// Seals this connection's short packets and opens the peer's.
+    pub(crate) protection: Box<dyn PacketProtection>,
     pub(crate) micros: MicroSet,
     pub(crate) params: Params,
     pub(crate) local_isn: Isn,
@@ -111,6 +114,7 @@ impl Connection {
             remote,
             state: ConnectionState::Initiating,
             engine: None,
+            protection: Box::new(Crc32c),
             micros: profile.micros,
             params,
             local_isn,
@@ -147,6 +151,7 @@ impl Connection {
             remote,
             state: ConnectionState::Established,
             engine: Some(engine),
+            protection: Box::new(Crc32c),
             micros: k.micros,
             params: k.params,
             local_isn: k.local_isn,
@@ -183,6 +188,7 @@ impl Connection {
             remote,
             state: u.state.clone(),
             engine: None,
+            protection: Box::new(Crc32c),
             micros: profile.micros,
             params: profile.params,
             local_isn: Isn::default(),
@@ -729,32 +735,30 @@ impl Connection {
         }
     }
 
-    /// Handles the connection-level parts of a received short packet: `frames` follow its
-    /// header; `seal` (the packet and its trailer) is checked once the numbers are
-    /// recovered. Returns false when the trailer does not match: the packet was corrupted,
-    /// or is a late copy recovered to numbers it was not sent with.
-    pub(crate) fn on_short_packet(
-        &mut self,
-        now: Instant,
-        pn: Truncated,
-        frames: &[u8],
-        seal: crate::wire::integrity::Unchecked<'_>,
-    ) -> bool {
-        let wire_len = seal.packet.len() + crate::wire::integrity::TRAILER_LEN;
+    /// Handles a received short packet (the whole datagram): opens it with the connection's
+    /// protection, then hands its frames to the core. Returns false when it does not open:
+    /// it was corrupted, forged, or is a late copy recovered to a number it was not sent
+    /// with — and nothing of it was parsed.
+    pub(crate) fn on_short_packet(&mut self, now: Instant, packet: &mut [u8]) -> bool {
+        let wire_len = packet.len();
         if matches!(self.state, ConnectionState::Closed(_)) {
             return true;
         }
         let Some(e) = self.engine.as_mut() else {
             return true;
         };
-        let reference = self.largest_peer_pn.unwrap_or(self.peer_pn_isn);
-        let pn = pn.expand(self.largest_peer_pn.map_or(self.peer_pn_isn, |l| l + 1));
-        if pn < self.peer_pn_isn || pn > reference.saturating_add(MAX_PN_JUMP) {
+        let (isn, largest) = (self.peer_pn_isn, self.largest_peer_pn);
+        let recover = |t: Truncated| {
+            let pn = t.expand(largest.map_or(isn, |l| l + 1));
             // A number no packet of this connection can have: corrupted in flight.
+            let limit = largest.unwrap_or(isn).saturating_add(MAX_PN_JUMP);
+            (isn..=limit).contains(&pn).then_some(pn)
+        };
+        let Ok(Opened { pn, frames }) = open_short(packet, &mut *self.protection, recover) else {
             return false;
-        }
+        };
         if self.state == ConnectionState::Draining {
-            if e.peer_close(pn, frames, Some(seal)).is_some() {
+            if e.peer_close(frames).is_some() {
                 // The peer closed too: neither side has anything more to say, so the
                 // rest of the drain period would only delay the end.
                 self.end_drain();
@@ -771,7 +775,7 @@ impl Connection {
             }
             return true;
         }
-        match e.receive_sealed(now, pn, frames, wire_len, Some(seal)) {
+        match e.receive(now, pn, frames, wire_len) {
             Ok(rx) => {
                 self.largest_peer_pn = Some(self.largest_peer_pn.map_or(pn, |l| l.max(pn)));
                 self.activity = true;
@@ -791,7 +795,6 @@ impl Connection {
                     self.terminate(r);
                 }
             }
-            Err(WireError::BadChecksum) => return false,
             Err(_) => self.malformed += 1,
         }
         self.after_engine(now);
@@ -876,17 +879,12 @@ impl Connection {
         let Some((code, reason)) = self.close_frame.take() else {
             return false;
         };
-        let start = out.len();
-        crate::wire::header::Header::Short {
-            dcid: self.peer_cid,
-            pn: e.st.pn_on_wire(),
-        }
-        .emit(out);
+        let packet = ShortPacket::begin(out, self.peer_cid, e.st.next_pn, e.st.pn_on_wire());
         Frame::emit_close(out, code, &reason);
-        crate::wire::integrity::seal_numbered(out, start, e.st.next_pn, None);
+        let bytes = packet.seal(out, &mut *self.protection);
         e.st.next_pn += 1;
         e.st.stats.packets_sent += 1;
-        e.st.stats.bytes_sent += (out.len() - start) as u64;
+        e.st.stats.bytes_sent += bytes as u64;
         true
     }
 
@@ -912,7 +910,7 @@ impl Connection {
             self.owe_handshake_done = false;
         }
         let room = e.st.app.tx_room();
-        let built = e.build_packet(now, self.peer_cid, max, out);
+        let built = e.build_packet(now, self.peer_cid, max, out, &mut *self.protection);
         if e.st.app.tx_room() > room {
             // Writers blocked on a full send buffer can go on.
             self.activity = true;

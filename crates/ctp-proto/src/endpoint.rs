@@ -4,15 +4,17 @@
 use crate::connection::{Connection, ConnectionState, HANDSHAKE_RTO};
 use crate::engine::session::CloseReason;
 use crate::handshake::{self, CookieContents, MIN_INIT_SIZE};
+use crate::packet::long_packet;
 use crate::profile::{
     self, compose, decode_offer, encode_offer, Isn, MicroId, MicroSet, Negotiated, Params, Profile,
     ProfileError,
 };
+use crate::protection::crc32c;
 use crate::schedule::Schedule;
 use crate::stats::EndpointStats;
 use crate::time::Instant;
-use crate::wire::header::{ConnectionId, Header, LongType, VERSION};
-use crate::wire::{integrity, varint, Reader, WireError};
+use crate::wire::header::{self, ConnectionId, Header, LongType};
+use crate::wire::{varint, Reader, WireError};
 use core::time::Duration;
 use rand_chacha::rand_core::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -259,8 +261,9 @@ impl Endpoint {
         Ok(self.insert(c))
     }
 
-    /// Processes one received datagram. Anything malformed is dropped and counted.
-    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
+    /// Processes one received datagram. Anything malformed is dropped and counted. The
+    /// buffer is the runtime's receive buffer: a short packet is opened in place.
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, data: &mut [u8]) {
         self.stats.datagrams_received += 1;
         if !answerable(from) {
             // Nothing may be sent back to it (on either wire): a reply to port 0 fails
@@ -272,21 +275,58 @@ impl Endpoint {
         if self.cfg.wire == crate::udt::WireFormat::Udt4 {
             return self.udt_datagram(now, from, data);
         }
-        // A handshake packet's trailer is checked at once; a short packet's covers its whole
-        // numbers, which its connection recovers first.
         let long = data
             .first()
             .is_some_and(|&b| crate::wire::header::is_long(b));
-        let seal = match integrity::Unchecked::split(data) {
-            Ok(u) if !long || u.verify_plain() => u,
-            _ => {
-                self.stats.bad_checksum += 1;
+        if long {
+            self.long_datagram(now, from, data);
+        } else {
+            self.short_datagram(now, from, data);
+        }
+    }
+
+    /// A short packet: routed by its connection id and opened by its connection.
+    fn short_datagram(&mut self, now: Instant, from: SocketAddr, data: &mut [u8]) {
+        let dcid = match header::short_dcid(data) {
+            Ok(dcid) => dcid,
+            Err(_) => {
+                self.stats.bad_header += 1;
                 return;
             }
         };
-        let mut r = Reader::new(seal.packet);
-        let header = match Header::parse(&mut r) {
-            Ok(h) => h,
+        let Some(&idx) = self.by_cid.get(&dcid) else {
+            self.stats.unknown_connection += 1;
+            return;
+        };
+        let Some(c) = self.conns[idx].as_mut() else {
+            return;
+        };
+        if c.remote != from {
+            self.stats.unknown_connection += 1;
+            return;
+        }
+        self.schedule.touch(idx);
+        let was = c.state.clone();
+        if !c.on_short_packet(now, data) {
+            self.stats.bad_checksum += 1;
+            return;
+        }
+        if was == ConnectionState::Echoing && c.state == ConnectionState::Established {
+            self.events
+                .push_back(EndpointEvent::Connected(ConnectionHandle(idx)));
+        }
+    }
+
+    /// A handshake packet: its trailer is checked before anything else.
+    fn long_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
+        let Ok(packet) = crc32c::open_long(data) else {
+            self.stats.bad_checksum += 1;
+            return;
+        };
+        let mut r = Reader::new(packet);
+        let (ty, dcid, scid) = match Header::parse(&mut r) {
+            Ok(Header::Long { ty, dcid, scid, .. }) => (ty, dcid, scid),
+            Ok(Header::Short { .. }) => unreachable!("the first byte says long"),
             Err(WireError::UnsupportedVersion(_)) => {
                 self.stats.unknown_version += 1;
                 return;
@@ -296,69 +336,16 @@ impl Endpoint {
                 return;
             }
         };
-        match header {
-            Header::Short { dcid, pn } => {
-                let Some(&idx) = self.by_cid.get(&dcid) else {
-                    self.stats.unknown_connection += 1;
-                    return;
-                };
-                let Some(c) = self.conns[idx].as_mut() else {
-                    return;
-                };
-                if c.remote != from {
-                    self.stats.unknown_connection += 1;
-                    return;
-                }
-                self.schedule.touch(idx);
-                let was = c.state.clone();
-                if !c.on_short_packet(now, pn, r.rest(), seal) {
-                    self.stats.bad_checksum += 1;
-                    return;
-                }
-                if was == ConnectionState::Echoing && c.state == ConnectionState::Established {
-                    self.events
-                        .push_back(EndpointEvent::Connected(ConnectionHandle(idx)));
-                }
-            }
-            Header::Long { ty, dcid, scid, .. } => {
-                let rest = r.rest();
-                let ok = match ty {
-                    LongType::Init => self.on_init(now, from, scid, rest, data.len()),
-                    LongType::InitAck => self.on_init_ack(now, from, dcid, scid, rest),
-                    LongType::CookieEcho => self.on_cookie_echo(now, from, dcid, rest),
-                    LongType::Refuse => self.on_refuse(from, dcid, rest),
-                };
-                if !ok {
-                    self.stats.handshake_dropped += 1;
-                }
-            }
+        let rest = r.rest();
+        let ok = match ty {
+            LongType::Init => self.on_init(now, from, scid, rest, data.len()),
+            LongType::InitAck => self.on_init_ack(now, from, dcid, scid, rest),
+            LongType::CookieEcho => self.on_cookie_echo(now, from, dcid, rest),
+            LongType::Refuse => self.on_refuse(from, dcid, rest),
+        };
+        if !ok {
+            self.stats.handshake_dropped += 1;
         }
-    }
-
-    /// A sealed handshake packet (long header, `body`, CRC32C trailer), padded with zeros
-    /// to `pad_to` bytes when shorter: what this endpoint sends, and what a test or fuzzer
-    /// needs to speak to one.
-    pub fn long_packet(
-        ty: LongType,
-        dcid: ConnectionId,
-        scid: ConnectionId,
-        body: &[u8],
-        pad_to: usize,
-    ) -> Vec<u8> {
-        let mut out = Vec::with_capacity(pad_to.max(64));
-        Header::Long {
-            ty,
-            version: VERSION,
-            dcid,
-            scid,
-        }
-        .emit(&mut out);
-        out.extend_from_slice(body);
-        if out.len() + integrity::TRAILER_LEN < pad_to {
-            out.resize(pad_to - integrity::TRAILER_LEN, 0);
-        }
-        integrity::seal(&mut out);
-        out
     }
 
     pub(crate) fn queue_stateless(&mut self, to: SocketAddr, packet: Vec<u8>) {
@@ -396,7 +383,7 @@ impl Endpoint {
                 let mut b = Vec::new();
                 varint::put(&mut b, reason.len() as u64);
                 b.extend_from_slice(reason.as_bytes());
-                Self::long_packet(LongType::Refuse, peer_cid, 0, &b, 0)
+                long_packet(LongType::Refuse, peer_cid, 0, &b, 0)
             }
             Negotiated::Accept(set, params) => {
                 let local_cid = self.fresh_cid();
@@ -415,7 +402,7 @@ impl Endpoint {
                 encode_offer(&mut b, set, &params, &local_isn);
                 varint::put(&mut b, cookie.len() as u64);
                 b.extend_from_slice(&cookie);
-                Self::long_packet(LongType::InitAck, peer_cid, local_cid, &b, 0)
+                long_packet(LongType::InitAck, peer_cid, local_cid, &b, 0)
             }
         };
         // Anti-amplification: never more than 3× what the unvalidated address sent.
@@ -620,7 +607,7 @@ impl Endpoint {
                     ConnectionState::Initiating => {
                         let mut b = Vec::new();
                         encode_offer(&mut b, c.requested.0, &c.requested.1, &c.local_isn);
-                        buf.extend_from_slice(&Self::long_packet(
+                        buf.extend_from_slice(&long_packet(
                             LongType::Init,
                             0,
                             c.local_cid,
@@ -633,7 +620,7 @@ impl Endpoint {
                         let mut b = Vec::new();
                         varint::put(&mut b, c.cookie.len() as u64);
                         b.extend_from_slice(&c.cookie);
-                        buf.extend_from_slice(&Self::long_packet(
+                        buf.extend_from_slice(&long_packet(
                             LongType::CookieEcho,
                             c.peer_cid,
                             c.local_cid,

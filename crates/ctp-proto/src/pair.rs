@@ -219,16 +219,16 @@ impl Pair {
             if *t > self.now {
                 break;
             }
-            let Some(Reverse((_, _, to_server, bytes))) = self.in_flight.pop() else {
+            let Some(Reverse((_, _, to_server, mut bytes))) = self.in_flight.pop() else {
                 break;
             };
             self.delivered += 1;
             if to_server {
                 self.server
-                    .handle_datagram(self.now, self.client_addr, &bytes);
+                    .handle_datagram(self.now, self.client_addr, &mut bytes);
             } else {
                 self.client
-                    .handle_datagram(self.now, self.server_addr, &bytes);
+                    .handle_datagram(self.now, self.server_addr, &mut bytes);
             }
         }
         self.client.handle_timeout(self.now);

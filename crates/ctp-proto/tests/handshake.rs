@@ -37,7 +37,7 @@ fn responder_keeps_no_state_before_the_cookie_and_never_amplifies() {
     let mut out = Vec::new();
     for i in 0..1000u32 {
         let from = SocketAddr::from(([192, 0, 2, (i % 250) as u8], 1000 + (i / 250) as u16));
-        server.handle_datagram(now, from, &init);
+        server.handle_datagram(now, from, &mut init);
         let reply = server.poll_transmit(now, &mut out).expect("an INIT_ACK");
         assert_eq!(reply.destination, from);
         assert!(
@@ -53,7 +53,7 @@ fn responder_keeps_no_state_before_the_cookie_and_never_amplifies() {
         "no state before the address is proved"
     );
     // A truncated (unpadded) INIT gets no answer at all.
-    server.handle_datagram(now, "192.0.2.9:9".parse().unwrap(), &init[..600]);
+    server.handle_datagram(now, "192.0.2.9:9".parse().unwrap(), &mut init[..600]);
     assert!(server.poll_transmit(now, &mut out).is_none());
 }
 
@@ -70,24 +70,24 @@ fn a_cookie_echoed_from_another_address_is_refused() {
     client.connect(now, saddr, &Profile::reliable()).unwrap();
     let mut buf = Vec::new();
     let t = client.poll_transmit(now, &mut buf).unwrap();
-    server.handle_datagram(now, caddr, &buf[..t.size]);
+    server.handle_datagram(now, caddr, &mut buf[..t.size]);
     let t = server.poll_transmit(now, &mut buf).unwrap();
-    client.handle_datagram(now, saddr, &buf[..t.size]);
+    client.handle_datagram(now, saddr, &mut buf[..t.size]);
     let t = client.poll_transmit(now, &mut buf).unwrap();
-    let echo = buf[..t.size].to_vec();
+    let mut echo = buf[..t.size].to_vec();
     // The MAC binds the initiator's address: an echo from elsewhere creates nothing.
-    server.handle_datagram(now, "10.9.9.9:1000".parse().unwrap(), &echo);
+    server.handle_datagram(now, "10.9.9.9:1000".parse().unwrap(), &mut echo);
     assert_eq!(server.stats().handshake_dropped, 1);
     assert_eq!(server.connection_count(), 0);
     // From the right address it creates the connection, exactly once even if repeated.
-    server.handle_datagram(now, caddr, &echo);
-    server.handle_datagram(now, caddr, &echo);
+    server.handle_datagram(now, caddr, &mut echo);
+    server.handle_datagram(now, caddr, &mut echo);
     assert_eq!(server.connection_count(), 1);
     assert_eq!(server.stats().accepted, 1);
     // An expired cookie is refused.
     let late = now + Duration::from_secs(31);
     let mut fresh = ctp_proto::Endpoint::new(server_cfg(MicroSet::of(MicroId::ALL)).1);
-    fresh.handle_datagram(late, caddr, &echo);
+    fresh.handle_datagram(late, caddr, &mut echo);
     assert_eq!(fresh.connection_count(), 0);
 }
 
@@ -200,7 +200,7 @@ fn handshakes_from_impossible_sources_get_no_reply_and_are_counted() {
         (Profile::reliable(), ctp_proto::udt::WireFormat::Ctp),
         (Profile::udt(), ctp_proto::udt::WireFormat::Udt4),
     ] {
-        let hs = first_handshake(&profile, wire);
+        let mut hs = first_handshake(&profile, wire);
         let (_, mut scfg) = server_cfg(MicroSet::of(MicroId::ALL));
         scfg.wire = wire;
         let mut server = ctp_proto::Endpoint::new(scfg);
@@ -208,7 +208,7 @@ fn handshakes_from_impossible_sources_get_no_reply_and_are_counted() {
         let mut out = Vec::new();
         let bad = impossible_sources();
         for from in &bad {
-            server.handle_datagram(now, *from, &hs);
+            server.handle_datagram(now, *from, &mut hs);
             assert!(
                 server.poll_transmit(now, &mut out).is_none(),
                 "{}: reply sent to {from}",
@@ -220,7 +220,7 @@ fn handshakes_from_impossible_sources_get_no_reply_and_are_counted() {
         assert_eq!(st.malformed_dropped(), bad.len() as u64);
         assert_eq!(server.connection_count(), 0);
         // A real source is still answered.
-        server.handle_datagram(now, "192.0.2.1:4000".parse().unwrap(), &hs);
+        server.handle_datagram(now, "192.0.2.1:4000".parse().unwrap(), &mut hs);
         assert!(
             server.poll_transmit(now, &mut out).is_some(),
             "{}",

@@ -61,7 +61,8 @@ fn now() -> Instant {
     Instant::from_micros(1_000_000)
 }
 
-/// A DATA frame for segment `seg` carrying `pieces` (flags, message, offset, bytes).
+/// A DATA frame from `PEER` for segment `seg` (absolute; the frame carries its offset from
+/// `PEER.seg`) carrying `pieces` (flags, message, offset, bytes).
 fn data_frame(seg: u64, pieces: &[(u8, u64, u64, &[u8])]) -> Vec<u8> {
     let pieces: Vec<Piece<'_>> = pieces
         .iter()
@@ -75,7 +76,7 @@ fn data_frame(seg: u64, pieces: &[(u8, u64, u64, &[u8])]) -> Vec<u8> {
         })
         .collect();
     let mut f = Vec::new();
-    Frame::emit_data(&mut f, seg, &pieces);
+    Frame::emit_data(&mut f, seg - PEER.seg, &pieces);
     f
 }
 

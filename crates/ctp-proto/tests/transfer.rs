@@ -274,9 +274,9 @@ fn a_connection_forgotten_right_after_the_peer_closed_still_answers_the_close() 
         .client
         .poll_transmit(now, &mut buf)
         .expect("the client's CLOSE");
-    let close = buf[..t.size].to_vec();
+    let mut close = buf[..t.size].to_vec();
     let (client_addr, server_addr) = (p.client_addr, p.server_addr);
-    p.server.handle_datagram(now, client_addr, &close);
+    p.server.handle_datagram(now, client_addr, &mut close);
     assert!(is_closed(&p.server, s));
     // The application lets go of the closed connection before the endpoint sent anything.
     p.server.remove(s);
@@ -284,13 +284,13 @@ fn a_connection_forgotten_right_after_the_peer_closed_still_answers_the_close() 
         .server
         .poll_transmit(now, &mut buf)
         .expect("the endpoint sends the CLOSE the connection owed");
-    let answer = buf[..t.size].to_vec();
+    let mut answer = buf[..t.size].to_vec();
     assert_eq!(t.destination, client_addr);
     assert!(
         p.server.poll_transmit(now, &mut buf).is_none(),
         "one answer only"
     );
-    p.client.handle_datagram(now, server_addr, &answer);
+    p.client.handle_datagram(now, server_addr, &mut answer);
     assert!(
         is_closed(&p.client, c),
         "the answer ends the client's drain"

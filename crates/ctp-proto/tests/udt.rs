@@ -418,8 +418,9 @@ mod fuzz {
                 d.extend_from_slice(&[0; 4]);
                 d.extend_from_slice(&sid.to_be_bytes());
                 d.extend_from_slice(body);
-                p.server.handle_datagram(now, from, &d);
-                p.server.handle_datagram(now, from, &d[..d.len().min(15)]);
+                p.server.handle_datagram(now, from, &mut d);
+                let cut = d.len().min(15);
+                p.server.handle_datagram(now, from, &mut d[..cut]);
             }
             let payload = data(20_000, 4);
             let (got, eof) = stream_transfer(&mut p, c, s, &payload, Duration::from_secs(60));
@@ -601,4 +602,47 @@ fn at_5_percent_loss_each_retransmission_answers_a_loss() {
              packets lost (bound 1.3 × lost + 8)"
         );
     }
+}
+
+/// The UDT4 wire has no packet protection (UDT4 has none; the UDP checksum is its only
+/// guard), and ctp handles a tampered packet exactly as UDT4 does: a flipped payload bit is
+/// delivered as it arrived, a flipped destination socket id reaches no connection.
+#[test]
+fn a_tampered_udt4_packet_is_handled_as_udt4_handles_it() {
+    let mut p = udt_pair(9, false);
+    let (c, s) = connect(&mut p, &Profile::udt());
+    let now = p.now;
+    let sent = b"plain udt4 data".to_vec();
+    p.client
+        .connection_mut(c)
+        .unwrap()
+        .stream_write(now, &sent)
+        .unwrap();
+    let mut buf = Vec::new();
+    let t = p
+        .client
+        .poll_transmit(now, &mut buf)
+        .expect("a data packet");
+    buf.truncate(t.size);
+    assert!(matches!(Packet::parse(&buf), Ok(Packet::Data { .. })));
+    // The destination socket id is the header's fourth word.
+    let mut elsewhere = buf.clone();
+    elsewhere[12] ^= 0x10;
+    let unknown = p.server.stats().unknown_connection;
+    p.server.handle_datagram(now, p.client_addr, &mut elsewhere);
+    assert_eq!(p.server.stats().unknown_connection, unknown + 1);
+    let mut tampered = buf.clone();
+    let last = tampered.len() - 1;
+    tampered[last] ^= 0x01;
+    p.server.handle_datagram(now, p.client_addr, &mut tampered);
+    let mut got = vec![0; 64];
+    let n = p
+        .server
+        .connection_mut(s)
+        .unwrap()
+        .stream_read(now, &mut got)
+        .unwrap();
+    let mut expected = sent;
+    *expected.last_mut().unwrap() ^= 0x01;
+    assert_eq!(&got[..n], &expected[..], "delivered as it arrived");
 }

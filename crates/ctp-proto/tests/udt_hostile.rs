@@ -46,7 +46,7 @@ fn handshake(req_type: i32, socket_id: u32, cookie: i32) -> Handshake {
 fn send_ctrl(ep: &mut Endpoint, now: Instant, dst: u32, body: ControlBody) {
     let mut out = Vec::new();
     Control::new(0, 0, dst, body).emit(&mut out);
-    ep.handle_datagram(now, peer(), &out);
+    ep.handle_datagram(now, peer(), &mut out);
 }
 
 fn send_data(ep: &mut Endpoint, now: Instant, dst: u32, seq: u32, payload: &[u8]) {
@@ -61,7 +61,7 @@ fn send_data(ep: &mut Endpoint, now: Instant, dst: u32, seq: u32, payload: &[u8]
     }
     .emit(&mut out);
     out.extend_from_slice(payload);
-    ep.handle_datagram(now, peer(), &out);
+    ep.handle_datagram(now, peer(), &mut out);
 }
 
 /// Every control packet the endpoint has to send now.
@@ -218,7 +218,7 @@ fn a_sequence_jump_beyond_the_flow_window_does_not_grow_the_loss_list() {
     c.timestamp = 0;
     let mut out = Vec::new();
     c.emit(&mut out);
-    ep.handle_datagram(now, peer(), &out);
+    ep.handle_datagram(now, peer(), &mut out);
     let naks = naks_until(&mut ep, now, now + Duration::from_millis(200));
     for &(a, b) in &naks {
         assert!(

@@ -262,7 +262,14 @@ impl World {
 
     /// Offers `bytes` of `flow` to hop `hop` of its route in direction `dir` (past the last
     /// hop: delivers them); `corrupted` if a link before flipped a bit of them.
-    fn forward(&mut self, flow: usize, dir: usize, hop: usize, bytes: Vec<u8>, corrupted: bool) {
+    fn forward(
+        &mut self,
+        flow: usize,
+        dir: usize,
+        hop: usize,
+        mut bytes: Vec<u8>,
+        corrupted: bool,
+    ) {
         let route = &self.cfg.topology.routes[flow][dir];
         if hop == route.len() {
             if corrupted && self.cfg.flows[flow].profile.wire() == WireFormat::Udt4 {
@@ -275,7 +282,7 @@ impl World {
             }
             let node = 2 * flow + if dir == 0 { 1 } else { 0 };
             let from = addr(flow, dir == 1);
-            self.nodes[node].handle_datagram(self.now, from, &bytes);
+            self.nodes[node].handle_datagram(self.now, from, &mut bytes);
             self.recycle(bytes);
             self.touch(node);
             return;
@@ -644,9 +651,9 @@ impl World {
         };
         let mut burst: Vec<Injection> = Vec::new();
         a.fire(self.now, &mut burst);
-        for inj in burst {
+        for mut inj in burst {
             self.trace_event(INJECTED_LINK, INJECTED, &inj.bytes);
-            self.nodes[inj.node].handle_datagram(self.now, inj.from, &inj.bytes);
+            self.nodes[inj.node].handle_datagram(self.now, inj.from, &mut inj.bytes);
             self.touch(inj.node);
         }
     }

@@ -249,9 +249,10 @@ impl Driver {
                     self.socket_errors = 0;
                     let mut st = self.shared.lock();
                     let now = self.shared.now();
-                    for (meta, iov) in self.metas[..n].iter().zip(iovs.iter()) {
+                    for (meta, iov) in self.metas[..n].iter().zip(iovs.iter_mut()) {
                         let from = normalize(meta.addr);
-                        let data = &iov[..meta.len.min(iov.len())];
+                        let len = meta.len.min(iov.len());
+                        let data = &mut iov[..len];
                         if data.is_empty() {
                             st.ep.handle_datagram(now, from, data);
                             continue;
@@ -261,7 +262,7 @@ impl Driver {
                         } else {
                             meta.stride
                         };
-                        for d in data.chunks(stride) {
+                        for d in data.chunks_mut(stride) {
                             st.ep.handle_datagram(now, from, d);
                         }
                     }

@@ -277,33 +277,25 @@ async fn malformed_datagrams_are_dropped_and_counted() {
         let transfer = tokio::spawn(stream(tx, rx, payload));
 
         let junk = tokio::net::UdpSocket::bind(LOCAL).await.unwrap();
+        let sealed_short = |dcid: u32, i: u64| {
+            use ctp_proto::protection::Crc32c;
+            let mut p = Vec::new();
+            let pn = ctp_proto::wire::truncated::Truncated::whole(i);
+            let packet = ctp_proto::packet::ShortPacket::begin(&mut p, dcid, i, pn);
+            p.extend_from_slice(&data(40, i));
+            packet.seal(&mut p, &mut Crc32c);
+            p
+        };
         let mut sent = 0u64;
         for i in 0..300u64 {
             let pkt = match i % 3 {
                 // Random bytes of random length.
                 0 => data(1 + (i as usize * 131) % 1400, i),
                 // A valid header for an unknown connection id, sealed correctly.
-                1 => {
-                    let mut p = Vec::new();
-                    ctp_proto::wire::header::Header::Short {
-                        dcid: 0xdead_0000 + i as u32,
-                        pn: ctp_proto::wire::truncated::Truncated::whole(i),
-                    }
-                    .emit(&mut p);
-                    p.extend_from_slice(&data(40, i));
-                    ctp_proto::wire::integrity::seal(&mut p);
-                    p
-                }
+                1 => sealed_short(0xdead_0000 + i as u32, i),
                 // The same, truncated.
                 _ => {
-                    let mut p = Vec::new();
-                    ctp_proto::wire::header::Header::Short {
-                        dcid: 0x1234_5678 + i as u32,
-                        pn: ctp_proto::wire::truncated::Truncated::whole(i),
-                    }
-                    .emit(&mut p);
-                    p.extend_from_slice(&data(40, i));
-                    ctp_proto::wire::integrity::seal(&mut p);
+                    let mut p = sealed_short(0x1234_5678 + i as u32, i);
                     p.truncate(p.len() / 2);
                     p
                 }

@@ -119,11 +119,6 @@ pub struct State {
     pub reinject: Vec<Vec<u8>>,
 }
 
-/// A segment number further than this beyond the largest seen does not move the reference
-/// truncated segment numbers are recovered against (no flow window is that large; a stray
-/// number must not derail the recovery of the real ones).
-const MAX_SEG_JUMP: u64 = 1 << 22;
-
 impl State {
     /// Whether the segmenter should cut more: the application's queue holds data, the
     /// store has room, and fewer than `below` segments wait to be sent.
@@ -136,32 +131,16 @@ impl State {
     ///
     /// A copy of a packet that arrives late (duplicated, or reordered behind many others)
     /// is recovered against the receiver's *current* expectation and may alias to another
-    /// packet's number; the CRC32C covers the whole numbers
-    /// ([`crate::wire::integrity::seal_numbered`]), so such a copy fails the check, as
-    /// QUIC's AEAD keyed with the whole number rejects it.
+    /// packet's number; the packet protection is keyed by the whole number
+    /// ([`crate::protection`]), so such a copy fails to open, as QUIC's AEAD rejects it.
     pub fn pn_on_wire(&self) -> Truncated {
         let distance = self.session.peer_acked_pn.map(|a| self.next_pn - a);
         Truncated::encode(self.next_pn, distance)
     }
 
-    /// Segment number `seq` as it goes on the wire: short enough for any expectation the
-    /// peer can hold — between one past the largest segment it acknowledged and one past
-    /// the largest sent — and 30 bits when it acknowledged none (see
-    /// [`State::pn_on_wire`]).
-    pub fn seg_on_wire(&self, seq: u64) -> Truncated {
-        let distance = self.session.peer_seen_seg.map(|a| {
-            let next = self.session.seg_sent_next;
-            seq.abs_diff(a + 1).max(seq.abs_diff(next))
-        });
-        Truncated::encode(seq, distance)
-    }
-
-    /// Notes a peer segment number seen in a valid packet.
-    pub(crate) fn saw_peer_seg(&mut self, seq: u64) {
-        let next = &mut self.session.recv_seg_next;
-        if seq >= *next && seq - *next < MAX_SEG_JUMP {
-            *next = seq + 1;
-        }
+    /// Segment number `seq` of ours as it goes on the wire: its offset from our first.
+    pub fn seg_offset(&self, seq: u64) -> u64 {
+        seq - self.session.local_seg_isn
     }
 }
 
@@ -323,10 +302,12 @@ pub struct FrameWriter<'b> {
     pub buf: &'b mut Vec<u8>,
     /// Where the packet starts in `buf`.
     pub(crate) start: usize,
-    /// Largest packet length before the trailer.
+    /// Largest packet length before the seal.
     pub(crate) limit: usize,
     /// Length of the packet's header.
     pub(crate) header_len: usize,
+    /// Bytes the packet protection adds when the packet is sealed.
+    pub(crate) seal_overhead: usize,
     /// Set by a writer whose frame needs acknowledgement.
     pub ack_eliciting: bool,
     /// Set by a writer that made the packet a path-MTU probe (PING and PADDING only).
@@ -347,6 +328,12 @@ impl FrameWriter<'_> {
     /// Length of the packet header (no frame written yet when the packet is this long).
     pub fn header_len(&self) -> usize {
         self.header_len
+    }
+
+    /// Where a packet that is to be `datagram` bytes on the wire must end before it is
+    /// sealed.
+    pub fn body_end_for(&self, datagram: usize) -> usize {
+        datagram.saturating_sub(self.seal_overhead)
     }
 
     /// Fills the packet with zero bytes (PADDING frames) up to `len`.

@@ -64,23 +64,17 @@ pub struct Session {
     pub next_seg_seq: u64,
     /// Next message sequence number to assign.
     pub next_msg_seq: u64,
+    /// Our first segment sequence number: segment numbers travel as offsets from it.
+    pub local_seg_isn: u64,
     /// The peer's first segment sequence number.
     pub peer_seg_isn: u64,
     /// The peer's first message sequence number.
     pub peer_msg_isn: u64,
     /// Every peer segment below this was received or is no longer needed.
     pub recv_seg_cum: u64,
-    /// One past the largest peer segment number seen: the reference truncated segment
-    /// numbers are recovered against.
-    pub recv_seg_next: u64,
     /// The largest of our packet numbers the peer acknowledged: the peer expects at least
     /// the one after it, which bounds how short our packet numbers may be on the wire.
     pub peer_acked_pn: Option<u64>,
-    /// The largest of our segment numbers the peer acknowledged receiving (through a
-    /// packet that carried it): the same bound for segment numbers.
-    pub peer_seen_seg: Option<u64>,
-    /// One past the largest segment number sent: the peer expects no more than this.
-    pub seg_sent_next: u64,
     /// Smoothed round-trip time, microseconds (0 until the first sample).
     pub srtt_us: u64,
     /// Round-trip-time variation, microseconds.
@@ -130,13 +124,11 @@ impl Default for Session {
             max_segment_payload: 1200,
             next_seg_seq: 0,
             next_msg_seq: 0,
+            local_seg_isn: 0,
             peer_seg_isn: 0,
             peer_msg_isn: 0,
             recv_seg_cum: 0,
-            recv_seg_next: 0,
             peer_acked_pn: None,
-            peer_seen_seg: None,
-            seg_sent_next: 0,
             srtt_us: 0,
             rttvar_us: 0,
             min_rtt_us: u64::MAX,

@@ -161,11 +161,6 @@ impl AckTracking {
         let info = s.info;
         self.outstanding_in_flight -= 1;
         if to == SentState::Acked {
-            // The peer has this segment: shorter segment numbers become safe.
-            if let Some(seq) = info.seg.and_then(|id| cx.st.segs.get(id)).map(|s| s.seq) {
-                let seen = &mut cx.st.session.peer_seen_seg;
-                *seen = Some(seen.map_or(seq, |a| a.max(seq)));
-            }
             cx.raise(Event::PacketAcked(info));
         } else if info.probe {
             cx.raise(Event::ProbeLost(info));

@@ -18,7 +18,6 @@ use crate::engine::segment::SegId;
 use crate::engine::timer::TimerId;
 use crate::engine::{Cx, FrameWriter, Microprotocol, Setup, SetupError};
 use crate::wire::frame::{Frame, RepairFrame};
-use crate::wire::truncated::Truncated;
 use core::time::Duration;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -57,11 +56,11 @@ pub struct Fec {
 }
 
 /// The DATA frame a block protects. Both sides rebuild it from the segment number and
-/// payload, so the number is written whole (not truncated as on the wire): the frame must not
-/// depend on what either side has seen.
+/// payload, so the number is written whole (an offset from zero, not from the sender's first
+/// segment as on the wire): the frame must not depend on either side's numbering.
 fn frame_bytes(seq: u64, payload: &[u8], out: &mut Vec<u8>) {
     out.clear();
-    Frame::emit_data_header(out, Truncated::whole(seq));
+    Frame::emit_data_header(out, seq);
     out.extend_from_slice(payload);
 }
 

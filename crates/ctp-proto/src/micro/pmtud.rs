@@ -20,7 +20,6 @@ use crate::engine::event::{Event, EventKind, PacketInfo};
 use crate::engine::timer::TimerId;
 use crate::engine::{Cx, FrameWriter, Microprotocol, Setup, SetupError};
 use crate::wire::frame::{ty, Frame};
-use crate::wire::integrity::TRAILER_LEN;
 use crate::wire::sizes::{MIN_UDP_PAYLOAD, SEGMENT_OVERHEAD};
 use core::time::Duration;
 
@@ -188,7 +187,7 @@ impl Microprotocol for Pmtud {
         if s.cwnd != u64::MAX && s.bytes_in_flight + size as u64 > s.cwnd {
             return;
         }
-        let body_end = size - TRAILER_LEN;
+        let body_end = w.body_end_for(size);
         // A probe carries nothing else (an ACK lost with it would stall the peer): it waits
         // for a packet no other microprotocol wrote into.
         let len = w.packet_len();

@@ -6,11 +6,11 @@ use crate::engine::app::Outgoing;
 use crate::engine::event::{Event, PacketInfo};
 use crate::engine::session::{CloseReason, Session};
 use crate::profile::{compose, Isn, MicroId, MicroSet, Params, MANDATORY};
+use crate::protection::{Crc32c, PacketProtection};
 use crate::time::Instant;
 use crate::wire::frame::{ty, AckFrame, Deps, Frame, Piece, PieceFlags, PnRange};
 use crate::wire::header::Header;
-use crate::wire::truncated::Truncated;
-use crate::wire::{integrity, varint, Reader};
+use crate::wire::{varint, Reader};
 use bytes::Bytes;
 use core::time::Duration;
 use MicroId::*;
@@ -52,32 +52,31 @@ fn enqueue(e: &mut Engine, data: Bytes, stream: bool) {
         .push_back(Outgoing::new(data, stream, false, None));
 }
 
-/// The packet (header and frames) of a datagram built as packet `pn`, its trailer checked
-/// with the whole numbers (its segment number recovered against `seg_ref`).
-fn sealed_body(datagram: &[u8], pn: u64, seg_ref: u64) -> Vec<u8> {
-    let u = integrity::Unchecked::split(datagram).expect("a trailer");
-    let mut r = Reader::new(u.packet);
-    Header::parse(&mut r).expect("header");
-    let mut seg = None;
-    while let Ok(f) = Frame::parse(&mut r, seg_ref) {
-        match f {
-            Frame::Data(d) => seg = Some(d.seg),
-            Frame::DataZ(z) => seg = Some(z.seg),
-            _ => {}
-        }
-    }
-    assert!(
-        u.verify(pn, seg),
-        "sealed with packet number {pn}, segment {seg:?}"
-    );
-    u.packet.to_vec()
+/// The packet (header and frames) of a datagram built as packet `pn`, opened with that
+/// whole number.
+fn sealed_body(datagram: &[u8], pn: u64) -> Vec<u8> {
+    let mut packet = datagram.to_vec();
+    let header_len = Header::parse(&mut Reader::new(&packet))
+        .expect("header")
+        .wire_len();
+    let len = Crc32c
+        .open(pn, &mut packet, header_len)
+        .unwrap_or_else(|_| panic!("sealed with packet number {pn}"));
+    packet.truncate(header_len + len);
+    packet
+}
+
+/// A test's absolute segment number as a DATA frame carries it: the offset from its
+/// sender's first (`LOCAL`'s numbers lie below `PEER`'s).
+fn wire_seg(seg: u64) -> u64 {
+    seg - if seg >= PEER.seg { PEER.seg } else { LOCAL.seg }
 }
 
 /// Appends the data of every piece a packet's `body` (header included) carries to `got`.
-fn append_stream_data(body: &[u8], seg_ref: u64, got: &mut Vec<u8>) {
+fn append_stream_data(body: &[u8], got: &mut Vec<u8>) {
     let mut r = Reader::new(body);
     Header::parse(&mut r).expect("header");
-    while let Ok(f) = Frame::parse(&mut r, seg_ref) {
+    while let Ok(f) = Frame::parse(&mut r, LOCAL.seg) {
         if let Frame::Data(d) = f {
             d.pieces().for_each(|p| got.extend_from_slice(p.data));
         }
@@ -90,9 +89,9 @@ fn drain(e: &mut Engine, now: Instant) -> Vec<Vec<u8>> {
     let mut buf = Vec::new();
     while {
         buf.clear();
-        e.build_packet(now, 9, 1472, &mut buf)
+        e.build_packet(now, 9, 1472, &mut buf, &mut Crc32c)
     } {
-        let body = sealed_body(&buf, e.st.next_pn - 1, e.st.session.seg_sent_next);
+        let body = sealed_body(&buf, e.st.next_pn - 1);
         let mut r = Reader::new(&body);
         Header::parse(&mut r).expect("header");
         out.push(r.rest().to_vec());
@@ -158,7 +157,7 @@ fn data_frame(seg: u64, pieces: &[(u8, u64, u64, &[u8])]) -> Vec<u8> {
         })
         .collect();
     let mut f = Vec::new();
-    Frame::emit_data(&mut f, seg, &pieces);
+    Frame::emit_data(&mut f, wire_seg(seg), &pieces);
     f
 }
 
@@ -255,7 +254,7 @@ fn packets_append_to_a_batch_and_seal_on_their_own_bytes() {
     queue(&mut tx, t(0), &data, true);
     let mut batch = vec![0xee; 7]; // bytes of an earlier datagram
     let mut ends = vec![batch.len()];
-    while tx.build_packet(t(0), 9, 1472, &mut batch) {
+    while tx.build_packet(t(0), 9, 1472, &mut batch, &mut Crc32c) {
         ends.push(batch.len());
     }
     assert_eq!(ends.len(), 3, "two packets: {ends:?}");
@@ -264,8 +263,8 @@ fn packets_append_to_a_batch_and_seal_on_their_own_bytes() {
     let mut got = Vec::new();
     for w in ends.windows(2) {
         let pn = LOCAL.pn + got.len() as u64 / 1400;
-        let body = sealed_body(&batch[w[0]..w[1]], pn, 0);
-        append_stream_data(&body, 0, &mut got);
+        let body = sealed_body(&batch[w[0]..w[1]], pn);
+        append_stream_data(&body, &mut got);
     }
     assert_eq!(got, data);
 }
@@ -290,12 +289,11 @@ fn a_large_write_is_cut_as_packets_leave_not_all_at_once() {
     for ms in 0..1000 {
         while {
             buf.clear();
-            tx.build_packet(t(ms), 9, 1472, &mut buf)
+            tx.build_packet(t(ms), 9, 1472, &mut buf, &mut Crc32c)
         } {
             most = most.max(tx.st.segs.unsent());
-            let seg_ref = tx.st.session.seg_sent_next;
-            let body = sealed_body(&buf, tx.st.next_pn - 1, seg_ref);
-            append_stream_data(&body, seg_ref, &mut got);
+            let body = sealed_body(&buf, tx.st.next_pn - 1);
+            append_stream_data(&body, &mut got);
         }
         if got.len() == data.len() {
             break;
@@ -399,8 +397,11 @@ fn a_chunk_ending_inside_a_segment_is_referenced_too() {
 /// bytes its packet number and (if it carries data) its segment number took, and its body.
 fn numbered_packet(e: &mut Engine, now: Instant, expected_pn: u64) -> (u64, usize, usize, Vec<u8>) {
     let mut buf = Vec::new();
-    assert!(e.build_packet(now, 9, 1472, &mut buf), "nothing to send");
-    let body = sealed_body(&buf, e.st.next_pn - 1, e.st.session.seg_sent_next);
+    assert!(
+        e.build_packet(now, 9, 1472, &mut buf, &mut Crc32c),
+        "nothing to send"
+    );
+    let body = sealed_body(&buf, e.st.next_pn - 1);
     let mut r = Reader::new(&body);
     let Header::Short { pn, .. } = Header::parse(&mut r).expect("header") else {
         panic!("not a short header")
@@ -418,47 +419,42 @@ fn numbered_packet(e: &mut Engine, now: Instant, expected_pn: u64) -> (u64, usiz
 }
 
 #[test]
-fn numbers_shorten_once_acknowledged_and_an_aliased_late_copy_fails_the_check() {
+fn numbers_shorten_once_acknowledged_and_an_aliased_late_copy_fails_to_open() {
     let mut tx = reliable();
     let mut rx = compose(reliable_set(), &Params::default(), PEER, LOCAL).unwrap();
     tx.st.session.cwnd = u64::MAX / 4;
     queue(&mut tx, t(0), &vec![1u8; 20_000], true);
-    // Nothing acknowledged yet: 30 bits (4 bytes) each.
+    // Nothing acknowledged yet: a 30-bit (4-byte) packet number; the first segment's
+    // offset is 0 (one byte).
     let (pn, pn_len, seg_len, first) = numbered_packet(&mut tx, t(0), LOCAL.pn);
-    assert_eq!((pn, pn_len, seg_len), (LOCAL.pn, 4, 4));
+    assert_eq!((pn, pn_len, seg_len), (LOCAL.pn, 4, 1));
     rx.receive(t(1), pn, &first, first.len()).unwrap();
     rx.handle_timeout(t(20));
     let (ack_pn, _, _, ack) = numbered_packet(&mut rx, t(20), PEER.pn);
     tx.receive(t(21), ack_pn, &ack, ack.len()).unwrap();
     // Acknowledged: the peer's expectation is known to within a few numbers, so one byte
-    // each carries them.
+    // carries the packet number.
     let mut datagram = Vec::new();
-    assert!(tx.build_packet(t(21), 9, 1472, &mut datagram));
-    let seal = integrity::Unchecked::split(&datagram).unwrap();
-    let mut r = Reader::new(seal.packet);
-    let Header::Short { pn: short_pn, .. } = Header::parse(&mut r).unwrap() else {
+    assert!(tx.build_packet(t(21), 9, 1472, &mut datagram, &mut Crc32c));
+    let Header::Short { pn: short_pn, .. } = Header::parse(&mut Reader::new(&datagram)).unwrap()
+    else {
         panic!("not a short header")
     };
     assert_eq!(short_pn.wire_len(), 1);
-    let frames = r.rest();
-    let pn = short_pn.expand(LOCAL.pn + 1);
-    assert_eq!(pn, LOCAL.pn + 1);
     // A copy arriving after 64 newer packets is recovered to another packet number: the
-    // trailer, which covers the whole numbers, rejects it and nothing changes.
-    let aliased = short_pn.expand(pn + 64);
-    assert_ne!(aliased, pn);
-    let before = (rx.st.stats.packets_received, rx.st.session.recv_seg_next);
-    assert_eq!(
-        rx.receive_sealed(t(22), aliased, frames, datagram.len(), Some(seal)),
-        Err(crate::wire::WireError::BadChecksum)
-    );
-    assert_eq!(
-        (rx.st.stats.packets_received, rx.st.session.recv_seg_next),
-        before
-    );
-    // Recovered to its own numbers, it is taken.
-    rx.receive_sealed(t(22), pn, frames, datagram.len(), Some(seal))
+    // protection, keyed by the whole number, does not open it.
+    let mut copy = datagram.clone();
+    let late = crate::packet::open_short(&mut copy, &mut Crc32c, |t| {
+        let aliased = t.expand(LOCAL.pn + 1 + 64);
+        assert_ne!(aliased, LOCAL.pn + 1);
+        Some(aliased)
+    });
+    assert!(late.is_err(), "an aliased copy must not open");
+    // Recovered to its own number, it opens and is taken.
+    let o = crate::packet::open_short(&mut datagram, &mut Crc32c, |t| Some(t.expand(LOCAL.pn + 1)))
         .unwrap();
+    assert_eq!(o.pn, LOCAL.pn + 1);
+    rx.receive(t(22), o.pn, o.frames, 1300).unwrap();
     assert_eq!(
         rx.st.session.recv_seg_cum,
         LOCAL.seg + 2,
@@ -1553,10 +1549,12 @@ fn the_rate_ring_grows_with_the_flight_and_keeps_every_sample() {
     assert_eq!(ring(&e), 4 * crate::cc::rate::RATE_SLOTS);
 }
 
+/// A DATA frame from `LOCAL` (segment `seg`, absolute) carrying message `msg` that names
+/// `deps`.
 fn causal_frame(seg: u64, msg: u64, deps: &[u64]) -> Vec<u8> {
     let mut f = Vec::new();
     let mut buf = Vec::new();
-    Frame::emit_data_header(&mut f, Truncated::whole(seg));
+    Frame::emit_data_header(&mut f, seg - LOCAL.seg);
     Piece {
         flags: PieceFlags(PieceFlags::LAST),
         msg,
@@ -1695,7 +1693,7 @@ fn malformed_predecessor_lists_drop_the_packet() {
     let mut rx = causal_rx(true);
     let piece = |deps: &[u64]| {
         let mut f = Vec::new();
-        Frame::emit_data_header(&mut f, Truncated::whole(LOCAL.seg));
+        Frame::emit_data_header(&mut f, 0);
         f.push(PieceFlags::LAST | PieceFlags::DEPS);
         varint::put(&mut f, LOCAL.msg + 3);
         for &d in deps {
@@ -1778,7 +1776,7 @@ fn a_forged_compressed_segment_is_dropped_whole_and_counted() {
     let mut rx = compose(set, &Params::default(), PEER, LOCAL).unwrap();
     let forged = |len: u64, block: &[u8]| {
         let mut f = Vec::new();
-        Frame::emit_compressed_header(&mut f, Truncated::whole(LOCAL.seg));
+        Frame::emit_compressed_header(&mut f, 0);
         varint::put(&mut f, len);
         f.extend_from_slice(block);
         f
@@ -1798,8 +1796,8 @@ fn a_forged_compressed_segment_is_dropped_whole_and_counted() {
     assert!(rx.st.app.rx_msgs.is_empty());
     // Without the compression microprotocol a compressed segment is malformed.
     let mut plain = compose(reliable_set(), &Params::default(), PEER, LOCAL).unwrap();
-    let frame = data_frame(0, &[(PieceFlags::LAST, LOCAL.msg, 0, b"hi")]);
-    let pieces = &frame[1 + Truncated::whole(0).wire_len()..];
+    let frame = data_frame(LOCAL.seg, &[(PieceFlags::LAST, LOCAL.msg, 0, b"hi")]);
+    let pieces = &frame[1 + varint::len(0)..];
     let f = forged(pieces.len() as u64, &lz4_flex::block::compress(pieces));
     rx.receive(t(1), LOCAL.pn, &f, 60).unwrap();
     assert_eq!(rx.st.app.rx_msgs.len(), 1, "a well-formed one goes through");
@@ -1812,13 +1810,13 @@ fn pmtud_probes_are_padded_pings_and_their_loss_leaves_the_window_alone() {
     let mut tx = compose(set, &Params::default(), LOCAL, PEER).unwrap();
     assert_eq!(tx.st.session.plpmtu, 1200, "starts at the floor");
     let mut buf = Vec::new();
-    assert!(tx.build_packet(t(0), 9, 1472, &mut buf));
+    assert!(tx.build_packet(t(0), 9, 1472, &mut buf, &mut Crc32c));
     assert_eq!(
         buf.len(),
         1200 + (1472 - 1200usize).div_ceil(2),
         "first probe halfway"
     );
-    let body = sealed_body(&buf, tx.st.next_pn - 1, 0);
+    let body = sealed_body(&buf, tx.st.next_pn - 1);
     let mut r = Reader::new(&body);
     Header::parse(&mut r).unwrap();
     let frames: Vec<_> =

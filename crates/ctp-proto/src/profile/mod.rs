@@ -1059,7 +1059,7 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
         peer_seg_isn: peer.seg,
         peer_msg_isn: peer.msg,
         recv_seg_cum: peer.seg,
-        recv_seg_next: peer.seg,
+        local_seg_isn: local.seg,
         rto_us: 200_000.max(p.min_rto_us as u64),
         plpmtu: p.max_udp_payload as usize,
         ..Session::default()

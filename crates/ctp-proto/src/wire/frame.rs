@@ -3,7 +3,6 @@
 //! A profile's packets carry only the frames its microprotocols use. `DATA` must be the last
 //! frame of a packet (it runs to the end), so it needs no length field.
 
-use super::truncated::Truncated;
 use super::{varint, Reader, WireError};
 
 /// Most ranges one ACK or NAK frame may carry.
@@ -535,9 +534,10 @@ pub enum Frame<'a> {
 
 impl<'a> Frame<'a> {
     /// Parses the next frame. The caller loops until the reader is empty. Segment numbers
-    /// travel truncated; `seg_next` (one past the largest peer segment number seen) is what
-    /// they are recovered against.
-    pub fn parse(r: &mut Reader<'a>, seg_next: u64) -> Result<Frame<'a>, WireError> {
+    /// travel whole, as their offset from the sender's first one, `seg_base` (its initial
+    /// segment number, agreed in the handshake) — as QUIC's stream offsets do: a number
+    /// that needs no reference to be recovered cannot be recovered wrong.
+    pub fn parse(r: &mut Reader<'a>, seg_base: u64) -> Result<Frame<'a>, WireError> {
         let t = r.varint()?;
         Ok(match t {
             ty::PADDING => {
@@ -605,7 +605,7 @@ impl<'a> Frame<'a> {
                 Frame::Close { code, reason }
             }
             ty::DATA => {
-                let seg = Truncated::read(r)?.expand(seg_next);
+                let seg = seg_number(r, seg_base)?;
                 let raw = r.rest();
                 let mut check = Reader::new(raw);
                 if check.is_empty() {
@@ -617,7 +617,7 @@ impl<'a> Frame<'a> {
                 Frame::Data(DataFrame { seg, raw })
             }
             ty::DATA_Z => {
-                let seg = Truncated::read(r)?.expand(seg_next);
+                let seg = seg_number(r, seg_base)?;
                 let len = r.varint()?;
                 if len == 0 || len > MAX_INFLATED as u64 {
                     return Err(WireError::TooLarge("inflated segment"));
@@ -679,25 +679,34 @@ impl<'a> Frame<'a> {
         out.extend_from_slice(msg);
     }
 
-    /// Appends the header of a `DATA` frame; pieces follow with [`Piece::emit`].
-    pub fn emit_data_header(out: &mut Vec<u8>, seg: Truncated) {
+    /// Appends the header of a `DATA` frame for the segment `offset` past the sender's
+    /// first; pieces follow with [`Piece::emit`].
+    pub fn emit_data_header(out: &mut Vec<u8>, offset: u64) {
         varint::put(out, ty::DATA);
-        seg.put(out);
+        varint::put(out, offset);
     }
 
-    /// Appends a whole `DATA` frame: segment `seg` (its whole number) carrying `pieces`.
-    pub fn emit_data(out: &mut Vec<u8>, seg: u64, pieces: &[Piece<'_>]) {
-        Self::emit_data_header(out, Truncated::whole(seg));
+    /// Appends a whole `DATA` frame: the segment `offset` past the sender's first, carrying
+    /// `pieces`.
+    pub fn emit_data(out: &mut Vec<u8>, offset: u64, pieces: &[Piece<'_>]) {
+        Self::emit_data_header(out, offset);
         for p in pieces {
             p.emit(out);
         }
     }
 
     /// Appends the header of a `DATA_Z` frame; the inflated length and block follow.
-    pub fn emit_compressed_header(out: &mut Vec<u8>, seg: Truncated) {
+    pub fn emit_compressed_header(out: &mut Vec<u8>, offset: u64) {
         varint::put(out, ty::DATA_Z);
-        seg.put(out);
+        varint::put(out, offset);
     }
+}
+
+/// A segment number: its offset from `seg_base`, read whole.
+fn seg_number(r: &mut Reader<'_>, seg_base: u64) -> Result<u64, WireError> {
+    seg_base
+        .checked_add(r.varint()?)
+        .ok_or(WireError::Invalid("segment number"))
 }
 
 fn start_slice<'a>(start: &Reader<'a>, used: usize) -> &'a [u8] {
@@ -742,7 +751,7 @@ mod tests {
         NakFrame::emit(&mut out, &[PnRange { lo: 7, hi: 9 }]);
         Frame::emit_simple(&mut out, ty::MAX_SEG, Some(12345));
         Frame::emit_close(&mut out, close_code::ABORT, "disk full");
-        Frame::emit_data_header(&mut out, Truncated::whole(42));
+        Frame::emit_data_header(&mut out, 42);
         Piece {
             flags: PieceFlags(PieceFlags::LAST),
             msg: 3,
@@ -789,7 +798,7 @@ mod tests {
         assert_eq!(explicit.len() - to_end.len(), varint::len(300));
         // A short piece with its length, then one running to the end of the frame.
         let mut out = Vec::new();
-        Frame::emit_data_header(&mut out, Truncated::whole(9));
+        Frame::emit_data_header(&mut out, 9);
         Piece {
             flags: PieceFlags(PieceFlags::LAST),
             msg: 2,
@@ -842,7 +851,7 @@ mod tests {
         assert_eq!(parse_all(&out), Err(WireError::Invalid("ack range")));
         // Piece longer than the packet.
         let mut out = Vec::new();
-        Frame::emit_data_header(&mut out, Truncated::whole(1));
+        Frame::emit_data_header(&mut out, 1);
         out.extend_from_slice(&[0, 1, 0, 50, 1, 2]);
         assert_eq!(parse_all(&out), Err(WireError::Truncated));
         // Unknown frame type.

@@ -2,8 +2,11 @@
 //!
 //! ```text
 //! long header (handshake):  1 1 0 0 T T T T | version u32 | dcid u32 | scid u32 | body…  | crc32c
-//! short header (data):      0 1 0 0 0 0 0 0 | dcid u32 | packet number (truncated) | frames… | crc32c
+//! short header (data):      0 1 0 0 0 0 0 0 | dcid u32 | packet number (truncated) | frames… | seal
 //! ```
+//! A short packet's seal is its connection's packet protection ([`crate::protection`]):
+//! a CRC32C trailer today, an AEAD tag on a secure channel.
+//!
 //! The second-highest bit is always set so that a datagram of another protocol that happens
 //! to arrive (a zero byte, for instance) is rejected at the first byte. Connection ids are
 //! chosen by the side that receives packets carrying them, so demultiplexing is one lookup.
@@ -12,7 +15,7 @@ use super::truncated::Truncated;
 use super::{Reader, WireError};
 
 /// The only version this implementation speaks.
-pub const VERSION: u32 = 0xc7a0_0003;
+pub const VERSION: u32 = 0xc7a0_0004;
 
 const LONG: u8 = 0x80;
 const FIXED: u8 = 0x40;
@@ -25,6 +28,24 @@ pub type ConnectionId = u32;
 /// True when a datagram starting with `first` has a long (handshake) header.
 pub fn is_long(first: u8) -> bool {
     first & LONG != 0
+}
+
+/// Offset of a short packet's (truncated) packet number: after the first byte and the
+/// destination connection id.
+pub const SHORT_PN_OFFSET: usize = 1 + 4;
+
+/// The destination connection id of a short packet, once its first byte checks out: all
+/// the endpoint reads before the packet's connection opens it.
+pub fn short_dcid(packet: &[u8]) -> Result<ConnectionId, WireError> {
+    let mut r = Reader::new(packet);
+    let first = r.u8()?;
+    if first & (LONG | FIXED) != FIXED {
+        return Err(WireError::Invalid("short header"));
+    }
+    if first & 0x3f != 0 {
+        return Err(WireError::Invalid("reserved bits"));
+    }
+    r.u32()
 }
 
 /// Kinds of long-header (handshake) packets.

@@ -6,7 +6,6 @@
 
 pub mod frame;
 pub mod header;
-pub mod integrity;
 pub mod sizes;
 pub mod truncated;
 pub mod varint;

@@ -10,10 +10,11 @@ pub const SEGMENT_OVERHEAD: usize = PACKET_OVERHEAD as usize + CONTROL_RESERVE;
 
 /// Bytes a data packet adds to its segment's payload, at most: the short header (flags,
 /// 4-byte connection id, packet number in up to 4 bytes), the DATA frame's type and
-/// segment number (up to 4 bytes), the CRC32C. Numbers take 1–2 bytes once the peer
-/// acknowledged something and 4 before (see `State::pn_on_wire`); one whole (8 bytes)
-/// takes 4 more, which the control reserve covers, so a segment always fits a packet of
-/// its own. The pacer counts a segment's packet as its payload plus this.
+/// segment offset (up to 4 bytes for the first 2^30 segments of a connection), the CRC32C
+/// seal. A packet number takes 1–2 bytes once the peer acknowledged something and 4 before
+/// (see `State::pn_on_wire`); a whole one or a later segment's offset (8 bytes) takes 4
+/// more, which the control reserve covers, so a segment always fits a packet of its own.
+/// The pacer counts a segment's packet as its payload plus this.
 pub const PACKET_OVERHEAD: u64 = (1 + 4 + 4) + (1 + 4) + 4;
 
 /// Room a data packet keeps for control frames (an ACK of a few ranges, the ACK floor).
