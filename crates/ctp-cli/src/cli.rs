@@ -83,6 +83,11 @@ pub struct BenchArgs {
     /// (the profile's own) or any `ctp send --cc` name (e.g. `profile,bbr`).
     #[arg(long, default_value = "profile")]
     pub cc: String,
+    /// Another ctp binary (e.g. a build of an earlier commit) to run beside this one: every
+    /// ctp contender runs twice, the second time as `ctp@baseline …` with that binary, so a
+    /// change is measured against what it replaces in one run.
+    #[arg(long, value_name = "BINARY")]
+    pub baseline: Option<std::path::PathBuf>,
     /// Peers to run, comma-separated: tcp-cubic, tcp-bbr, udt4, srt, quinn.
     #[arg(long, default_value = "tcp-cubic,tcp-bbr,udt4,srt,quinn")]
     pub peers: String,

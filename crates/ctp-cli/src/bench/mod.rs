@@ -102,6 +102,7 @@ fn ctp_contenders(profiles: &str, ccs: &str) -> Result<Vec<Contender>, Failure> 
             let c = Contender::Ctp {
                 profile: profile.clone(),
                 cc,
+                baseline: false,
             };
             if !out.contains(&c) {
                 out.push(c);
@@ -114,6 +115,43 @@ fn ctp_contenders(profiles: &str, ccs: &str) -> Result<Vec<Contender>, Failure> 
         ));
     }
     Ok(out)
+}
+
+/// Each ctp contender followed by its twin run by the `--baseline` binary.
+fn with_baseline_twins(contenders: Vec<Contender>) -> Vec<Contender> {
+    contenders
+        .into_iter()
+        .flat_map(|c| {
+            let twin = match &c {
+                Contender::Ctp { profile, cc, .. } => Some(Contender::Ctp {
+                    profile: profile.clone(),
+                    cc: cc.clone(),
+                    baseline: true,
+                }),
+                Contender::Peer(_) => None,
+            };
+            core::iter::once(c).chain(twin)
+        })
+        .collect()
+}
+
+/// The `--baseline` binary must be a file that can be run.
+fn check_baseline(path: &std::path::Path) -> Result<(), Failure> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path).map_err(|e| {
+        Failure::Usage(format!(
+            "--baseline {}: {e} (give the path of a ctp binary, e.g. target/release/ctp \
+             of an earlier checkout)",
+            path.display()
+        ))
+    })?;
+    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        return Err(Failure::Usage(format!(
+            "--baseline {}: not an executable file",
+            path.display()
+        )));
+    }
+    Ok(())
 }
 
 /// Deletes the namespaces of benches that are no longer running; returns what was deleted.
@@ -173,6 +211,10 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
         )));
     }
     let mut contenders = ctp_contenders(&a.profiles, &a.cc)?;
+    if let Some(b) = &a.baseline {
+        check_baseline(b)?;
+        contenders = with_baseline_twins(contenders);
+    }
     contenders.extend(peers.iter().map(|p| Contender::Peer(p.clone())));
 
     if specs.iter().any(|(_, s)| s.needs_root()) {
@@ -199,7 +241,7 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
         }
     }
 
-    let env = peers::Env::prepare(bytes, a.timeout, &peers, a.ctp_files)
+    let env = peers::Env::prepare(bytes, a.timeout, &peers, a.ctp_files, a.baseline.clone())
         .await
         .map_err(Failure::Transfer)?;
     // The table is printed a path at a time, so a long run shows results as they come.

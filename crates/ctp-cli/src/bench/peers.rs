@@ -31,20 +31,29 @@ pub enum Contender {
         profile: String,
         /// Congestion control, `None` for the profile's own.
         cc: Option<String>,
+        /// Run by the `--baseline` binary instead of this one.
+        baseline: bool,
     },
     /// A peer by name (one of [`PEERS`]).
     Peer(String),
 }
 
 impl Contender {
-    /// Its name in the table: `ctp PROFILE`, `ctp PROFILE:CC` or the peer's name.
+    /// Its name in the table: `ctp PROFILE`, `ctp PROFILE:CC` (`ctp@baseline …` for the
+    /// baseline binary) or the peer's name.
     pub fn name(&self) -> String {
         match self {
-            Contender::Ctp { profile, cc: None } => format!("ctp {profile}"),
             Contender::Ctp {
                 profile,
-                cc: Some(cc),
-            } => format!("ctp {profile}:{cc}"),
+                cc,
+                baseline,
+            } => {
+                let who = if *baseline { "ctp@baseline" } else { "ctp" };
+                match cc {
+                    None => format!("{who} {profile}"),
+                    Some(cc) => format!("{who} {profile}:{cc}"),
+                }
+            }
             Contender::Peer(p) => p.clone(),
         }
     }
@@ -129,6 +138,8 @@ pub struct Env {
     bytes: u64,
     timeout: Duration,
     ctp: PathBuf,
+    /// The `--baseline` ctp binary.
+    baseline: Option<PathBuf>,
     udtperf: Result<PathBuf, String>,
     quinn: Result<PathBuf, String>,
     /// ctp moves a file (`send`/`recv`) instead of running memory to memory (`perf`).
@@ -346,6 +357,7 @@ impl Env {
         timeout_s: u64,
         peers: &[String],
         ctp_files: bool,
+        baseline: Option<PathBuf>,
     ) -> anyhow::Result<Env> {
         let base = if Path::new("/dev/shm").is_dir() {
             PathBuf::from("/dev/shm")
@@ -374,6 +386,7 @@ impl Env {
             bytes,
             timeout: Duration::from_secs(timeout_s.max(1)),
             ctp,
+            baseline,
             udtperf,
             quinn,
             ctp_files,
@@ -402,9 +415,20 @@ impl Env {
             partial,
         };
         Ok(match c {
-            Contender::Ctp { profile, cc } => {
-                let mut r = place.command(false, &self.ctp);
-                let mut s = place.command(true, &self.ctp);
+            Contender::Ctp {
+                profile,
+                cc,
+                baseline,
+            } => {
+                let exe = if *baseline {
+                    self.baseline
+                        .as_ref()
+                        .ok_or("missing: no --baseline binary")?
+                } else {
+                    &self.ctp
+                };
+                let mut r = place.command(false, exe);
+                let mut s = place.command(true, exe);
                 let partial = if self.ctp_files {
                     r.args(["recv", "--listen", &addr, "--once", "--out"])
                         .arg(self.rx());
