@@ -46,7 +46,7 @@ pub mod ty {
 }
 
 /// Largest custom congestion-control message.
-pub const MAX_CC_MSG: usize = 32;
+pub use crate::cc::MAX_CC_MSG;
 
 /// Close codes carried by `CLOSE`.
 pub mod close_code {

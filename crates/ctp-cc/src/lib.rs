@@ -4,13 +4,15 @@
 //! defaults (ACK, loss with the lost range, timeout, packet sent, packet received, custom
 //! control message) and two outputs, a congestion window in bytes and a pacing rate in bytes
 //! per second (or the equivalent inter-packet period). It never sees the engine: the
-//! congestion-policy microprotocol ([`crate::micro::cc`]) adapts engine events to the
+//! congestion-policy microprotocol (`ctp_proto::micro::cc`) adapts engine events to the
 //! callbacks and writes the outputs into the shared `cwnd` / `pacing_rate` that the window
 //! and pacing *mechanisms* enforce. One file per algorithm; [`AnyCc`] is an enum over the
 //! built-in ones so the data path dispatches with a `match`, while the trait stays
 //! object-safe for algorithms written outside the crate (`Box<dyn CongestionControl>`).
 //!
 //! The choice is configuration: [`by_name`] (or [`CcKind::from_name`]) with a [`Config`].
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod bbr;
 pub mod bic;
@@ -20,15 +22,19 @@ pub mod fast;
 pub mod group;
 pub mod highspeed;
 pub mod newreno;
+pub mod pace;
 pub mod rate;
 pub mod scalable;
+pub mod time;
 pub mod udt;
 pub mod vegas;
 pub mod westwood;
 
-use crate::time::Instant;
-pub use crate::wire::frame::MAX_CC_MSG;
+pub use crate::time::Instant;
 use core::fmt;
+
+/// Largest custom control message one algorithm sends its peer ([`CongestionControl::poll_message`]).
+pub const MAX_CC_MSG: usize = 32;
 
 /// One acknowledged packet, as the algorithm sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,12 +200,24 @@ impl RateMessage {
 }
 
 /// No algorithm of that name.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown congestion control `{name}`; known: {}", known_names())]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnknownCc {
     /// The name given.
     pub name: String,
 }
+
+impl fmt::Display for UnknownCc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown congestion control `{}`; known: {}",
+            self.name,
+            known_names()
+        )
+    }
+}
+
+impl std::error::Error for UnknownCc {}
 
 /// The known names, comma-separated.
 pub fn known_names() -> String {
