@@ -8,7 +8,6 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod cc;
 pub mod chunk_queue;
 pub mod coding;
 pub mod composed;
@@ -18,7 +17,6 @@ pub mod endpoint;
 pub mod engine;
 pub mod handshake;
 pub mod micro;
-pub mod pace;
 pub mod packet;
 pub mod pair;
 pub mod perfmon;
@@ -27,9 +25,15 @@ pub mod protection;
 mod schedule;
 pub mod stats;
 pub mod text;
-pub mod time;
 pub mod udt;
 pub mod wire;
+
+/// The congestion-control library: the [`ctp_cc`] crate, which cannot depend on this one.
+pub use ctp_cc as cc;
+/// Pacing arithmetic: [`ctp_cc::pace`], next to the controllers that set the rate.
+pub use ctp_cc::pace;
+/// ctp's notion of time, in microseconds: [`ctp_cc::time`].
+pub use ctp_cc::time;
 
 pub use connection::{ConnectionState, MsgOptions, ReadError, WriteError};
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointEvent, Transmit};

@@ -1,16 +1,268 @@
-//! The pluggable congestion-control library (DESIGN §2.4), after Composable UDT's CCC class.
+//! # ctp-cc — congestion control for any transport stack
 //!
-//! An algorithm implements [`CongestionControl`]: a handful of callbacks with no-op
-//! defaults (ACK, loss with the lost range, timeout, packet sent, packet received, custom
-//! control message) and two outputs, a congestion window in bytes and a pacing rate in bytes
-//! per second (or the equivalent inter-packet period). It never sees the engine: the
-//! congestion-policy microprotocol ([`crate::micro::cc`]) adapts engine events to the
-//! callbacks and writes the outputs into the shared `cwnd` / `pacing_rate` that the window
-//! and pacing *mechanisms* enforce. One file per algorithm; [`AnyCc`] is an enum over the
-//! built-in ones so the data path dispatches with a `match`, while the trait stays
-//! object-safe for algorithms written outside the crate (`Box<dyn CongestionControl>`).
+//! Thirteen congestion-control algorithms behind one small trait, after Composable UDT's
+//! CCC class, plus the pieces a stack needs around them: a pacer ([`pace`]), a
+//! delivery-rate sampler ([`rate`]) and a microsecond time type ([`time`]). The crate has
+//! no dependencies and never touches a socket, a thread or a clock: the stack that uses it
+//! calls a controller when something happens to its packets, passing the current time, and
+//! reads back how much it may have in flight and how fast it may send. It is ctp's library
+//! (ctp's congestion-policy microprotocol, `ctp_proto::micro::cc`, is one such caller, and
+//! ctp's UDT4-wire sender another), but nothing in it knows ctp: it lives in its own crate
+//! so that it *cannot* depend on the engine that drives it.
 //!
-//! The choice is configuration: [`by_name`] (or [`CcKind::from_name`]) with a [`Config`].
+//! # Units
+//!
+//! - **Time** is an [`Instant`]: microseconds since an epoch the caller chooses (when the
+//!   connection or the program started, or a simulator's virtual zero). Only differences
+//!   matter. From a real clock:
+//!   `Instant::from_micros(std_now.duration_since(epoch).as_micros() as u64)`.
+//! - **RTTs** (`rtt_us`, `srtt_us`, `min_rtt_us`) are microseconds; 0 (smoothed) or
+//!   `u64::MAX` (minimum) until measured.
+//! - **Amounts of data** — a packet's `bytes`, `bytes_in_flight`, the window
+//!   ([`CongestionControl::cwnd`]) — are bytes, as counted on the wire by the stack. Count
+//!   them consistently with [`Config::mss`], the size of a full packet: the algorithms
+//!   reason in packets of `mss` bytes internally.
+//! - **Rates** are bytes per second ([`CongestionControl::pacing_rate`], [`Config::rate`],
+//!   `Ack::delivery_rate`), and [`CongestionControl::pacing_period_us`] turns one into the
+//!   gap, in microseconds, between packets of a given size.
+//! - [`Config::initial_window`] and [`Config::max_window`] are in **packets**.
+//! - Packet numbers (`pn`) are the stack's own, increasing as it sends; the algorithms
+//!   compare them (a loss after the last decrease opens a new congestion event) and key
+//!   delivery-rate samples by them.
+//!
+//! # Driving a controller
+//!
+//! Build one by name or kind from a [`Config`] ([`by_name`], [`CcKind::from_name`],
+//! [`CcKind::build`]); the result is an [`AnyCc`], which implements [`CongestionControl`].
+//! Then, for each connection:
+//!
+//! | when the stack … | it calls | with |
+//! |---|---|---|
+//! | sends a packet that counts in flight | [`on_packet_sent`](CongestionControl::on_packet_sent) | a [`Sent`]: time, number, size, bytes in flight before it |
+//! | learns a packet was received (one call per packet) | [`on_ack`](CongestionControl::on_ack) | an [`Ack`]: time, number, size, send time, the RTT sample, smoothed and minimum RTT, bytes in flight, a delivery-rate sample (0 if the stack keeps none; see [`rate::DeliveryRate`]) |
+//! | declares packets lost (one call per packet or per range) | [`on_loss`](CongestionControl::on_loss) | a [`Loss`]: time, the range, bytes, send time of the latest lost packet, largest number sent, smoothed RTT |
+//! | has its retransmission timer expire | [`on_timeout`](CongestionControl::on_timeout) | the time and how many times in a row it expired (1, 2, …) |
+//! | receives a packet from the peer (receiver side) | [`on_packet_received`](CongestionControl::on_packet_received) | the time and its size |
+//! | receives a custom control message for the algorithm | [`on_custom`](CongestionControl::on_custom) | the time and the message (at most [`MAX_CC_MSG`] bytes) |
+//!
+//! After each call the outputs may have changed; read them before the next decision:
+//!
+//! - [`cwnd`](CongestionControl::cwnd): send only while the bytes in flight stay within it
+//!   (`u64::MAX`: no window, the rate alone limits).
+//! - [`pacing_rate`](CongestionControl::pacing_rate) /
+//!   [`pacing_period_us`](CongestionControl::pacing_period_us): space packets out at this
+//!   rate (0 / `None`: send as fast as the window allows). [`pace::PaceClock`] does the
+//!   spacing, with exact average rates and short trains at high rates.
+//! - [`paused_until`](CongestionControl::paused_until): send nothing, retransmissions
+//!   included, before that time (UDT's freeze after a congestion event).
+//! - [`packet_pairs`](CongestionControl::packet_pairs),
+//!   [`ack_interval`](CongestionControl::ack_interval): requests to the sender's pacing and
+//!   the receiver's acknowledgement policy.
+//! - [`sends_messages`](CongestionControl::sends_messages) /
+//!   [`poll_message`](CongestionControl::poll_message): an algorithm with a half on each end
+//!   (UDT's receiver-side link-capacity estimate) hands the stack small messages to carry to
+//!   the peer's instance, which gets them through `on_custom`. Losing one is harmless.
+//! - [`wants_packet_events`](CongestionControl::wants_packet_events): false when the
+//!   algorithm ignores `on_packet_sent`, `on_packet_received`, `Ack::delivery_rate` and
+//!   `Loss::largest_sent_pn`; the stack may then skip that per-packet work.
+//!
+//! A controller is per connection and per direction of data, holds no references and is
+//! `Send`. It never fails: odd input (a zero RTT, an ACK for a packet it never saw, junk in
+//! `on_custom`) is absorbed.
+//!
+//! ## Example: a sender driving NewReno
+//!
+//! A stack's own bookkeeping (its packets in flight, its RTT estimate) around one
+//! controller: a window of packets, one round trip, a paced second window with a loss, then
+//! a retransmission timeout.
+//!
+//! ```
+//! use core::time::Duration;
+//! use ctp_cc::{Ack, AnyCc, CcKind, Config, CongestionControl, Instant, Loss, Sent};
+//! use std::collections::BTreeMap;
+//!
+//! /// The stack's side of one connection.
+//! struct Sender {
+//!     cc: AnyCc,
+//!     mss: u64,
+//!     /// Packets in flight: number → send time.
+//!     flight: BTreeMap<u64, Instant>,
+//!     next_pn: u64,
+//!     srtt_us: u64,
+//!     min_rtt_us: u64,
+//! }
+//!
+//! impl Sender {
+//!     fn bytes_in_flight(&self) -> u64 {
+//!         self.flight.len() as u64 * self.mss
+//!     }
+//!
+//!     /// Sends one full packet at `now` if the window has room; returns its number.
+//!     fn send(&mut self, now: Instant) -> Option<u64> {
+//!         if self.bytes_in_flight() + self.mss > self.cc.cwnd() {
+//!             return None;
+//!         }
+//!         let pn = self.next_pn;
+//!         self.next_pn += 1;
+//!         let bytes_in_flight = self.bytes_in_flight();
+//!         self.cc.on_packet_sent(&Sent { now, pn, bytes: self.mss, bytes_in_flight });
+//!         self.flight.insert(pn, now);
+//!         Some(pn)
+//!     }
+//!
+//!     /// The peer acknowledged packet `pn`.
+//!     fn acked(&mut self, pn: u64, now: Instant) {
+//!         let sent_at = self.flight.remove(&pn).expect("in flight");
+//!         let rtt_us = (now - sent_at).as_micros() as u64;
+//!         self.srtt_us = match self.srtt_us {
+//!             0 => rtt_us,
+//!             s => (7 * s + rtt_us) / 8,
+//!         };
+//!         self.min_rtt_us = self.min_rtt_us.min(rtt_us);
+//!         self.cc.on_ack(&Ack {
+//!             now,
+//!             pn,
+//!             bytes: self.mss,
+//!             sent_at,
+//!             rtt_us,
+//!             srtt_us: self.srtt_us,
+//!             min_rtt_us: self.min_rtt_us,
+//!             bytes_in_flight: self.bytes_in_flight(),
+//!             delivery_rate: 0, // NewReno reads none (see `wants_packet_events`)
+//!         });
+//!     }
+//!
+//!     /// The stack's loss detection declared packet `pn` lost.
+//!     fn lost(&mut self, pn: u64, now: Instant) {
+//!         let sent_at = self.flight.remove(&pn).expect("in flight");
+//!         self.cc.on_loss(&Loss {
+//!             now,
+//!             first_pn: pn,
+//!             last_pn: pn,
+//!             bytes: self.mss,
+//!             sent_at,
+//!             largest_sent_pn: self.next_pn - 1,
+//!             srtt_us: self.srtt_us,
+//!         });
+//!     }
+//! }
+//!
+//! let cfg = Config { mss: 1000, initial_window: 10, ..Config::default() };
+//! let kind = CcKind::from_name("newreno").expect("a built-in algorithm");
+//! let mut s = Sender {
+//!     cc: kind.build(&cfg),
+//!     mss: cfg.mss,
+//!     flight: BTreeMap::new(),
+//!     next_pn: 0,
+//!     srtt_us: 0,
+//!     min_rtt_us: u64::MAX,
+//! };
+//! let rtt = Duration::from_millis(50);
+//! let ms = |v: u64| Instant::from_micros(v * 1000);
+//!
+//! // The initial window: 10 packets, all at once (no RTT yet, so no pacing rate).
+//! assert_eq!(s.cc.cwnd(), 10 * 1000);
+//! assert_eq!(s.cc.pacing_period_us(1000), None);
+//! let first: Vec<u64> = std::iter::from_fn(|| s.send(ms(0))).collect();
+//! assert_eq!(first.len(), 10);
+//!
+//! // One round trip later every one is acknowledged: slow start doubles the window, and
+//! // pacing starts at 2 × cwnd / srtt = 800 kB/s, one 1000-byte packet every 1.25 ms.
+//! for pn in first {
+//!     s.acked(pn, ms(50));
+//! }
+//! assert_eq!(s.cc.cwnd(), 20 * 1000);
+//! assert_eq!(s.cc.pacing_period_us(1000), Some(1250));
+//!
+//! // The second window leaves paced.
+//! let mut now = ms(50);
+//! let mut second = Vec::new();
+//! while let Some(pn) = s.send(now) {
+//!     second.push(pn);
+//!     now += Duration::from_micros(s.cc.pacing_period_us(1000).unwrap());
+//! }
+//! assert_eq!(second, (10..30).collect::<Vec<_>>());
+//!
+//! // Packet 15 is lost: 10..=14 and 16..=18 are acknowledged (slow start goes on, +1 packet
+//! // each), then the stack's loss detection gives up on 15 and the window halves.
+//! for pn in (10..=14).chain(16..=18) {
+//!     now = s.flight[&pn] + rtt;
+//!     s.acked(pn, now);
+//! }
+//! assert_eq!(s.cc.cwnd(), 28 * 1000);
+//! s.lost(15, now);
+//! assert_eq!(s.cc.cwnd(), 14 * 1000);
+//!
+//! // The rest of that window was sent before the loss: its ACKs do not grow the window
+//! // (one decrease, and no growth, per recovery period). Out of slow start, NewReno paces at
+//! // 1.25 × cwnd / srtt = 350 kB/s.
+//! for pn in 19..30 {
+//!     now = s.flight[&pn] + rtt;
+//!     s.acked(pn, now);
+//! }
+//! assert_eq!(s.cc.cwnd(), 14 * 1000);
+//! assert_eq!(s.cc.pacing_period_us(1000), Some(2857));
+//!
+//! // A retransmission timeout collapses the window to two packets.
+//! s.cc.on_timeout(now + Duration::from_secs(1), 1);
+//! assert_eq!(s.cc.cwnd(), 2 * 1000);
+//! ```
+//!
+//! ## Example: pacing a rate controller
+//!
+//! [`pace::PaceClock`] turns a rate into departure times. Here the fixed-rate `blast`
+//! controller, whose rate the application changes while running with a [`RateMessage`]:
+//!
+//! ```
+//! use ctp_cc::pace::{PaceClock, Spacing};
+//! use ctp_cc::{CcKind, Config, CongestionControl, Instant, RateMessage};
+//!
+//! let mut cc = CcKind::Blast.build(&Config { rate: 1_000_000, ..Config::default() });
+//! let mut clock = PaceClock::new();
+//! let (mut now, end) = (Instant::ZERO, Instant::from_micros(1_000_000));
+//! let mut sent = 0;
+//! // One second of 1000-byte packets: each leaves when the clock allows and moves the
+//! // clock on by its gap; in between the stack sleeps until `wake_at`.
+//! while now < end {
+//!     let rate = cc.pacing_rate();
+//!     if clock.ready(now, rate, 1000, Spacing::Packets) {
+//!         let gap = clock.gap_us(1000, rate).expect("paced");
+//!         clock.delay(gap);
+//!         sent += 1;
+//!     } else {
+//!         now = clock.wake_at(rate, 1000, Spacing::Packets);
+//!     }
+//! }
+//! assert_eq!(sent, 1000); // 1 MB/s
+//! cc.on_custom(now, &RateMessage(2_000_000).encode());
+//! assert_eq!(cc.pacing_period_us(1000), Some(500));
+//! ```
+//!
+//! # The algorithms
+//!
+//! | name ([`CcKind`]) | kind | in short |
+//! |---|---|---|
+//! | `newreno` ([`newreno`]) | window, loss | slow start, AIMD, one halving per recovery period (the default) |
+//! | `cubic` ([`cubic`]) | window, loss | RFC 9438: cubic growth around the last maximum, β = 0.7 |
+//! | `bbr` ([`bbr`]) | model | BBR v1: bottleneck bandwidth and min RTT set rate and window; loss is not a signal; reads delivery-rate samples |
+//! | `udt` ([`udt`]) | rate, loss | UDT's native DAIMD rate control from the link capacity, random loss decrease; packet pairs, a receiver-side half, a freeze after a decrease |
+//! | `udt-noisy` ([`udt`]) | rate, loss | `udt` that ignores isolated losses and losses without a queue |
+//! | `scalable` ([`scalable`]) | window, loss | Scalable TCP: +1 % of a packet per ACK, −1/8 on loss |
+//! | `highspeed` ([`highspeed`]) | window, loss | RFC 3649: increase and decrease from the response function |
+//! | `bic` ([`bic`]) | window, loss | BiC: binary search toward the last maximum, then max probing |
+//! | `westwood` ([`westwood`]) | window, loss | Westwood+: the bandwidth estimate sets ssthresh after a loss |
+//! | `vegas` ([`vegas`]) | window, delay | keeps 2 to 4 packets queued, from expected vs actual rate |
+//! | `fast` ([`fast`]) | window, delay | FAST TCP: w ← (1−γ)w + γ(baseRTT/RTT·w + α) every RTT |
+//! | `blast` ([`blast`]) | fixed rate | constant rate set by [`Config::rate`] or a [`RateMessage`]; ignores loss |
+//! | `group` ([`group`]) | assigned rate | a share of a budget ([`group::GroupBudget`]) that a receiver or runtime assigns with [`RateMessage`]s |
+//!
+//! Window algorithms pace too, at a gain over `cwnd / srtt` once the RTT is known. The
+//! trait is object-safe: an algorithm of your own is a `Box<dyn CongestionControl>`
+//! (every hook but `name`, `cwnd` and `pacing_rate` has a no-op default). [`AnyCc`] is an
+//! enum over the built-in ones, so a stack that sticks to them dispatches with a `match`.
+//! [`CcKind::id`] is a stable number for negotiating the algorithm with a peer.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod bbr;
 pub mod bic;
@@ -20,15 +272,20 @@ pub mod fast;
 pub mod group;
 pub mod highspeed;
 pub mod newreno;
+pub mod pace;
 pub mod rate;
 pub mod scalable;
+pub mod time;
 pub mod udt;
 pub mod vegas;
 pub mod westwood;
 
-use crate::time::Instant;
-pub use crate::wire::frame::MAX_CC_MSG;
+pub use crate::time::Instant;
 use core::fmt;
+
+/// Largest custom control message, bytes: what [`CongestionControl::poll_message`] may
+/// write, and what a stack must be able to carry to the peer's `on_custom`.
+pub const MAX_CC_MSG: usize = 32;
 
 /// One acknowledged packet, as the algorithm sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,12 +451,24 @@ impl RateMessage {
 }
 
 /// No algorithm of that name.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown congestion control `{name}`; known: {}", known_names())]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnknownCc {
     /// The name given.
     pub name: String,
 }
+
+impl fmt::Display for UnknownCc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown congestion control `{}`; known: {}",
+            self.name,
+            known_names()
+        )
+    }
+}
+
+impl std::error::Error for UnknownCc {}
 
 /// The known names, comma-separated.
 pub fn known_names() -> String {

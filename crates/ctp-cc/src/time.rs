@@ -1,8 +1,10 @@
-//! The core's own notion of time.
+//! ctp's own notion of time (also `ctp_proto::time`).
 //!
-//! ctp-proto never reads a clock: callers pass `now` into every entry point. Time is kept in
-//! microseconds since an arbitrary epoch chosen by the caller (the runtime uses the moment the
-//! endpoint was created, the simulator uses virtual time zero), which keeps runs reproducible.
+//! Neither this crate nor ctp's protocol core reads a clock: callers pass `now` into every
+//! entry point. Time is kept in microseconds since an arbitrary epoch chosen by the caller
+//! (ctp's runtime uses the moment the endpoint was created, its simulator virtual time
+//! zero), which keeps runs reproducible. Another stack converts its clock once, e.g.
+//! `Instant::from_micros(std_now.duration_since(epoch).as_micros() as u64)`.
 
 use core::ops::{Add, AddAssign, Sub};
 use core::time::Duration;

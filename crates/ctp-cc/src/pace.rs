@@ -1,5 +1,7 @@
-//! Pacing arithmetic shared by the pacing microprotocol and the UDT sender: a token bucket
-//! that releases packets in short trains.
+//! Pacing: the mechanism that turns a controller's rate
+//! ([`CongestionControl::pacing_rate`](crate::CongestionControl::pacing_rate)) into
+//! departure times — a token bucket that releases packets in short trains. ctp's pacing
+//! microprotocol and its UDT4-wire sender share it (also `ctp_proto::pace`).
 //!
 //! Credit is a bucket of one *quantum* (two packets or half a millisecond of rate,
 //! whichever is longer): a packet may leave once its slot has begun, and credit unused
