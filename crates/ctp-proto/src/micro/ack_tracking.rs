@@ -9,6 +9,7 @@
 //! still needs news of, and the receiver forgets everything below — received or not, none
 //! of it is needed any more.
 
+use super::decl::{MicroDecl, MicroId, Need};
 use crate::engine::event::{Event, EventKind, PacketInfo};
 use crate::engine::timer::TimerId;
 use crate::engine::{Cx, FrameWriter, Microprotocol, Setup, SetupError, State};
@@ -16,6 +17,16 @@ use crate::time::Instant;
 use crate::wire::frame::{ty, AckFrame, Frame, NakFrame, PnRange, MAX_RANGES};
 use core::time::Duration;
 use std::collections::VecDeque;
+
+/// The declaration of [`MicroId::AckTracking`]: what it needs, excludes and reads.
+pub const DECL: MicroDecl = MicroDecl {
+    needs: &[Need {
+        micro: MicroId::Rtt,
+        why: "loss detection and the retransmission timer need RTT estimates",
+    }],
+    params: &["max_ack_delay_us"],
+    ..MicroDecl::new(MicroId::AckTracking)
+};
 
 /// Packets reordered past this many are declared lost (RFC 9002 kPacketThreshold).
 pub const PACKET_THRESHOLD: u64 = 3;

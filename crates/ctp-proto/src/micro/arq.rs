@@ -4,9 +4,25 @@
 //! carrying the segment is acknowledged; until then the segment stays in memory and is put
 //! back on the send path (in a new packet, with a new packet number) after each loss.
 
+use super::decl::{MicroDecl, MicroId, Need};
 use crate::engine::event::{Event, EventKind, HoldBit};
 use crate::engine::hold::{Barrier, Rearm};
 use crate::engine::{Cx, Microprotocol, Setup, SetupError};
+
+/// The declaration of [`MicroId::Arq`]: what it needs, excludes and reads.
+pub const DECL: MicroDecl = MicroDecl {
+    needs: &[
+        Need {
+            micro: MicroId::AckTracking,
+            why: "it retransmits what ack-tracking reports lost",
+        },
+        Need {
+            micro: MicroId::Sequencing,
+            why: "retransmitted segments are recognised by their sequence numbers",
+        },
+    ],
+    ..MicroDecl::new(MicroId::Arq)
+};
 
 /// The ARQ microprotocol.
 #[derive(Debug)]

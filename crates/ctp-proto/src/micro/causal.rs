@@ -22,6 +22,7 @@
 //! and counted in `causal_released_early`), and at most [`MAX_RESOLVED`] resolved ids are
 //! remembered above the floor (beyond that the oldest unresolved id is given up).
 
+use super::decl::{Group, MicroDecl, MicroId, Need};
 use crate::engine::event::{Event, EventKind, HoldBit};
 use crate::engine::hold::{Barrier, Rearm};
 use crate::engine::timer::TimerId;
@@ -29,6 +30,17 @@ use crate::engine::{Cx, Microprotocol, Setup, SetupError};
 use crate::time::Instant;
 use core::time::Duration;
 use std::collections::{BTreeMap, BTreeSet};
+
+/// The declaration of [`MicroId::Causal`]: what it needs, excludes and reads.
+pub const DECL: MicroDecl = MicroDecl {
+    needs: &[Need {
+        micro: MicroId::Sequencing,
+        why: "a duplicated message would be taken for a late one and its turn confused",
+    }],
+    groups: &[Group::Delivery],
+    params: &["causal_deadline_ms"],
+    ..MicroDecl::new(MicroId::Causal)
+};
 
 /// Most messages waiting for predecessors at once.
 pub const MAX_WAITING: usize = 4096;

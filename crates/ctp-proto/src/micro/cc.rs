@@ -14,6 +14,7 @@
 //! Delivery-rate samples come from a [`DeliveryRate`] sampler, kept only for algorithms
 //! that read per-packet events.
 
+use super::decl::{Group, MicroDecl, MicroId, Need};
 use crate::cc::rate::{Acks, DeliveryRate};
 use crate::cc::{Ack, AnyCc, CcKind, Config, CongestionControl, Loss, Sent, MAX_CC_MSG};
 use crate::engine::event::{Event, EventKind, PacketInfo};
@@ -21,6 +22,23 @@ use crate::engine::session::Session;
 use crate::engine::{Cx, FrameWriter, Microprotocol};
 use crate::time::Instant;
 use crate::wire::frame::Frame;
+
+/// The declaration of [`MicroId::Cc`]: what it needs, excludes and reads.
+pub const DECL: MicroDecl = MicroDecl {
+    needs: &[
+        Need {
+            micro: MicroId::CongestionWindow,
+            why: "the algorithm's window is enforced by the window mechanism (rate-only algorithms leave it open)",
+        },
+        Need {
+            micro: MicroId::AckTracking,
+            why: "the algorithm reacts to acked and lost packets",
+        },
+    ],
+    groups: &[Group::CongestionPolicy],
+    params: &["cc", "cc_rate_kbps", "max_udp_payload", "initial_window", "flow_window"],
+    ..MicroDecl::new(MicroId::Cc)
+};
 
 /// The library's view of an acknowledged packet.
 pub(crate) fn ack(now: Instant, p: PacketInfo, s: &Session, delivery_rate: u64) -> Ack {

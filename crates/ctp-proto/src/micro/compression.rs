@@ -12,11 +12,19 @@
 //! included) takes effect, and counted in `decompress_failed`. The inflated segment then
 //! enters the receive path as an ordinary `SegmentArrived`.
 
+use super::decl::{Group, MicroDecl, MicroId};
 use crate::engine::event::{Event, EventKind, HoldBit};
 use crate::engine::hold::{Barrier, Rearm};
 use crate::engine::{Cx, Microprotocol, Setup, SetupError};
 use crate::wire::frame::{CompressedFrame, DataFrame, MAX_INFLATED};
 use crate::wire::{varint, WireError};
+
+/// The declaration of [`MicroId::Compression`]: what it needs, excludes and reads.
+pub const DECL: MicroDecl = MicroDecl {
+    groups: &[Group::SegmentCoding],
+    params: &["max_udp_payload"],
+    ..MicroDecl::new(MicroId::Compression)
+};
 
 /// Segments shorter than this are not worth compressing.
 const MIN_COMPRESS: usize = 64;

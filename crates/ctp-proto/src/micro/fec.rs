@@ -11,6 +11,7 @@
 //! which runs them through the receive path as if they had arrived (so sequencing, reassembly
 //! and ordering treat them like any segment). Repair shards never reach the application.
 
+use super::decl::{Group, MicroDecl, MicroId, Need};
 use crate::coding::rs::ReedSolomon;
 use crate::engine::event::{Event, EventKind, HoldBit};
 use crate::engine::hold::{Barrier, Rearm};
@@ -20,6 +21,17 @@ use crate::engine::{Cx, FrameWriter, Microprotocol, Setup, SetupError};
 use crate::wire::frame::{Frame, RepairFrame};
 use core::time::Duration;
 use std::collections::{BTreeMap, VecDeque};
+
+/// The declaration of [`MicroId::Fec`]: what it needs, excludes and reads.
+pub const DECL: MicroDecl = MicroDecl {
+    needs: &[Need {
+        micro: MicroId::Sequencing,
+        why: "a recovered segment may also arrive late and must not be delivered twice",
+    }],
+    groups: &[Group::SegmentCoding],
+    params: &["fec_k", "fec_m", "fec_flush_ms"],
+    ..MicroDecl::new(MicroId::Fec)
+};
 
 /// Recent DATA frames remembered by the receiver.
 const RECENT_FRAMES: usize = 2048;

@@ -13,11 +13,23 @@
 //! retransmission timeout, and a PING makes the receiver repeat its credit, so a lost
 //! credit update cannot deadlock the connection.
 
+use super::decl::{Group, MicroDecl, MicroId, Need};
 use super::flow_gate::FlowGate;
 use crate::engine::event::{Event, EventKind};
 use crate::engine::timer::TimerId;
 use crate::engine::{Cx, FrameWriter, Microprotocol, Setup, SetupError, State};
 use crate::wire::frame::{ty, Frame};
+
+/// The declaration of [`MicroId::FlowWindow`]: what it needs, excludes and reads.
+pub const DECL: MicroDecl = MicroDecl {
+    needs: &[Need {
+        micro: MicroId::Sequencing,
+        why: "credit is counted in segment sequence numbers",
+    }],
+    groups: &[Group::FlowControl],
+    params: &["flow_window"],
+    ..MicroDecl::new(MicroId::FlowWindow)
+};
 
 /// The flow-window microprotocol.
 #[derive(Debug)]

@@ -5,12 +5,19 @@
 //! at most the session's `max_segment_payload`. Receive side: reassembles pieces of accepted
 //! segments into whole messages and raises `MessageComplete`.
 
+use super::decl::{MicroDecl, MicroId};
 use crate::engine::app::Completed;
 use crate::engine::event::{Event, EventKind, Reassembled};
 use crate::engine::{Cx, Microprotocol, CUT_AHEAD};
 use crate::wire::frame::{Deps, Piece, PieceFlags};
 use bytes::Bytes;
 use std::collections::BTreeMap;
+
+/// The declaration of [`MicroId::Fragmentation`]: what it needs, excludes and reads.
+pub const DECL: MicroDecl = MicroDecl {
+    params: &["max_message"],
+    ..MicroDecl::new(MicroId::Fragmentation)
+};
 
 /// Segments cut per event before yielding, so event queues stay short.
 const BATCH: usize = 32;

@@ -7,6 +7,7 @@
 //!   timestamp plus that offset plus a playout delay. A message that arrives after its
 //!   playout time is delivered at once and counted late.
 
+use super::decl::{Group, MicroDecl, MicroId};
 use crate::engine::event::{Event, EventKind, HoldBit};
 use crate::engine::hold::{Barrier, Rearm};
 use crate::engine::timer::TimerId;
@@ -14,6 +15,20 @@ use crate::engine::{Cx, Microprotocol, Setup, SetupError};
 use crate::time::Instant;
 use core::time::Duration;
 use std::collections::BTreeMap;
+
+/// The declaration of [`MicroId::FixedInterval`]: what it needs, excludes and reads.
+pub const FIXED_INTERVAL_DECL: MicroDecl = MicroDecl {
+    groups: &[Group::JitterControl],
+    params: &["jitter_interval_us"],
+    ..MicroDecl::new(MicroId::FixedInterval)
+};
+
+/// The declaration of [`MicroId::Playout`]: what it needs, excludes and reads.
+pub const PLAYOUT_DECL: MicroDecl = MicroDecl {
+    groups: &[Group::JitterControl],
+    params: &["playout_delay_ms"],
+    ..MicroDecl::new(MicroId::Playout)
+};
 
 /// Delivers one message per interval.
 #[derive(Debug)]

@@ -1,11 +1,18 @@
 //! Keep-alive and idle timeout: a PING after `interval` without sending anything the peer
 //! must acknowledge, and the connection ends when nothing was heard for `idle`.
 
+use super::decl::{MicroDecl, MicroId};
 use crate::engine::event::{Event, EventKind};
 use crate::engine::session::CloseReason;
 use crate::engine::timer::TimerId;
 use crate::engine::{Cx, Microprotocol, Setup, SetupError};
 use core::time::Duration;
+
+/// The declaration of [`MicroId::KeepAlive`]: what it needs, excludes and reads.
+pub const DECL: MicroDecl = MicroDecl {
+    params: &["keepalive_ms", "idle_timeout_ms"],
+    ..MicroDecl::new(MicroId::KeepAlive)
+};
 
 /// The keep-alive microprotocol.
 #[derive(Debug)]

@@ -1,11 +1,14 @@
 //! The microprotocol catalogue. Each module implements one attribute and binds only to
-//! events; [`AnyMicro`] gives the engine static dispatch over all of them.
+//! events; [`AnyMicro`] gives the engine static dispatch over all of them. Each also
+//! declares what it needs, what it excludes and which parameters it reads ([`decl`]).
 
 pub mod ack_tracking;
 pub mod arq;
+pub mod built_in;
 pub mod causal;
 pub mod cc;
 pub mod compression;
+pub mod decl;
 pub mod fec;
 pub mod flow_gate;
 pub mod flow_window;

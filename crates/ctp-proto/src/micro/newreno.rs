@@ -9,10 +9,28 @@
 //! delivery-rate samples), and publishes a pacing rate only once the RTT is known.
 
 use super::cc::{ack, loss};
+use super::decl::{Group, MicroDecl, MicroId, Need};
 use crate::cc::{self, CongestionControl};
 use crate::engine::event::{Event, EventKind};
 use crate::engine::session::Session;
 use crate::engine::{Cx, Microprotocol};
+
+/// The declaration of [`MicroId::NewReno`]: what it needs, excludes and reads.
+pub const DECL: MicroDecl = MicroDecl {
+    needs: &[
+        Need {
+            micro: MicroId::CongestionWindow,
+            why: "a congestion policy needs the window mechanism it drives",
+        },
+        Need {
+            micro: MicroId::AckTracking,
+            why: "the policy reacts to acked and lost packets",
+        },
+    ],
+    groups: &[Group::CongestionPolicy],
+    params: &["max_udp_payload", "initial_window"],
+    ..MicroDecl::new(MicroId::NewReno)
+};
 
 /// The NewReno policy.
 #[derive(Debug)]

@@ -2,6 +2,7 @@
 //! sets it when the message's turn comes; the message reaches the application when every
 //! delivery bit (ordering, jitter control) is set, in whatever order.
 
+use super::decl::{Doubt, Group, MicroDecl, MicroId, Need};
 use crate::engine::event::{Event, EventKind, HoldBit};
 use crate::engine::hold::{Barrier, Rearm};
 use crate::engine::timer::TimerId;
@@ -9,6 +10,50 @@ use crate::engine::{Cx, Microprotocol, Setup, SetupError};
 use crate::time::Instant;
 use core::time::Duration;
 use std::collections::BTreeMap;
+
+/// The declaration of [`MicroId::Fifo`]: what it needs, excludes and reads.
+pub const FIFO_DECL: MicroDecl = MicroDecl {
+    needs: &[
+        Need {
+            micro: MicroId::Arq,
+            why: "in-order delivery waits for every message, so a lost one would stall it forever",
+        },
+        Need {
+            micro: MicroId::Sequencing,
+            why: "ordering needs duplicate-free segments",
+        },
+    ],
+    groups: &[Group::Delivery],
+    ..MicroDecl::new(MicroId::Fifo)
+};
+
+/// The declaration of [`MicroId::Unordered`]: what it needs, excludes and reads.
+pub const UNORDERED_DECL: MicroDecl = MicroDecl {
+    groups: &[Group::Delivery],
+    doubts: &[Doubt::Without(
+        MicroId::Sequencing,
+        "`unordered` without `sequencing` may deliver a duplicated datagram twice",
+    )],
+    ..MicroDecl::new(MicroId::Unordered)
+};
+
+/// The declaration of [`MicroId::LossyFifo`]: what it needs, excludes and reads.
+pub const LOSSY_FIFO_DECL: MicroDecl = MicroDecl {
+    needs: &[Need {
+        micro: MicroId::Sequencing,
+        why: "ordering needs duplicate-free segments",
+    }],
+    groups: &[Group::Delivery],
+    params: &["fifo_deadline_ms"],
+    doubts: &[Doubt::With(
+        MicroId::Arq,
+        "`lossy-fifo` skips late messages that `arq` keeps retransmitting: the semantics conflict",
+    )],
+    ..MicroDecl::new(MicroId::LossyFifo)
+};
+
+/// The declaration of [`MicroId::Urgent`]: what it needs, excludes and reads.
+pub const URGENT_DECL: MicroDecl = MicroDecl::new(MicroId::Urgent);
 
 fn delivery_bit(setup: &mut Setup<'_>) -> Result<HoldBit, SetupError> {
     setup.hold_bit(Barrier::Deliver, Rearm::Once)

@@ -13,6 +13,7 @@
 //! rate is unchanged, and the receiver sees one back-to-back pair in 16 packets, spaced by
 //! the bottleneck alone.
 
+use super::decl::{Group, MicroDecl, MicroId, NeedOneOf};
 use crate::engine::event::{Event, EventKind, HoldBit};
 use crate::engine::hold::{Barrier, Rearm};
 use crate::engine::segment::SegId;
@@ -21,6 +22,15 @@ use crate::engine::{Cx, Microprotocol, Setup, SetupError};
 use crate::pace::{PaceClock, Spacing};
 use crate::wire::sizes::PACKET_OVERHEAD;
 use std::collections::VecDeque;
+
+/// The declaration of [`MicroId::Pacing`]: what it needs, excludes and reads.
+pub const DECL: MicroDecl = MicroDecl {
+    needs_one_of: &[NeedOneOf {
+        group: Group::CongestionPolicy,
+        why: "the pacing mechanism needs a policy to set its rate",
+    }],
+    ..MicroDecl::new(MicroId::Pacing)
+};
 
 /// The pacing microprotocol.
 #[derive(Debug)]

@@ -16,12 +16,25 @@
 //!   again from there (RFC 8899 §4.3); a completed search is re-run every
 //!   [`RAISE_INTERVAL`] (`PMTU_RAISE_TIMER`) in case the path grew.
 
+use super::decl::{MicroDecl, MicroId, Need};
 use crate::engine::event::{Event, EventKind, PacketInfo};
 use crate::engine::timer::TimerId;
 use crate::engine::{Cx, FrameWriter, Microprotocol, Setup, SetupError};
 use crate::wire::frame::{ty, Frame};
 use crate::wire::sizes::{MIN_UDP_PAYLOAD, SEGMENT_OVERHEAD};
 use core::time::Duration;
+
+/// The declaration of [`MicroId::Pmtud`]: what it needs, excludes and reads.
+pub const DECL: MicroDecl = MicroDecl {
+    needs: &[
+        Need {
+            micro: MicroId::AckTracking,
+            why: "a probe size is confirmed when its probe is acknowledged and given up when reported lost",
+        },
+    ],
+    params: &["max_udp_payload"],
+    ..MicroDecl::new(MicroId::Pmtud)
+};
 
 /// The floor every path must carry (RFC 8899 `BASE_PLPMTU`, QUIC's minimum).
 pub const BASE_PLPMTU: usize = MIN_UDP_PAYLOAD as usize;

@@ -5,11 +5,22 @@
 //! A request that gets no answer is repeated on the probe timer; a repeated request is
 //! answered again, so losses only delay.
 
+use super::decl::{Group, MicroDecl, MicroId, Need};
 use super::flow_gate::FlowGate;
 use crate::engine::event::{Event, EventKind};
 use crate::engine::timer::TimerId;
 use crate::engine::{Cx, FrameWriter, Microprotocol, Setup, SetupError};
 use crate::wire::frame::{ty, Frame};
+
+/// The declaration of [`MicroId::RtsCts`]: what it needs, excludes and reads.
+pub const DECL: MicroDecl = MicroDecl {
+    needs: &[Need {
+        micro: MicroId::Sequencing,
+        why: "clearance is counted in segment sequence numbers",
+    }],
+    groups: &[Group::FlowControl],
+    ..MicroDecl::new(MicroId::RtsCts)
+};
 
 /// The RTS/CTS microprotocol.
 #[derive(Debug)]

@@ -9,8 +9,15 @@
 //! The peer's reported acknowledgement delay is subtracted from a sample when that leaves it
 //! above the minimum RTT, as QUIC does, so delayed ACKs do not inflate the estimate.
 
+use super::decl::{MicroDecl, MicroId};
 use crate::engine::event::{Event, EventKind};
 use crate::engine::{Cx, Microprotocol};
+
+/// The declaration of [`MicroId::Rtt`]: what it needs, excludes and reads.
+pub const DECL: MicroDecl = MicroDecl {
+    params: &["min_rto_us", "max_ack_delay_us"],
+    ..MicroDecl::new(MicroId::Rtt)
+};
 
 /// Clock granularity G, microseconds.
 pub const GRANULARITY_US: u64 = 1_000;

@@ -19,10 +19,32 @@
 //! - The window follows the rate: 1.5 × rate × smoothed RTT (never under two packets), so a
 //!   stream neither bursts beyond what the rate allows nor stalls on the window.
 
+use super::decl::{Group, MicroDecl, MicroId, Need};
 use crate::engine::event::{Event, EventKind};
 use crate::engine::session::Session;
 use crate::engine::{Cx, Microprotocol};
 use crate::time::Instant;
+
+/// The declaration of [`MicroId::Scp`]: what it needs, excludes and reads.
+pub const DECL: MicroDecl = MicroDecl {
+    needs: &[
+        Need {
+            micro: MicroId::CongestionWindow,
+            why: "the policy drives the window mechanism",
+        },
+        Need {
+            micro: MicroId::Pacing,
+            why: "the policy drives the pacing (rate) mechanism",
+        },
+        Need {
+            micro: MicroId::AckTracking,
+            why: "the policy reacts to acked and lost packets",
+        },
+    ],
+    groups: &[Group::CongestionPolicy],
+    params: &["max_udp_payload", "initial_window"],
+    ..MicroDecl::new(MicroId::Scp)
+};
 
 /// The SCP-style policy.
 #[derive(Debug)]

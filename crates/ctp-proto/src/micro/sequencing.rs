@@ -4,8 +4,15 @@
 //! Sequence numbers themselves are assigned by the send path when a segment is created
 //! (starting from the random initial number exchanged in the handshake).
 
+use super::decl::{MicroDecl, MicroId};
 use crate::engine::event::{Event, EventKind};
 use crate::engine::{Cx, Microprotocol};
+
+/// The declaration of [`MicroId::Sequencing`]: what it needs, excludes and reads.
+pub const DECL: MicroDecl = MicroDecl {
+    params: &["flow_window"],
+    ..MicroDecl::new(MicroId::Sequencing)
+};
 
 /// How the window of acceptable sequence numbers moves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -14,11 +14,29 @@
 //! with the same feedback every other policy uses. If a window mechanism is present, its
 //! window is set to twice the rate times the RTT so that it never limits the rate.
 
+use super::decl::{Group, MicroDecl, MicroId, Need};
 use crate::engine::event::{Event, EventKind};
 use crate::engine::session::Session;
 use crate::engine::{Cx, Microprotocol};
 use crate::time::Instant;
 use std::collections::VecDeque;
+
+/// The declaration of [`MicroId::Tfrc`]: what it needs, excludes and reads.
+pub const DECL: MicroDecl = MicroDecl {
+    needs: &[
+        Need {
+            micro: MicroId::Pacing,
+            why: "the policy sets the rate the pacing mechanism enforces",
+        },
+        Need {
+            micro: MicroId::AckTracking,
+            why: "the loss event rate comes from acked and lost packets",
+        },
+    ],
+    groups: &[Group::CongestionPolicy],
+    params: &["max_udp_payload", "initial_window"],
+    ..MicroDecl::new(MicroId::Tfrc)
+};
 
 const WEIGHTS: [f64; 8] = [1.0, 1.0, 1.0, 1.0, 0.8, 0.6, 0.4, 0.2];
 

@@ -9,12 +9,26 @@
 //! control still held deadlocked a connection: after a loss halved the window, the
 //! retransmission the receiver needed to move its credit waited behind them forever.
 
+use super::decl::{Group, MicroDecl, MicroId, Need, NeedOneOf};
 use crate::engine::event::{Event, EventKind, HoldBit};
 use crate::engine::hold::{Barrier, Rearm};
 use crate::engine::segment::SegId;
 use crate::engine::{Cx, Microprotocol, Setup, SetupError};
 use crate::wire::sizes::SEGMENT_OVERHEAD;
 use std::collections::VecDeque;
+
+/// The declaration of [`MicroId::CongestionWindow`]: what it needs, excludes and reads.
+pub const DECL: MicroDecl = MicroDecl {
+    needs: &[Need {
+        micro: MicroId::AckTracking,
+        why: "the window shrinks as packets are acked or lost",
+    }],
+    needs_one_of: &[NeedOneOf {
+        group: Group::CongestionPolicy,
+        why: "a congestion mechanism needs a policy to set its window",
+    }],
+    ..MicroDecl::new(MicroId::CongestionWindow)
+};
 
 /// The congestion-window mechanism.
 #[derive(Debug)]

@@ -6,11 +6,18 @@
 //! packetiser (at most [`MAX_AHEAD`] released and not yet sent), so an XOFF stops the flow
 //! within that many segments plus what is already in flight.
 
+use super::decl::{Group, MicroDecl, MicroId};
 use super::flow_gate::FlowGate;
 use crate::engine::event::{Event, EventKind};
 use crate::engine::timer::TimerId;
 use crate::engine::{Cx, FrameWriter, Microprotocol, Setup, SetupError};
 use crate::wire::frame::ty;
+
+/// The declaration of [`MicroId::XonXoff`]: what it needs, excludes and reads.
+pub const DECL: MicroDecl = MicroDecl {
+    groups: &[Group::FlowControl],
+    ..MicroDecl::new(MicroId::XonXoff)
+};
 
 /// Segments released and not yet sent at most.
 pub const MAX_AHEAD: u64 = 8;
