@@ -44,10 +44,10 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct PerfArgs {
     /// Send to this `ctp perf --listen` address (e.g. 127.0.0.1:9000).
-    #[arg(required_unless_present = "listen", conflicts_with = "listen")]
+    #[arg(value_parser = crate::addr::parse, required_unless_present = "listen", conflicts_with = "listen")]
     pub addr: Option<SocketAddr>,
     /// Receive instead: listen on this address, report each stream as it ends.
-    #[arg(long)]
+    #[arg(value_parser = crate::addr::parse, long)]
     pub listen: Option<SocketAddr>,
     /// Bytes to send (e.g. 1GiB, 64MiB).
     #[arg(long, default_value = "1GiB", conflicts_with = "listen")]
@@ -123,7 +123,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "N", default_value_t = 20_000)]
     pub flood_pps: u32,
     /// The `--flood` receiver (started by the bench itself).
-    #[arg(long, value_name = "ADDR", hide = true)]
+    #[arg(value_parser = crate::addr::parse, long, value_name = "ADDR", hide = true)]
     pub flood_server: Option<SocketAddr>,
 }
 
@@ -131,10 +131,10 @@ pub struct BenchArgs {
 #[derive(Debug, Args)]
 pub struct RelayArgs {
     /// Address clients send to.
-    #[arg(long)]
+    #[arg(value_parser = crate::addr::parse, long)]
     pub listen: SocketAddr,
     /// Address datagrams are relayed to (the server).
-    #[arg(long)]
+    #[arg(value_parser = crate::addr::parse, long)]
     pub to: SocketAddr,
     /// One-way propagation delay (e.g. 30ms).
     #[arg(long, default_value = "0")]
@@ -209,14 +209,15 @@ pub struct TransportArgs {
 pub struct SendArgs {
     /// File to send.
     pub file: PathBuf,
-    /// Receiver address, e.g. 127.0.0.1:9000.
+    /// Receiver address, HOST:PORT (e.g. localhost:9000, 192.0.2.7:9000, [::1]:9000).
+    #[arg(value_parser = crate::addr::parse)]
     pub addr: SocketAddr,
     /// Congestion control: newreno, cubic, bbr, udt, udt-noisy, scalable, highspeed, bic,
     /// westwood, vegas, fast, blast, group (replaces the profile's; the receiver adopts it).
     #[arg(long, value_name = "NAME")]
     pub cc: Option<String>,
     /// Local address to bind (default: any port); with `--rendezvous` the peer connects to it.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(value_parser = crate::addr::parse, long, value_name = "ADDR")]
     pub bind: Option<SocketAddr>,
     /// Rendezvous set-up (`udt` profiles): both sides connect to each other, nobody listens.
     #[arg(long)]
@@ -230,7 +231,7 @@ pub struct SendArgs {
 #[derive(Debug, Args)]
 pub struct RecvArgs {
     /// Address to listen on, e.g. 0.0.0.0:9000.
-    #[arg(long)]
+    #[arg(value_parser = crate::addr::parse, long)]
     pub listen: SocketAddr,
     /// Output file, or an existing directory to keep the sender's file name in.
     #[arg(long)]
@@ -244,7 +245,7 @@ pub struct RecvArgs {
     pub overwrite: bool,
     /// Rendezvous with the sender at this address instead of listening (`udt` profiles;
     /// implies `--once`).
-    #[arg(long, value_name = "PEER")]
+    #[arg(value_parser = crate::addr::parse, long, value_name = "PEER")]
     pub rendezvous: Option<SocketAddr>,
     /// Transport options.
     #[command(flatten)]

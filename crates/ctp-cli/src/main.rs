@@ -1,5 +1,6 @@
 //! The `ctp` command: file transfer, profile listing and the demo.
 
+mod addr;
 mod bench;
 mod cli;
 mod demo;

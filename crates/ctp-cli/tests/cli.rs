@@ -68,7 +68,9 @@ fn transfer(
     recv_args.extend_from_slice(recv_extra);
     let recv = spawn(&recv_args);
     std::thread::sleep(Duration::from_millis(300));
-    let mut send_args = vec!["send", src.to_str().unwrap(), &listen];
+    // The sender names the receiver by host name, as a person would.
+    let to = listen.replace("127.0.0.1", "localhost");
+    let mut send_args = vec!["send", src.to_str().unwrap(), &to];
     send_args.extend_from_slice(send_extra);
     let s = wait_output(spawn(&send_args), send_limit);
     let r = wait_output(recv, Duration::from_secs(30));
@@ -266,7 +268,7 @@ fn usage_errors_exit_2_with_one_line_saying_what_is_wrong() {
             &["send", "/definitely/not/here", "127.0.0.1:9"],
             "cannot read",
         ),
-        (&["send", src, "not-an-address"], "invalid"),
+        (&["send", src, "not-an-address"], "has no port"),
         (
             &["send", src, "127.0.0.1:9", "--cc", "reno9"],
             "unknown congestion control `reno9`; known: newreno, cubic, bbr",
