@@ -6,7 +6,19 @@ use std::path::PathBuf;
 
 /// ctp — composable transport protocols over UDP.
 #[derive(Debug, Parser)]
-#[command(name = "ctp", version, about, long_about = None)]
+#[command(
+    name = "ctp",
+    version,
+    about = "Composable transport protocols over UDP: fast, verified file transfer and path \
+             measurement",
+    long_about = "ctp — composable transport protocols over UDP.\n\n\
+        A transport is composed from microprotocols (reliability, ordering, congestion and \
+        flow control, coding, …) chosen by a profile and negotiated with the peer; the `udt` \
+        profile speaks the UDT4 wire format. Start with `ctp demo`; move a file with \
+        `ctp recv --listen 0.0.0.0:9000 --out DIR` on one host and \
+        `ctp send FILE HOST:9000` on the other (verified end to end with BLAKE3); measure a \
+        path with `ctp perf`, compare with TCP, UDT4, SRT and QUIC with `ctp bench`."
+)]
 pub struct Cli {
     /// Log more (repeat for more detail); RUST_LOG overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
@@ -38,6 +50,17 @@ pub enum Command {
     /// Measure a path memory to memory, as iperf3 does: the sender generates the bytes,
     /// the receiver (`--listen`) reads and discards them; no files, no checksum.
     Perf(PerfArgs),
+    /// Print a shell completion script (e.g. `ctp completions bash > ~/.local/share/bash-completion/completions/ctp`).
+    Completions(CompletionsArgs),
+    /// Print the manual page, in roff (e.g. `ctp man > ctp.1; man ./ctp.1`).
+    Man,
+}
+
+/// `ctp completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish, elvish or powershell.
+    pub shell: clap_complete::Shell,
 }
 
 /// `ctp perf`.

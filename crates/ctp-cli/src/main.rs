@@ -8,6 +8,7 @@ mod output;
 mod perf;
 mod profiles;
 mod progress;
+mod reference;
 mod relay;
 mod sim;
 mod summary;
@@ -45,6 +46,7 @@ impl From<anyhow::Error> for Failure {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
+
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -148,6 +150,17 @@ async fn run(cmd: Command) -> Result<(), Failure> {
         Command::Relay(a) => relay::run(a).await,
         Command::Bench(a) => bench::run(a).await,
         Command::Perf(a) => perf::run(a).await,
+        Command::Completions(a) => {
+            reference::completions(a.shell, &mut std::io::stdout());
+            Ok(())
+        }
+        Command::Man => match reference::man(&mut std::io::stdout()) {
+            // A reader that stopped early (`ctp man | head`) is not a failure.
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                Err(Failure::Transfer(anyhow!("writing the manual page: {e}")))
+            }
+            _ => Ok(()),
+        },
         // CPU-bound: off the async workers, so Ctrl-C still interrupts.
         Command::Sim(a) => tokio::task::spawn_blocking(move || sim::run(a))
             .await
