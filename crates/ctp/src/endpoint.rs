@@ -48,6 +48,16 @@ impl Default for EndpointOptions {
     }
 }
 
+impl EndpointOptions {
+    /// The defaults for a server: connections are accepted ([`Endpoint::accept`]).
+    pub fn server() -> Self {
+        EndpointOptions {
+            accept: true,
+            ..EndpointOptions::default()
+        }
+    }
+}
+
 /// A UDP socket carrying ctp connections, driven by a background tokio task.
 ///
 /// Clones share the endpoint. The driver stops when [`Endpoint::close`] is called or when
@@ -197,9 +207,17 @@ impl Endpoint {
     }
 
     /// Waits for the next incoming connection. `None` once the endpoint is closed, or at
-    /// once if it does not accept connections.
+    /// once (with a warning in the log) if it was bound without accepting connections:
+    /// bind a server with [`EndpointOptions::server`].
     pub async fn accept(&self) -> Option<Connection> {
         let shared = &self.inner.shared;
+        if !shared.lock().accepting {
+            tracing::warn!(
+                "Endpoint::accept on an endpoint that does not accept connections: bind it \
+                 with EndpointOptions::server() (or `accept: true`)"
+            );
+            return None;
+        }
         poll_fn(|cx| {
             let mut st = shared.lock();
             if st.closed.is_some() || !st.accepting {

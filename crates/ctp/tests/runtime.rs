@@ -738,3 +738,25 @@ async fn send_file_refuses_a_range_outside_the_file() {
     .await
     .expect("timed out");
 }
+
+/// `accept` on a client endpoint answers at once instead of waiting forever; a server bound
+/// with `EndpointOptions::server()` accepts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accept_needs_a_server_endpoint_and_says_so_at_once() {
+    let client = Endpoint::bind("127.0.0.1:0".parse().unwrap(), EndpointOptions::default())
+        .await
+        .unwrap();
+    let answered = timeout(Duration::from_secs(5), client.accept()).await;
+    assert!(
+        matches!(answered, Ok(None)),
+        "a client endpoint accepts nothing"
+    );
+    let server = Endpoint::bind("127.0.0.1:0".parse().unwrap(), EndpointOptions::server())
+        .await
+        .unwrap();
+    let addr = server.local_addr().unwrap();
+    let dialing = client.connect(addr, &Profile::reliable());
+    let (conn, accepted) = tokio::join!(dialing, timeout(Duration::from_secs(10), server.accept()));
+    assert!(conn.is_ok(), "the client connects");
+    assert!(matches!(accepted, Ok(Some(_))), "the server accepts it");
+}

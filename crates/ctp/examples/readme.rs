@@ -1,0 +1,40 @@
+//! The README's example, whole: a server that accepts one connection and reads what the
+//! client writes, and a client that writes a stream and sends a message. It is built by
+//! `cargo test`, so the README cannot show code that does not compile.
+//!
+//! Run: `cargo run --release -p ctp --example readme`
+
+use ctp::{Endpoint, EndpointOptions, Profile};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The server: `EndpointOptions::server()` accepts connections (a client's does not).
+    let server = Endpoint::bind("127.0.0.1:0".parse()?, EndpointOptions::server()).await?;
+    let addr = server.local_addr()?;
+    let serving = tokio::spawn(async move {
+        let mut conn = server.accept().await.expect("a connection");
+        let mut text = String::new();
+        conn.read_to_string(&mut text).await?; // the stream, up to the client's shutdown
+        let msg = conn.recv_msg().await?; // a message, whole
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>((text, msg))
+    });
+
+    // The client.
+    let ep = Endpoint::bind("0.0.0.0:0".parse()?, EndpointOptions::default()).await?;
+    let mut conn = ep.connect(addr, &Profile::reliable()).await?;
+    conn.write_all(b"hello").await?; // tokio AsyncWrite; AsyncRead on the other side
+    conn.send_msg(bytes::Bytes::from_static(b"a message"))
+        .await?;
+    conn.shutdown().await?; // ends the byte stream
+    println!("{:?}", conn.stats()); // packets, bytes, retransmissions, RTT, cwnd, …
+
+    let (text, msg) = serving.await?.map_err(|e| e.to_string())?;
+    assert_eq!((text.as_str(), &msg[..]), ("hello", &b"a message"[..]));
+    conn.close().await?; // graceful: resolves once everything is delivered
+    println!(
+        "server got {text:?} and {:?}",
+        String::from_utf8_lossy(&msg)
+    );
+    Ok(())
+}
