@@ -1,6 +1,7 @@
 //! `ctp sim`: run a simulator scenario or a chaos campaign.
 
 use crate::cli::SimArgs;
+use crate::output::outln;
 use crate::Failure;
 use anyhow::{anyhow, Context};
 use ctp_sim::attacker::AttackMode;
@@ -11,18 +12,31 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// Finds a scenario: a path as given, or `scenarios/NAME.toml`.
-fn locate(name: &str) -> PathBuf {
-    let p = PathBuf::from(name);
-    if p.exists() {
-        return p;
+/// The scenarios shipped with ctp (`scenarios/` of the source tree), built into the binary.
+mod shipped {
+    include!(concat!(env!("OUT_DIR"), "/scenarios.rs"));
+}
+
+/// Finds a scenario: a file as given, `scenarios/NAME.toml` under the current directory, or
+/// a shipped scenario of that name; the error lists the shipped names.
+fn load(name: &str) -> Result<Scenario, Failure> {
+    let usage = |e: ctp_sim::scenario::ScenarioError| Failure::Usage(e.to_string());
+    for p in [
+        PathBuf::from(name),
+        PathBuf::from("scenarios").join(format!("{name}.toml")),
+    ] {
+        if p.is_file() {
+            return Scenario::load(&p).map_err(usage);
+        }
     }
-    let q = PathBuf::from("scenarios").join(format!("{name}.toml"));
-    if q.exists() {
-        q
-    } else {
-        p
+    if let Some((_, src)) = shipped::SHIPPED.iter().find(|(n, _)| *n == name) {
+        return Scenario::parse(src, &format!("shipped scenario `{name}`")).map_err(usage);
     }
+    let names: Vec<&str> = shipped::SHIPPED.iter().map(|(n, _)| *n).collect();
+    Err(Failure::Usage(format!(
+        "no scenario `{name}`: not a file, and not one of the shipped scenarios ({}, chaos)",
+        names.join(", ")
+    )))
 }
 
 /// Runs `ctp sim`.
@@ -30,8 +44,7 @@ pub fn run(a: SimArgs) -> Result<(), Failure> {
     if a.scenario == "chaos" {
         return run_chaos(&a, &AtomicBool::new(false));
     }
-    let path = locate(&a.scenario);
-    let sc = Scenario::load(&path).map_err(|e| Failure::Usage(e.to_string()))?;
+    let sc = load(&a.scenario)?;
     let bar = ProgressBar::new(sc.file.duration.get_ref().0.as_secs().max(1));
     bar.set_style(
         ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} virtual s")
@@ -44,12 +57,12 @@ pub fn run(a: SimArgs) -> Result<(), Failure> {
     .map_err(|e| Failure::Usage(e.to_string()))?;
     bar.finish_and_clear();
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&rep).map_err(|e| anyhow!(e))?
         );
     } else {
-        print!("{}", report::table(&rep));
+        outln!("{}", report::table(&rep).trim_end_matches('\n'));
     }
     if let Some(dir) = &a.out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -220,7 +233,7 @@ pub fn run_chaos(a: &SimArgs, stop: &AtomicBool) -> Result<(), Failure> {
         summary += &format!("; stopped early: resume with --start {resume}");
     }
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "seeds": done, "start": start, "failed": failed, "failing": failing,
@@ -231,9 +244,9 @@ pub fn run_chaos(a: &SimArgs, stop: &AtomicBool) -> Result<(), Failure> {
             })
         );
     } else {
-        println!("{summary}");
+        outln!("{summary}");
         if !failing.is_empty() {
-            println!("failing seeds: {failing:?}");
+            outln!("failing seeds: {failing:?}");
         }
     }
     if failed > 0 {

@@ -91,3 +91,33 @@ fn chaos_runs_seeds_and_reports() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains("5 seeds from 10: 5 passed"));
 }
+
+/// A shipped scenario runs by name from any directory (it is built into the binary), and an
+/// unknown name is a usage error that lists the shipped ones.
+#[test]
+fn shipped_scenarios_run_by_name_anywhere() {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let o = Command::new(CTP)
+        .args(["sim", "rto-latency", "--json"])
+        .current_dir(elsewhere.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        v["name"], "rto-latency",
+        "the shipped scenario's report: {v}"
+    );
+    assert!(v["runs"].as_array().is_some_and(|r| !r.is_empty()));
+    let o = Command::new(CTP)
+        .args(["sim", "no-such-scenario"])
+        .current_dir(elsewhere.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("rto-latency") && err.contains("no scenario"),
+        "{err}"
+    );
+}
