@@ -45,7 +45,7 @@ pub enum Command {
     /// ctp side by side with kernel TCP, UDT4, SRT and quinn on the same path: goodput, CPU
     /// per GB and ratios.
     Bench(BenchArgs),
-    /// Run a simulator scenario (a TOML file, or a name under scenarios/), or `chaos`.
+    /// Run a simulator scenario (a TOML file, or the name of a shipped one), or `chaos`.
     Sim(SimArgs),
     /// Measure a path memory to memory, as iperf3 does: the sender generates the bytes,
     /// the receiver (`--listen`) reads and discards them; no files, no checksum.
@@ -54,6 +54,24 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Print the manual page, in roff (e.g. `ctp man > ctp.1; man ./ctp.1`).
     Man,
+}
+
+impl Command {
+    /// Whether the command was asked for JSON output (`--json`): its failures are then
+    /// reported as JSON on stdout too.
+    pub fn json(&self) -> bool {
+        match self {
+            Command::Send(a) => a.transport.json,
+            Command::Recv(a) => a.transport.json,
+            Command::Perf(a) => a.transport.json,
+            Command::Profiles(a) => a.json,
+            Command::Demo(a) => a.json,
+            Command::Relay(a) => a.json,
+            Command::Bench(a) => a.json,
+            Command::Sim(a) => a.json,
+            Command::Completions(_) | Command::Man => false,
+        }
+    }
 }
 
 /// `ctp completions`.

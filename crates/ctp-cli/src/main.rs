@@ -19,6 +19,7 @@ use anyhow::{anyhow, Context};
 use clap::Parser;
 use cli::{Cli, Command, RecvArgs, SendArgs};
 use ctp::{Connection, Endpoint};
+use output::outln;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
@@ -46,6 +47,7 @@ impl From<anyhow::Error> for Failure {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
+    let json = cli.command.json();
 
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -87,21 +89,23 @@ fn main() -> ExitCode {
     });
     // Do not wait for lingering tasks (a server's accept loop, for instance).
     rt.shutdown_timeout(std::time::Duration::from_millis(100));
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Failure::Usage(msg)) => {
-            eprintln!("ctp: {msg}");
-            ExitCode::from(2)
-        }
-        Err(Failure::Transfer(e)) => {
-            eprintln!("ctp: {e:#}");
-            ExitCode::from(1)
-        }
-        Err(Failure::Interrupted) => {
-            eprintln!("ctp: interrupted");
-            ExitCode::from(130)
-        }
+    let Err(failure) = result else {
+        return ExitCode::SUCCESS;
+    };
+    let (kind, message, status) = match failure {
+        Failure::Usage(msg) => ("usage", msg, 2),
+        Failure::Transfer(e) => ("failed", format!("{e:#}"), 1),
+        Failure::Interrupted => ("interrupted", "interrupted".to_string(), 130),
+    };
+    eprintln!("ctp: {message}");
+    if json {
+        // A script reads the failure where it reads results: stable `error` and `kind`.
+        outln!(
+            "{}",
+            serde_json::json!({ "error": message, "kind": kind, "exit_status": status })
+        );
     }
+    ExitCode::from(status)
 }
 
 /// Resolves at Ctrl-C (SIGINT) or SIGTERM.

@@ -1242,3 +1242,33 @@ fn the_flood_bench_holds_the_idle_connections_and_limits_one_address() {
     assert!(v["flood_pps"].as_f64().unwrap() > 0.0);
     assert!(v["rss_idle_kib"].as_u64().unwrap() > 0);
 }
+
+/// With `--json`, a failure is JSON on stdout too (stable `error`, `kind`, `exit_status`),
+/// so a script that reads results reads failures the same way.
+#[test]
+fn failures_are_json_on_stdout_with_json() {
+    let o = wait_output(
+        spawn(&["send", "/definitely/not/here", "127.0.0.1:9", "--json"]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    assert_eq!(v["kind"], "usage");
+    assert_eq!(v["exit_status"], 2);
+    assert!(v["error"].as_str().unwrap().contains("cannot read"), "{v}");
+    let o = wait_output(
+        spawn(&["perf", "127.0.0.1:9", "--profile", "bogus", "--json"]),
+        Duration::from_secs(10),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    assert!(
+        v["error"].as_str().unwrap().contains("unknown profile"),
+        "{v}"
+    );
+    // Without --json, stdout stays empty: the reason is on stderr.
+    let o = wait_output(
+        spawn(&["send", "/definitely/not/here", "127.0.0.1:9"]),
+        Duration::from_secs(10),
+    );
+    assert!(o.stdout.is_empty());
+}
