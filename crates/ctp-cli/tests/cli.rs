@@ -1272,3 +1272,39 @@ fn failures_are_json_on_stdout_with_json() {
     );
     assert!(o.stdout.is_empty());
 }
+
+/// Two senders at once through one relay: each gets its own upstream mapping (as behind a
+/// NAT), both files arrive verified, and the relay counts two clients.
+#[test]
+fn a_relay_serves_several_clients_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.bin"), dir.path().join("b.bin"));
+    write_random(&a, 1 << 20);
+    std::fs::write(&b, b"the second client's file").unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let server = format!("127.0.0.1:{}", free_port());
+    let front = format!("127.0.0.1:{}", free_port());
+    let recv = spawn(&["recv", "--listen", &server, "--out", out.to_str().unwrap()]);
+    let relay = spawn(&[
+        "relay", "--listen", &front, "--to", &server, "--delay", "5ms", "--json",
+    ]);
+    std::thread::sleep(Duration::from_millis(300));
+    let first = spawn(&["send", a.to_str().unwrap(), &front]);
+    let second = spawn(&["send", b.to_str().unwrap(), &front]);
+    for s in [first, second] {
+        let s = wait_output(s, Duration::from_secs(60));
+        assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    }
+    assert_eq!(blake3_file(&out.join("a.bin")), blake3_file(&a));
+    assert_eq!(blake3_file(&out.join("b.bin")), blake3_file(&b));
+    for p in [&relay, &recv] {
+        let pid = p.0.id().to_string();
+        Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    }
+    drop(recv);
+    let r = wait_output(relay, Duration::from_secs(10));
+    let rj: serde_json::Value = serde_json::from_slice(&r.stdout).expect("relay JSON");
+    assert_eq!(rj["clients"], 2, "{rj}");
+    assert_eq!(rj["refused_clients"], 0);
+}

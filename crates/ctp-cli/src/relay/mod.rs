@@ -1,9 +1,11 @@
 //! `ctp relay`: a user-space UDP impairment relay (this kernel has no netem).
 //!
-//! The first datagram on `--listen` fixes the client; its datagrams go to `--to` from a
-//! socket of the relay's own, and what `--to` answers goes back to the client. Each direction
-//! has its own [`model::Direction`] (same impairments, different seeds). A release queue
-//! (binary heap) holds datagrams until their time; the loop sleeps until the earliest.
+//! Each client (a source address on `--listen`) gets an upstream socket of its own, as a NAT
+//! gives it a mapping: its datagrams go to `--to` from that socket, and what `--to` answers
+//! there goes back to that client. All clients share one bottleneck per direction (one
+//! [`model::Direction`] each way: same impairments, different seeds), so flows through the
+//! relay compete as they would on one path. A release queue (binary heap) holds datagrams
+//! until their time; the loop sleeps until the earliest.
 
 pub mod model;
 
@@ -25,8 +27,11 @@ const MAX_DATAGRAM: usize = 65_536;
 /// Datagrams waiting for release at most (beyond, new ones are dropped and counted).
 const MAX_PENDING: usize = 100_000;
 
-/// A datagram waiting for release: time (µs), tie-break sequence, upstream?, bytes.
-type Pending = (u64, u64, bool, Vec<u8>);
+/// Clients served at once at most; datagrams from more are dropped and counted.
+pub const MAX_CLIENTS: usize = 1024;
+
+/// A datagram waiting for release: time (µs), tie-break sequence, upstream?, client, bytes.
+type Pending = (u64, u64, bool, usize, Vec<u8>);
 
 /// What the relay reports when it stops.
 #[derive(Debug, Serialize)]
@@ -35,6 +40,10 @@ pub struct Report {
     pub upstream: Counters,
     /// Server → client direction.
     pub downstream: Counters,
+    /// Clients served (source addresses seen on `--listen`).
+    pub clients: usize,
+    /// Datagrams dropped because [`MAX_CLIENTS`] clients were already served.
+    pub refused_clients: u64,
     /// Seconds the relay ran.
     pub seconds: f64,
 }
@@ -73,12 +82,23 @@ fn large_buffers(socket: &UdpSocket) {
     ctp::set_socket_buffers(socket, ctp::DEFAULT_SOCKET_BUFFER);
 }
 
+/// One client and the upstream socket that carries its datagrams.
+struct Client {
+    addr: SocketAddr,
+    back: std::sync::Arc<UdpSocket>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
 /// A running relay's sockets and state.
 pub struct Relay {
     front: UdpSocket,
-    back: UdpSocket,
     to: SocketAddr,
-    client: Option<SocketAddr>,
+    clients: Vec<Client>,
+    by_addr: std::collections::HashMap<SocketAddr, usize>,
+    refused_clients: u64,
+    /// Datagrams the upstream sockets received from `--to`: (client, bytes).
+    answers: tokio::sync::mpsc::Sender<(usize, Vec<u8>)>,
+    answered: tokio::sync::mpsc::Receiver<(usize, Vec<u8>)>,
     up: Direction,
     down: Direction,
     pending: BinaryHeap<Reverse<Pending>>,
@@ -87,7 +107,7 @@ pub struct Relay {
 }
 
 impl Relay {
-    /// Binds the relay's two sockets.
+    /// Binds the relay's listening socket (upstream sockets are opened per client).
     pub async fn bind(
         listen: SocketAddr,
         to: SocketAddr,
@@ -97,19 +117,16 @@ impl Relay {
         let front = UdpSocket::bind(listen)
             .await
             .with_context(|| format!("cannot listen on {listen}"))?;
-        let back_addr: SocketAddr = if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }
-            .parse()
-            .expect("literal");
-        let back = UdpSocket::bind(back_addr)
-            .await
-            .context("cannot open the relay's upstream socket")?;
         large_buffers(&front);
-        large_buffers(&back);
+        let (answers, answered) = tokio::sync::mpsc::channel(4096);
         Ok(Relay {
             front,
-            back,
             to,
-            client: None,
+            clients: Vec::new(),
+            by_addr: std::collections::HashMap::new(),
+            refused_clients: 0,
+            answers,
+            answered,
             up: Direction::new(imp, seed),
             down: Direction::new(imp, seed ^ 0x9e37_79b9_7f4a_7c15),
             pending: BinaryHeap::new(),
@@ -127,7 +144,50 @@ impl Relay {
         self.epoch.elapsed().as_micros() as u64
     }
 
-    fn schedule(&mut self, upstream: bool, data: &[u8]) {
+    /// The index of client `from`, given an upstream socket (and a task reading the
+    /// answers on it) the first time; `None` when [`MAX_CLIENTS`] are served already.
+    async fn client(&mut self, from: SocketAddr) -> anyhow::Result<Option<usize>> {
+        if let Some(&i) = self.by_addr.get(&from) {
+            return Ok(Some(i));
+        }
+        if self.clients.len() >= MAX_CLIENTS {
+            self.refused_clients += 1;
+            return Ok(None);
+        }
+        let any: SocketAddr = if self.to.is_ipv4() {
+            "0.0.0.0:0"
+        } else {
+            "[::]:0"
+        }
+        .parse()
+        .expect("literal");
+        let back = UdpSocket::bind(any)
+            .await
+            .context("cannot open an upstream socket for a new client")?;
+        large_buffers(&back);
+        let back = std::sync::Arc::new(back);
+        let i = self.clients.len();
+        let (socket, to, answers) = (back.clone(), self.to, self.answers.clone());
+        let reader = tokio::spawn(async move {
+            let mut buf = vec![0u8; MAX_DATAGRAM];
+            while let Ok((n, src)) = socket.recv_from(&mut buf).await {
+                // Only the server's answers go back (anyone else's is ignored, as a NAT
+                // with port-restricted mappings does).
+                if src == to && answers.send((i, buf[..n].to_vec())).await.is_err() {
+                    break;
+                }
+            }
+        });
+        self.clients.push(Client {
+            addr: from,
+            back,
+            reader,
+        });
+        self.by_addr.insert(from, i);
+        Ok(Some(i))
+    }
+
+    fn schedule(&mut self, upstream: bool, client: usize, data: &[u8]) {
         let now = self.now_us();
         let dir = if upstream {
             &mut self.up
@@ -142,7 +202,7 @@ impl Relay {
                 }
                 self.seq += 1;
                 self.pending
-                    .push(Reverse((at, self.seq, upstream, data.to_vec())));
+                    .push(Reverse((at, self.seq, upstream, client, data.to_vec())));
             }
         }
     }
@@ -153,14 +213,15 @@ impl Relay {
             if *at > now {
                 break;
             }
-            let Some(Reverse((_, _, upstream, data))) = self.pending.pop() else {
+            let Some(Reverse((_, _, upstream, client, data))) = self.pending.pop() else {
                 break;
             };
+            let c = &self.clients[client];
             // A send error (the peer is gone) is like a loss on the wire; keep relaying.
             if upstream {
-                let _ = self.back.send_to(&data, self.to).await;
-            } else if let Some(c) = self.client {
-                let _ = self.front.send_to(&data, c).await;
+                let _ = c.back.send_to(&data, self.to).await;
+            } else {
+                let _ = self.front.send_to(&data, c.addr).await;
             }
         }
     }
@@ -169,7 +230,6 @@ impl Relay {
     pub async fn run(mut self, stop: impl std::future::Future<Output = ()>) -> Report {
         let started = Instant::now();
         let mut a = vec![0u8; MAX_DATAGRAM];
-        let mut b = vec![0u8; MAX_DATAGRAM];
         tokio::pin!(stop);
         loop {
             let next = self
@@ -186,26 +246,27 @@ impl Relay {
                 _ = &mut stop => break,
                 r = self.front.recv_from(&mut a) => {
                     if let Ok((n, from)) = r {
-                        // The first sender is the client; datagrams from anyone else are ignored.
-                        if *self.client.get_or_insert(from) == from {
-                            self.schedule(true, &a[..n]);
+                        match self.client(from).await {
+                            Ok(Some(c)) => self.schedule(true, c, &a[..n]),
+                            Ok(None) => {}
+                            // No socket for it (descriptors exhausted): like a loss.
+                            Err(e) => tracing::warn!("relay: {e:#}"),
                         }
                     }
                 }
-                r = self.back.recv_from(&mut b) => {
-                    if let Ok((n, from)) = r {
-                        if from == self.to {
-                            self.schedule(false, &b[..n]);
-                        }
-                    }
-                }
+                Some((c, data)) = self.answered.recv() => self.schedule(false, c, &data),
                 _ = sleep => {}
             }
             self.release_due().await;
         }
+        for c in &self.clients {
+            c.reader.abort();
+        }
         Report {
             upstream: self.up.counters,
             downstream: self.down.counters,
+            clients: self.clients.len(),
+            refused_clients: self.refused_clients,
             seconds: started.elapsed().as_secs_f64(),
         }
     }
@@ -256,6 +317,18 @@ pub async fn run(a: RelayArgs) -> Result<(), Failure> {
     if a.json {
         outln!("{}", serde_json::to_string(&report).unwrap_or_default());
     } else {
+        outln!(
+            "clients: {}{}",
+            report.clients,
+            if report.refused_clients > 0 {
+                format!(
+                    " ({} datagrams of further clients refused)",
+                    report.refused_clients
+                )
+            } else {
+                String::new()
+            }
+        );
         for (name, c) in [
             ("client → server", report.upstream),
             ("server → client", report.downstream),
