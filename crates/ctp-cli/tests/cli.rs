@@ -1308,3 +1308,19 @@ fn a_relay_serves_several_clients_at_once() {
     assert_eq!(rj["clients"], 2, "{rj}");
     assert_eq!(rj["refused_clients"], 0);
 }
+
+/// A name near the file system's limit (250 bytes) arrives: the receiver's temporary name
+/// is cut to fit, the final one is the sender's.
+#[test]
+fn a_file_with_a_250_byte_name_arrives_under_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("{}.bin", "n".repeat(246));
+    let src = dir.path().join(&name);
+    std::fs::write(&src, b"a long name").unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let (s, r) = transfer(&src, &out, &[], &[], Duration::from_secs(60));
+    assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(std::fs::read(out.join(&name)).unwrap(), b"a long name");
+}

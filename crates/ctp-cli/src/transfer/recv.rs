@@ -86,15 +86,61 @@ pub fn destination(out: &Path, name: &str) -> PathBuf {
     }
 }
 
+/// Longest file name (bytes) the file systems ctp writes to accept (Linux's NAME_MAX).
+const NAME_MAX: usize = 255;
+
+/// The temporary name's own bytes beyond the file's: `.`, `.ctp-partial-`, pid, nanos.
+const TEMP_EXTRA: usize = 1 + 13 + 10 + 1 + 8;
+
+/// Refuses, before anything is written, a file that cannot be stored at `dest`: a name
+/// longer than the file system allows, or `size` bytes where `available` are free.
+fn check_room(dest: &Path, size: u64, available: Option<u64>) -> Result<()> {
+    let name_len = dest.file_name().map_or(0, |n| n.len());
+    if name_len > NAME_MAX {
+        bail!(
+            "the file name is {name_len} bytes; the receiver's file system allows {NAME_MAX} \
+             (rename the file, or give the receiver a file name with --out)"
+        );
+    }
+    if let Some(free) = available.filter(|&free| free < size) {
+        let dir = dest.parent().unwrap_or(Path::new("."));
+        bail!(
+            "not enough space on the receiver: the file needs {size} bytes, {} has {free} free",
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// Bytes an unprivileged writer may still use on the file system of `dest`'s directory
+/// (`None` when it cannot be told).
+fn available_space(dest: &Path) -> Option<u64> {
+    let dir = match dest.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let st = nix::sys::statvfs::statvfs(dir).ok()?;
+    Some((st.blocks_available() as u64).saturating_mul(st.fragment_size() as u64))
+}
+
 fn temp_path(dest: &Path) -> PathBuf {
     let nanos = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    let base = dest
+    let mut base = dest
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
+    // The temporary name must fit NAME_MAX too: a long name is cut (at a character).
+    let room = NAME_MAX - TEMP_EXTRA;
+    if base.len() > room {
+        let mut end = room;
+        while !base.is_char_boundary(end) {
+            end -= 1;
+        }
+        base.truncate(end);
+    }
     dest.with_file_name(format!(
         ".{base}.ctp-partial-{}-{nanos:08x}",
         std::process::id()
@@ -161,6 +207,7 @@ async fn receive(
     };
     let dest = destination(out, &header.name);
     check_free(&dest, overwrite)?;
+    check_room(&dest, header.size, available_space(&dest))?;
     let tmp = TempFile {
         path: temp_path(&dest),
         keep: false,
@@ -322,3 +369,37 @@ async fn receive_raw(
 
 /// File name a raw stream gets when `--out` is a directory (a raw stream carries no name).
 pub const RAW_NAME: &str = "received.raw";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_that_cannot_fit_is_refused_with_the_reason() {
+        let dest = Path::new("/data/big.iso");
+        assert!(check_room(dest, 1000, Some(1000)).is_ok());
+        assert!(
+            check_room(dest, 1000, None).is_ok(),
+            "unknown free space: try"
+        );
+        let e = check_room(dest, 1001, Some(1000)).unwrap_err().to_string();
+        assert!(
+            e.contains("not enough space") && e.contains("1001") && e.contains("/data"),
+            "{e}"
+        );
+        let long = format!("/data/{}", "n".repeat(NAME_MAX + 1));
+        let e = check_room(Path::new(&long), 1, Some(10))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("256 bytes") && e.contains("allows 255"), "{e}");
+    }
+
+    #[test]
+    fn the_temporary_name_of_a_long_name_fits_the_file_system() {
+        let long = "é".repeat(127); // 254 bytes: a valid name
+        let tmp = temp_path(&Path::new("/data").join(&long));
+        let name = tmp.file_name().unwrap().len();
+        assert!(name <= NAME_MAX, "{name} bytes");
+        assert!(tmp.to_str().is_some(), "cut at a character boundary");
+    }
+}
