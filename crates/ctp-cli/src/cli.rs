@@ -88,7 +88,7 @@ pub struct PerfArgs {
     #[arg(value_parser = crate::addr::parse, required_unless_present = "listen", conflicts_with = "listen")]
     pub addr: Option<SocketAddr>,
     /// Receive instead: listen on this address, report each stream as it ends.
-    #[arg(value_parser = crate::addr::parse, long)]
+    #[arg(value_parser = crate::addr::parse, short, long)]
     pub listen: Option<SocketAddr>,
     /// Bytes to send (e.g. 1GiB, 64MiB).
     #[arg(long, default_value = "1GiB", conflicts_with = "listen")]
@@ -172,7 +172,7 @@ pub struct BenchArgs {
 #[derive(Debug, Args)]
 pub struct RelayArgs {
     /// Address clients send to.
-    #[arg(value_parser = crate::addr::parse, long)]
+    #[arg(value_parser = crate::addr::parse, short, long)]
     pub listen: SocketAddr,
     /// Address datagrams are relayed to (the server).
     #[arg(value_parser = crate::addr::parse, long)]
@@ -220,7 +220,7 @@ pub struct RelayArgs {
 #[derive(Debug, Clone, Args)]
 pub struct TransportArgs {
     /// Profile to use: a built-in name (see `ctp profiles`) or a profile file (NAME.toml).
-    #[arg(long, default_value = "reliable")]
+    #[arg(short, long, default_value = "reliable")]
     pub profile: String,
     /// Give up when nothing is heard from the peer for this many seconds.
     #[arg(long, value_name = "SECS", default_value_t = 30.0)]
@@ -272,10 +272,10 @@ pub struct SendArgs {
 #[derive(Debug, Args)]
 pub struct RecvArgs {
     /// Address to listen on, e.g. 0.0.0.0:9000.
-    #[arg(value_parser = crate::addr::parse, long)]
+    #[arg(value_parser = crate::addr::parse, short, long)]
     pub listen: SocketAddr,
     /// Output file, or an existing directory to keep the sender's file name in.
-    #[arg(long)]
+    #[arg(short, long)]
     pub out: PathBuf,
     /// Exit after one file: status 0 if it was received and verified, non-zero otherwise.
     #[arg(long)]
@@ -331,7 +331,7 @@ pub struct SimArgs {
     #[arg(long)]
     pub json: bool,
     /// Write throughput.svg and throughput.csv into this directory.
-    #[arg(long)]
+    #[arg(short, long)]
     pub out: Option<PathBuf>,
     /// Chaos: number of seeds to run (default 100).
     #[arg(long)]

@@ -257,7 +257,7 @@ fn usage_errors_exit_2_with_one_line_saying_what_is_wrong() {
     let src = src.to_str().unwrap();
     let cases: &[(&[&str], &str)] = &[
         (
-            &["send", src, "127.0.0.1:9", "--profile", "bogus"],
+            &["send", src, "127.0.0.1:9", "-p", "bogus"],
             "unknown profile `bogus`",
         ),
         (
@@ -278,13 +278,8 @@ fn usage_errors_exit_2_with_one_line_saying_what_is_wrong() {
             "--idle-timeout",
         ),
         (
-            &[
-                "recv",
-                "--listen",
-                "127.0.0.1:0",
-                "--out",
-                "/definitely/not/here/x",
-            ],
+            // (The short flags: -l, -o.)
+            &["recv", "-l", "127.0.0.1:0", "-o", "/definitely/not/here/x"],
             "does not exist",
         ),
         (&["perf", "127.0.0.1:9", "--raw"], "--raw does not apply"),
