@@ -903,6 +903,27 @@ impl Scenario {
         })
     }
 
+    /// Index of the address `v` among node `node`'s (the flow's `who`: client or server).
+    fn own_address(
+        &self,
+        t: &Topology,
+        node: usize,
+        v: &Spanned<String>,
+        key: &str,
+        who: &str,
+    ) -> Result<usize, ScenarioError> {
+        let a = self.address(v, key)?;
+        let addrs = &t.nodes[node].addrs;
+        match addrs.iter().position(|&x| x == a) {
+            Some(i) => Ok(i),
+            None => self.err(
+                v.span(),
+                key,
+                &format!("{a} is not one of the {who}'s addresses {addrs:?}"),
+            ),
+        }
+    }
+
     /// Flow `i`'s addresses, its own paths (`own`: their links), source choice and events.
     fn addressing(
         &self,
@@ -912,129 +933,150 @@ impl Scenario {
     ) -> Result<(), ScenarioError> {
         let fl = &self.file.flows[i];
         let key = |k: &str| format!("flow[{i}].{k}");
-        let (c, s) = (2 * i, 2 * i + 1);
-        for (node, v, k) in [(c, &fl.client, "client"), (s, &fl.server, "server")] {
+        for (node, v, k) in [
+            (2 * i, &fl.client, "client"),
+            (2 * i + 1, &fl.server, "server"),
+        ] {
             if let Some(v) = v {
                 t.nodes[node].addrs[0] = self.address(v, &key(k))?;
             }
         }
         // Path 0 of the flow is its first route; the others follow in order.
         let mut routes = vec![i];
-        for (k, ((fwd, rev), p)) in own.into_iter().zip(&fl.paths).enumerate() {
-            let pk = |x: &str| key(&format!("paths[{k}].{x}"));
-            let client = match &p.client {
-                Some(v) => self.address(v, &pk("client"))?,
-                None => t.nodes[c].addrs[0],
-            };
-            let server = match &p.server {
-                Some(v) => self.address(v, &pk("server"))?,
-                None => t.nodes[s].addrs[0],
-            };
-            let (ci, si) = (
-                t.nodes[c].addrs.iter().position(|&a| a == client),
-                t.nodes[s].addrs.iter().position(|&a| a == server),
-            );
-            let taken = ci
-                .zip(si)
-                .is_some_and(|ends| t.flow_paths[i].iter().any(|e| (e.client, e.server) == ends));
-            if taken {
-                let span = p
-                    .client
-                    .as_ref()
-                    .or(p.server.as_ref())
-                    .map_or(0..0, |v| v.span());
-                let msg = format!("the flow has a path from {client} to {server} already");
-                return self.err(span, &key(&format!("paths[{k}]")), &msg);
-            }
-            routes.push(t.add_path(i, client, server, fwd, rev));
+        for (k, (links, p)) in own.into_iter().zip(&fl.paths).enumerate() {
+            routes.push(self.own_path(t, i, k, p, links)?);
         }
         if let Some(v) = &fl.source {
-            t.nodes[c].source = match v.get_ref().as_str() {
+            t.nodes[2 * i].source = match v.get_ref().as_str() {
                 "primary" => SourceChoice::Primary,
                 "alternate" => SourceChoice::Alternate,
-                _ => {
-                    let a = self.address(v, &key("source"))?;
-                    match t.nodes[c].addrs.iter().position(|&x| x == a) {
-                        Some(n) => SourceChoice::Address(n),
-                        None => {
-                            let msg = format!("{a} is none of the client's addresses (`primary`, `alternate` or one of {:?})", t.nodes[c].addrs);
-                            return self.err(v.span(), &key("source"), &msg);
-                        }
-                    }
-                }
+                _ => SourceChoice::Address(self.own_address(
+                    t,
+                    2 * i,
+                    v,
+                    &key("source"),
+                    "client",
+                )?),
             };
         }
-        // Path states: per path, its toggles in time order.
+        // Per path of the flow, when it goes down (true) or up.
         let mut toggles: Vec<Vec<(Duration, bool)>> = vec![Vec::new(); routes.len()];
-        for (k, e) in fl.events.iter().enumerate() {
-            let ek = |x: &str| key(&format!("events[{k}].{x}"));
-            let at = e.at.get_ref().0;
-            if e.rebind.is_none() && (e.keep.is_some() || e.address.is_some()) {
-                let msg = "`address` and `keep` belong to a rebind";
-                return self.err(e.at.span(), &key(&format!("events[{k}]")), msg);
-            }
-            match (&e.node, &e.rebind, &e.path, &e.state) {
-                (Some(n), Some(to), None, None) => {
-                    let node = match n.get_ref().as_str() {
-                        "client" => c,
-                        "server" => s,
-                        other => {
-                            let msg = format!("`{other}`: a flow's nodes are `client` and `server`");
-                            return self.err(n.span(), &ek("node"), &msg);
-                        }
-                    };
-                    let addr = match &e.address {
-                        None => 0,
-                        Some(v) => {
-                            let a = self.address(v, &ek("address"))?;
-                            match t.nodes[node].addrs.iter().position(|&x| x == a) {
-                                Some(x) => x,
-                                None => return self.err(v.span(), &ek("address"), &format!("{a} is not one of the {}'s addresses", n.get_ref())),
-                            }
-                        }
-                    };
-                    t.rebinds.push(Rebind {
-                        at: Instant::ZERO + at,
-                        node,
-                        addr,
-                        to: self.address(to, &ek("rebind"))?,
-                        keep: e.keep.as_ref().map_or(Duration::ZERO, |d| d.get_ref().0),
-                    });
-                }
-                (None, None, Some(p), Some(st)) => {
-                    let Some(list) = toggles.get_mut(*p.get_ref()) else {
-                        let msg = format!("the flow has paths 0..={}", routes.len() - 1);
-                        return self.err(p.span(), &ek("path"), &msg);
-                    };
-                    let down = match st.get_ref().as_str() {
-                        "down" => true,
-                        "up" => false,
-                        other => return self.err(st.span(), &ek("state"), &format!("`{other}`: `down` or `up`")),
-                    };
-                    list.push((at, down));
-                }
-                _ => {
-                    return self.err(
-                        e.at.span(),
-                        &key(&format!("events[{k}]")),
-                        "an event is either `node` and `rebind` (with `address`, `keep`) or `path` and `state`",
-                    )
-                }
-            }
+        for k in 0..fl.events.len() {
+            self.event(t, i, k, &mut toggles)?;
         }
         for (route, mut list) in routes.into_iter().zip(toggles) {
             list.sort_by_key(|&(at, _)| at);
             let mut since = None;
-            for (at, down) in list.into_iter().chain([(Duration::MAX, false)]) {
+            // A path still down at the end stays down for good.
+            let forever = Duration::from_micros(u64::MAX / 2);
+            for (at, down) in list.into_iter().chain([(forever, false)]) {
                 match (since, down) {
                     (None, true) => since = Some(at),
                     (Some(from), false) => {
-                        let until = Instant::ZERO + at.min(Duration::from_micros(u64::MAX / 2));
-                        t.path_down(route, Instant::ZERO + from, until);
+                        t.path_down(route, Instant::ZERO + from, Instant::ZERO + at);
                         since = None;
                     }
                     _ => {}
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds flow `i`'s `k`th own path (`p`, its links `(fwd, rev)`); returns its route.
+    fn own_path(
+        &self,
+        t: &mut Topology,
+        i: usize,
+        k: usize,
+        p: &PathFile,
+        (fwd, rev): (LinkConfig, LinkConfig),
+    ) -> Result<usize, ScenarioError> {
+        let key = |x: &str| format!("flow[{i}].paths[{k}]{x}");
+        let end = |side: usize, v: &Option<Spanned<String>>, name: &str| {
+            let addrs = &t.nodes[2 * i + side].addrs;
+            let a = match v {
+                Some(v) => self.address(v, &key(name))?,
+                None => addrs[0],
+            };
+            Ok::<_, ScenarioError>((a, addrs.iter().position(|&x| x == a)))
+        };
+        let (client, ci) = end(0, &p.client, ".client")?;
+        let (server, si) = end(1, &p.server, ".server")?;
+        let taken = ci
+            .zip(si)
+            .is_some_and(|ends| t.flow_paths[i].iter().any(|e| (e.client, e.server) == ends));
+        if taken {
+            let span = p
+                .client
+                .as_ref()
+                .or(p.server.as_ref())
+                .map_or(0..0, |v| v.span());
+            let msg = format!("the flow has a path from {client} to {server} already");
+            return self.err(span, &key(""), &msg);
+        }
+        Ok(t.add_path(i, client, server, fwd, rev))
+    }
+
+    /// Flow `i`'s `k`th event: a rebind goes into the topology, a path state into
+    /// `toggles` (per path of the flow).
+    fn event(
+        &self,
+        t: &mut Topology,
+        i: usize,
+        k: usize,
+        toggles: &mut [Vec<(Duration, bool)>],
+    ) -> Result<(), ScenarioError> {
+        let e = &self.file.flows[i].events[k];
+        let key = |x: &str| format!("flow[{i}].events[{k}]{x}");
+        let at = e.at.get_ref().0;
+        if e.rebind.is_none() && (e.keep.is_some() || e.address.is_some()) {
+            let msg = "`address` and `keep` belong to a rebind";
+            return self.err(e.at.span(), &key(""), msg);
+        }
+        match (&e.node, &e.rebind, &e.path, &e.state) {
+            (Some(n), Some(to), None, None) => {
+                let who = n.get_ref().as_str();
+                let node = match who {
+                    "client" => 2 * i,
+                    "server" => 2 * i + 1,
+                    _ => {
+                        let msg = format!("`{who}`: a flow's nodes are `client` and `server`");
+                        return self.err(n.span(), &key(".node"), &msg);
+                    }
+                };
+                let addr = match &e.address {
+                    None => 0,
+                    Some(v) => self.own_address(t, node, v, &key(".address"), who)?,
+                };
+                t.rebinds.push(Rebind {
+                    at: Instant::ZERO + at,
+                    node,
+                    addr,
+                    to: self.address(to, &key(".rebind"))?,
+                    keep: e.keep.as_ref().map_or(Duration::ZERO, |d| d.get_ref().0),
+                });
+            }
+            (None, None, Some(p), Some(st)) => {
+                let n = toggles.len();
+                let Some(list) = toggles.get_mut(*p.get_ref()) else {
+                    let msg = format!("the flow has paths 0..={}", n - 1);
+                    return self.err(p.span(), &key(".path"), &msg);
+                };
+                let down = match st.get_ref().as_str() {
+                    "down" => true,
+                    "up" => false,
+                    other => {
+                        let msg = format!("`{other}`: `down` or `up`");
+                        return self.err(st.span(), &key(".state"), &msg);
+                    }
+                };
+                list.push((at, down));
+            }
+            _ => {
+                let msg = "an event is either `node` and `rebind` (with `address`, `keep`) \
+                           or `path` and `state`";
+                return self.err(e.at.span(), &key(""), msg);
             }
         }
         Ok(())

@@ -314,3 +314,25 @@ fn addressing_errors_name_the_key_and_line() {
     ));
     assert!(e.contains("`bottleneck`"), "{e}");
 }
+
+#[test]
+fn datagrams_between_addresses_no_path_joins_are_counted_and_go_nowhere() {
+    // The client's second address reaches only the server's second address; it sends to
+    // the server's first from there.
+    let text = one_flow(
+        "2s",
+        1000,
+        &format!(
+            r#"source = "{SECOND}"
+[[flow.paths]]
+client = "{SECOND}"
+server = "10.1.0.5:2000"
+bandwidth = "5Mbps""#
+        ),
+    );
+    let rep = run(&text);
+    let r = &rep.runs[0];
+    assert!(net(r).no_path > 0, "{:?}", net(r));
+    assert!(r.result.links.iter().all(|l| l.offered == 0));
+    assert_eq!(r.result.flows[0].connected_us, None);
+}
