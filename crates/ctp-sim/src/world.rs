@@ -107,6 +107,9 @@ struct Hop {
     corrupted: bool,
 }
 
+// The queue entry (time, sequence, event) stays 32 bytes.
+const _: () = assert!(std::mem::size_of::<Hop>() == 16);
+
 /// Where a packet is on its way: route, direction, addresses (the fields of [`Hop`] that
 /// stay the same from hop to hop).
 #[derive(Clone, Copy)]
