@@ -108,6 +108,24 @@ fn a_nat_that_keeps_the_old_mapping_still_delivers_to_the_old_address() {
 }
 
 #[test]
+fn a_rebound_server_is_seen_from_its_new_address_and_its_old_one_goes_dead() {
+    let new = "10.1.0.9:5000";
+    let rep = run(&one_flow(
+        "6s",
+        20_000_000,
+        &format!(r#"events = [{{ at = "2s", node = "server", rebind = "{new}" }}]"#),
+    ));
+    let r = &rep.runs[0];
+    let n = net(r);
+    // The client's datagrams to the server's old address are dropped from then on; the
+    // server's answers come from the new one, unknown to the client.
+    assert!(n.stale_dropped > 0, "{n:?}");
+    assert!(from(r, new) > 0, "{n:?}");
+    assert_eq!(r.result.unknown_connection, from(r, new), "{n:?}");
+    assert!(!r.result.flows[0].completed);
+}
+
+#[test]
 #[ignore = "needs path validation in ctp-proto (issue 26 item 1)"]
 fn a_transfer_survives_a_nat_rebinding() {
     let rep = run(&one_flow(
