@@ -91,9 +91,10 @@ pub struct Net {
     turn: Vec<usize>,
     /// Per flow: its routes.
     paths: Vec<Vec<PathEnds>>,
-    /// Rebinds in time order (stable), and how many took effect.
+    /// Rebinds in time order (stable), how many took effect, and when the next one does.
     rebinds: Vec<Rebind>,
     applied: usize,
+    next: Option<Instant>,
     /// The counters.
     pub stats: NetStats,
 }
@@ -111,9 +112,11 @@ impl Net {
             paths: t.flow_paths.clone(),
             rebinds: t.rebinds.clone(),
             applied: 0,
+            next: None,
             stats: NetStats::default(),
         };
         net.rebinds.sort_by_key(|r| r.at);
+        net.next = net.rebinds.first().map(|r| r.at);
         for (n, x) in t.nodes.iter().enumerate() {
             let ids = (0..x.addrs.len())
                 .map(|i| net.bind(x.addrs[i], n, i))
@@ -149,12 +152,20 @@ impl Net {
     }
 
     /// When the next rebind takes effect.
+    #[inline]
     pub fn next_event(&self) -> Option<Instant> {
-        self.rebinds.get(self.applied).map(|r| r.at)
+        self.next
     }
 
     /// Applies the rebinds due at `now`.
+    #[inline]
     pub fn apply_due(&mut self, now: Instant) {
+        if self.next_event().is_some_and(|t| t <= now) {
+            self.apply_rebinds(now);
+        }
+    }
+
+    fn apply_rebinds(&mut self, now: Instant) {
         while let Some(&r) = self.rebinds.get(self.applied).filter(|r| r.at <= now) {
             self.applied += 1;
             self.stats.rebinds += 1;
@@ -165,11 +176,30 @@ impl Net {
                 self.seen[r.node][r.addr] = new;
             }
         }
+        self.next = self.rebinds.get(self.applied).map(|r| r.at);
     }
 
     /// Where a datagram node `node` sends to `dst` goes; `named_src` is the source address
     /// its endpoint chose, if it chose one.
+    #[inline]
     pub fn route(&mut self, node: usize, dst: SocketAddr, named_src: Option<SocketAddr>) -> Routed {
+        // The common case first: from the node's primary address to its peer's.
+        if named_src.is_none() && self.source[node] == SourceChoice::Primary {
+            let d = self.seen[node ^ 1][0];
+            if self.addrs[d as usize].addr == dst {
+                return Routed::Path {
+                    route: (node / 2) as u32,
+                    dir: (node % 2) as u8,
+                    src: self.seen[node][0],
+                    dst: d,
+                };
+            }
+        }
+        self.route_any(node, dst, named_src)
+    }
+
+    /// [`Net::route`] for any source and destination.
+    fn route_any(&mut self, node: usize, dst: SocketAddr, named_src: Option<SocketAddr>) -> Routed {
         let peer = node ^ 1;
         let i = match named_src {
             Some(s) => match self.own[node].iter().position(|&a| a == s) {

@@ -763,18 +763,21 @@ impl World {
         }
     }
 
-    /// When the next queued packet, node wake or application wake is due.
+    /// When the next queued packet, node wake, application wake, attack or rebind is due.
     fn next_event_time(&self) -> Option<Instant> {
-        [
-            self.queue.peek_time(),
-            self.node_wake.earliest(),
-            self.flow_wake.earliest(),
-            self.attacker.as_ref().and_then(|a| a.next_at()),
-            self.net.next_event(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        /// The earlier of two times (either may be missing).
+        fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+            match (a, b) {
+                (Some(x), Some(y)) => Some(x.min(y)),
+                (x, y) => x.or(y),
+            }
+        }
+        let mut t = earlier(self.queue.peek_time(), self.node_wake.earliest());
+        t = earlier(t, self.flow_wake.earliest());
+        if let Some(a) = &self.attacker {
+            t = earlier(t, a.next_at());
+        }
+        earlier(t, self.net.next_event())
     }
 
     /// Puts a node's next wake in the queue: its earliest deadline, or while its interface
