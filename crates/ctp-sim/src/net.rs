@@ -43,6 +43,18 @@ pub struct AddressCount {
     pub datagrams: u64,
 }
 
+/// A datagram arriving.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Arrival {
+    /// The node that receives it.
+    pub node: usize,
+    /// The source address it is seen from.
+    pub from: SocketAddr,
+    /// The node's own address it reached (behind any NAT): what a socket bound to several
+    /// addresses reports, and what an endpoint with several paths needs to know.
+    pub local: SocketAddr,
+}
+
 /// Where a datagram goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Routed {
@@ -254,12 +266,12 @@ impl Net {
         }
     }
 
-    /// A datagram from address id `src` to address id `dst` arrives at `now`: the node it
-    /// reaches and the address it is seen from, or `None` if its destination no longer
-    /// reaches anyone (an address a rebind replaced).
-    pub fn deliver(&mut self, now: Instant, src: u16, dst: u16) -> Option<(usize, SocketAddr)> {
+    /// A datagram from address id `src` to address id `dst` arrives at `now`: who gets it,
+    /// or `None` if its destination no longer reaches anyone (an address a rebind replaced).
+    #[inline]
+    pub fn deliver(&mut self, now: Instant, src: u16, dst: u16) -> Option<Arrival> {
         let d = &self.addrs[dst as usize];
-        let node = d.node as usize;
+        let (node, index) = (d.node as usize, d.index as usize);
         if let Some(until) = d.until {
             if now >= until {
                 self.stats.stale_dropped += 1;
@@ -269,7 +281,11 @@ impl Net {
         }
         let s = &mut self.addrs[src as usize];
         s.delivered += 1;
-        Some((node, s.addr))
+        Some(Arrival {
+            node,
+            from: s.addr,
+            local: self.own[node][index],
+        })
     }
 
     /// The counters, with the datagrams delivered per source address.
@@ -284,5 +300,110 @@ impl Net {
             })
             .collect();
         self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::link::LinkConfig;
+    use crate::topology::FlowPlacement;
+    use core::time::Duration;
+
+    fn a(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    /// One flow; its client has a second address with a path of its own to the server.
+    fn two_paths() -> Topology {
+        let l = LinkConfig::default();
+        let mut t = Topology::multipath(
+            vec![(l.clone(), l.clone())],
+            &[FlowPlacement::default()],
+            1_000_000,
+        );
+        t.add_path(0, a("10.0.0.2:1"), a("10.1.0.0:2000"), l.clone(), l);
+        t
+    }
+
+    fn path(r: Routed) -> (u32, u8, u16, u16) {
+        match r {
+            Routed::Path {
+                route,
+                dir,
+                src,
+                dst,
+            } => (route, dir, src, dst),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn sources_pick_routes_and_arrivals_name_both_ends() {
+        let mut t = two_paths();
+        t.nodes[0].source = SourceChoice::Alternate;
+        let mut net = Net::new(&t);
+        let server = net.primary(1);
+        let (r0, d0, s0, x0) = path(net.route(0, server, None));
+        let (r1, _, s1, x1) = path(net.route(0, server, None));
+        assert_eq!((r0, d0, r1), (0, 0, 1), "each address in turn");
+        assert_eq!(x0, x1);
+        let got = net.deliver(Instant::ZERO, s1, x1).unwrap();
+        assert_eq!(
+            (got.node, got.from, got.local),
+            (1, a("10.0.0.2:1"), server)
+        );
+        // The server answers either address over the path that joins it.
+        let (r, d, s, x) = path(net.route(1, a("10.0.0.2:1"), None));
+        assert_eq!((r, d), (1, 1));
+        let got = net.deliver(Instant::ZERO, s, x).unwrap();
+        assert_eq!(
+            (got.node, got.from, got.local),
+            (0, server, a("10.0.0.2:1"))
+        );
+        let got = net.deliver(Instant::ZERO, s0, x0).unwrap();
+        assert_eq!(got.from, a("10.0.0.0:1000"));
+        // Not the peer's; not an address of the node's.
+        assert_eq!(net.route(0, a("10.9.9.9:9"), None), Routed::NotPeer);
+        assert_eq!(
+            net.route(0, server, Some(a("10.9.9.9:9"))),
+            Routed::ForeignSource
+        );
+        assert_eq!(net.stats.foreign_source, 1);
+    }
+
+    #[test]
+    fn a_rebind_changes_the_source_seen_and_retires_the_old_address_after_keep() {
+        let mut t = two_paths();
+        let at = Instant::ZERO + Duration::from_secs(1);
+        t.rebinds.push(Rebind {
+            at,
+            node: 0,
+            addr: 0,
+            to: a("10.0.0.9:4000"),
+            keep: Duration::from_millis(10),
+        });
+        let mut net = Net::new(&t);
+        let old = net.primary(0);
+        let (_, _, _, to_old) = path(net.route(1, old, None));
+        assert_eq!(net.next_event(), Some(at));
+        net.apply_due(Instant::ZERO + Duration::from_millis(999));
+        assert_eq!(net.primary(0), old, "not yet");
+        net.apply_due(at);
+        assert_eq!(net.next_event(), None);
+        assert_eq!(net.primary(0), a("10.0.0.9:4000"));
+        let (_, _, src, dst) = path(net.route(0, net.primary(1), None));
+        let got = net.deliver(at, src, dst).unwrap();
+        assert_eq!((got.from, got.local), (a("10.0.0.9:4000"), net.primary(1)));
+        // The old address still reaches the client for 10 ms, then not.
+        let s = net.seen[1][0];
+        let kept = net.deliver(at, s, to_old).unwrap();
+        assert_eq!((kept.node, kept.local), (0, old));
+        assert!(net
+            .deliver(at + Duration::from_millis(10), s, to_old)
+            .is_none());
+        assert_eq!((net.stats.stale_delivered, net.stats.stale_dropped), (1, 1));
+        // The old address is still the client's: the server can route to it.
+        assert!(matches!(net.route(1, old, None), Routed::Path { .. }));
     }
 }

@@ -306,9 +306,10 @@ impl World {
                 return;
             }
             match self.net.deliver(self.now, way.src, way.dst) {
-                Some((node, from)) => {
-                    self.nodes[node].handle_datagram(self.now, from, &mut bytes);
-                    self.touch(node);
+                // `a.local`, the address it reached, is for when the endpoint takes one.
+                Some(a) => {
+                    self.nodes[a.node].handle_datagram(self.now, a.from, &mut bytes);
+                    self.touch(a.node);
                 }
                 None => self.trace_event(last, STALE_ADDRESS_DROP, &bytes),
             }
