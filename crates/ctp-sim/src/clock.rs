@@ -92,6 +92,7 @@ impl<T> EventQueue<T> {
 
     /// Schedules `item` at `at` in lane `lane` (any small number naming a source whose
     /// events usually come in time order).
+    #[inline]
     pub fn push_in_lane(&mut self, lane: usize, at: Instant, item: T) {
         if lane >= self.lanes.len() {
             self.lanes.resize_with(lane + 1, VecDeque::new);
@@ -133,6 +134,7 @@ impl<T> EventQueue<T> {
     /// [`EventQueue::pop_due`], and the event now at the front of the popped one's lane
     /// (the next packet off the same link), if it came from a lane: a caller can prepare
     /// for that one while it handles this one.
+    #[inline]
     pub fn pop_due_peek(&mut self, now: Instant) -> Option<((Instant, T), Option<&T>)> {
         let from_lane = match (self.heap.peek(), self.heads.peek()) {
             (None, None) => return None,

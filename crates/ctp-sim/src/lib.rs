@@ -14,6 +14,7 @@ pub mod cpu_time;
 pub mod link;
 pub mod loss;
 pub mod metrics;
+pub mod net;
 pub mod payload;
 pub mod prefetch;
 pub mod report;

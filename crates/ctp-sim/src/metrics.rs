@@ -353,6 +353,7 @@ mod tests {
             interval_us: 1_000_000,
             stuck: None,
             attack: None,
+            net: None,
         };
         // Alone, then two flows trading 100/300 and 300/100: every interval is unfair
         // (Jain 0.8) but over the stage both moved the same (the paper's FI = 1); the

@@ -8,7 +8,7 @@ use crate::aqm::Aqm;
 use crate::link::LinkConfig;
 use crate::loss::LossModel;
 use crate::metrics::Metric;
-use crate::topology::{FlowPlacement, Topology, DEFAULT_NIC_BPS};
+use crate::topology::{FlowPlacement, Rebind, SourceChoice, Topology, DEFAULT_NIC_BPS};
 use crate::units::{Bandwidth, Dur};
 use crate::world::{FlowKind, FlowSpec, SimConfig};
 use core::time::Duration;
@@ -16,6 +16,7 @@ use ctp_proto::cc::CcKind;
 use ctp_proto::profile::every_builtin;
 use ctp_proto::{Instant, Profile, ProfileError};
 use serde::Deserialize;
+use std::net::SocketAddr;
 use std::path::Path;
 use toml::Spanned;
 
@@ -124,12 +125,19 @@ fn default_message_size() -> Spanned<u32> {
     Spanned::new(0..0, 1200)
 }
 
-/// A path: the bottleneck, or one of the further `[[path]]`s (both directions share
-/// bandwidth, delay and queue; impairments apply to the forward direction, and to the
-/// reverse one too if `impair_reverse`).
+/// A path: the bottleneck, one of the further `[[path]]`s, or one of a flow's own
+/// `[[flow.paths]]` (both directions share bandwidth, delay and queue; impairments apply to
+/// the forward direction, and to the reverse one too if `impair_reverse`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PathFile {
+    /// A flow's path only: the client address it starts from (default: the client's
+    /// first address; a new one becomes another address of the client).
+    #[serde(default)]
+    pub client: Option<Spanned<String>>,
+    /// A flow's path only: the server address it ends at (default: the server's first).
+    #[serde(default)]
+    pub server: Option<Spanned<String>>,
     /// Bandwidth.
     pub bandwidth: Spanned<Bandwidth>,
     /// One-way propagation delay.
@@ -232,6 +240,43 @@ pub struct FlowFile {
     pub message_size: Option<Spanned<u32>>,
     /// Parameter overrides for this flow, on top of the scenario's `[params]`.
     pub params: Option<ParamsFile>,
+    /// The client's first (primary) address (default `10.0.F.F:1000` for flow `F`).
+    pub client: Option<Spanned<String>>,
+    /// The server's first (primary) address (default `10.1.F.F:2000`).
+    pub server: Option<Spanned<String>>,
+    /// Which address the client's datagrams leave from: `primary` (default), `alternate`
+    /// (each of its addresses in turn, one datagram each) or one of its addresses.
+    pub source: Option<Spanned<String>>,
+    /// Further paths of this flow between its two nodes, each with links of its own: the
+    /// flow's paths 1, 2, … (path 0 is the one `path` names).
+    #[serde(default)]
+    pub paths: Vec<PathFile>,
+    /// Address changes and paths going down or up, at given times.
+    #[serde(default)]
+    pub events: Vec<EventFile>,
+}
+
+/// Something that happens to a flow's network at a given time: either a NAT rebinding
+/// (`node` and `rebind`) or a path going down or up (`path` and `state`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventFile {
+    /// When.
+    pub at: Spanned<Dur>,
+    /// `client` or `server`: the node whose address is rebound.
+    pub node: Option<Spanned<String>>,
+    /// The address the node's datagrams are seen with from then on.
+    pub rebind: Option<Spanned<String>>,
+    /// Which of the node's addresses is rebound (default: its first).
+    pub address: Option<Spanned<String>>,
+    /// How long the NAT keeps the old mapping: datagrams to the old address still reach the
+    /// node meanwhile (default 0: dropped at once).
+    pub keep: Option<Spanned<Dur>>,
+    /// The flow's path that goes down or up (0: the one `path` names, shared with every
+    /// flow on it; 1, 2, …: the flow's `[[flow.paths]]`).
+    pub path: Option<Spanned<usize>>,
+    /// `down` (drops everything from `at`) or `up` (carries again).
+    pub state: Option<Spanned<String>>,
 }
 
 /// Flow kinds a scenario can name.
@@ -400,6 +445,9 @@ impl Scenario {
                 },
             };
             let d2 = path.delay.get_ref().0 * 2;
+            for (k, p) in fl.paths.iter().enumerate() {
+                self.check_path(&format!("flow[{i}].paths[{k}]"), p)?;
+            }
             self.check_flow_kind(i, fl)?;
             if let Some(stop) = &fl.stop {
                 if stop.get_ref() <= fl.start.get_ref() {
@@ -459,6 +507,15 @@ impl Scenario {
     }
 
     fn check_path(&self, key: &str, b: &PathFile) -> Result<(), ScenarioError> {
+        if !key.starts_with("flow[") {
+            if let Some(a) = b.client.as_ref().or(b.server.as_ref()) {
+                return self.err(
+                    a.span(),
+                    key,
+                    "only a flow's own [[flow.paths]] names client and server addresses",
+                );
+            }
+        }
         if b.bandwidth.get_ref().0 == 0 {
             return self.err(
                 b.bandwidth.span(),
@@ -764,9 +821,11 @@ impl Scenario {
         }
         let mut place = Vec::new();
         let mut flows = Vec::new();
+        let mut own_paths = Vec::new();
         for (i, fl) in f.flows.iter().enumerate() {
             let path = fl.path.as_ref().map_or(0, |p| *p.get_ref());
             let d2 = paths[path].0.delay * 2;
+            own_paths.push(fl.paths.iter().map(Self::path_links).collect::<Vec<_>>());
             place.push(FlowPlacement {
                 path,
                 access_delay: fl
@@ -803,14 +862,26 @@ impl Scenario {
         // Default interface: ten times the fastest path, at most 10 Gb/s — fast enough
         // never to be the bottleneck of a controlled flow, slow enough that a profile
         // without congestion control does not flood the simulation.
-        let fastest = paths.iter().map(|p| p.0.bandwidth_bps).max().unwrap_or(0);
+        let fastest = paths
+            .iter()
+            .chain(own_paths.iter().flatten())
+            .map(|p| p.0.bandwidth_bps)
+            .max()
+            .unwrap_or(0);
         let nic = f.nic.as_ref().map_or(
             DEFAULT_NIC_BPS.min(fastest.saturating_mul(10)).max(1),
             |n| n.get_ref().0,
         );
+        let mut topology = Topology::multipath(paths, &place, nic);
+        for (i, own) in own_paths.into_iter().enumerate() {
+            self.addressing(&mut topology, i, own)?;
+        }
+        if let Err(m) = topology.check_addressing() {
+            return Err(ScenarioError(format!("{}: `flow`: {m}", self.origin)));
+        }
         Ok(SimConfig {
             seed: seed.unwrap_or(f.seed),
-            topology: Topology::multipath(paths, &place, nic),
+            topology,
             flows,
             duration: f.duration.get_ref().0,
             interval: f.interval.get_ref().0,
@@ -822,5 +893,192 @@ impl Scenario {
             check_limits: false,
             attacker: None,
         })
+    }
+
+    /// Parses an address key.
+    fn address(&self, v: &Spanned<String>, key: &str) -> Result<SocketAddr, ScenarioError> {
+        v.get_ref().parse().or_else(|e| {
+            let msg = format!("`{}` is not an IP:port address ({e})", v.get_ref());
+            self.err(v.span(), key, &msg)
+        })
+    }
+
+    /// Index of the address `v` among node `node`'s (the flow's `who`: client or server).
+    fn own_address(
+        &self,
+        t: &Topology,
+        node: usize,
+        v: &Spanned<String>,
+        key: &str,
+        who: &str,
+    ) -> Result<usize, ScenarioError> {
+        let a = self.address(v, key)?;
+        let addrs = &t.nodes[node].addrs;
+        match addrs.iter().position(|&x| x == a) {
+            Some(i) => Ok(i),
+            None => self.err(
+                v.span(),
+                key,
+                &format!("{a} is not one of the {who}'s addresses {addrs:?}"),
+            ),
+        }
+    }
+
+    /// Flow `i`'s addresses, its own paths (`own`: their links), source choice and events.
+    fn addressing(
+        &self,
+        t: &mut Topology,
+        i: usize,
+        own: Vec<(LinkConfig, LinkConfig)>,
+    ) -> Result<(), ScenarioError> {
+        let fl = &self.file.flows[i];
+        let key = |k: &str| format!("flow[{i}].{k}");
+        for (node, v, k) in [
+            (2 * i, &fl.client, "client"),
+            (2 * i + 1, &fl.server, "server"),
+        ] {
+            if let Some(v) = v {
+                t.nodes[node].addrs[0] = self.address(v, &key(k))?;
+            }
+        }
+        // Path 0 of the flow is its first route; the others follow in order.
+        let mut routes = vec![i];
+        for (k, (links, p)) in own.into_iter().zip(&fl.paths).enumerate() {
+            routes.push(self.own_path(t, i, k, p, links)?);
+        }
+        if let Some(v) = &fl.source {
+            t.nodes[2 * i].source = match v.get_ref().as_str() {
+                "primary" => SourceChoice::Primary,
+                "alternate" => SourceChoice::Alternate,
+                _ => SourceChoice::Address(self.own_address(
+                    t,
+                    2 * i,
+                    v,
+                    &key("source"),
+                    "client",
+                )?),
+            };
+        }
+        // Per path of the flow, when it goes down (true) or up.
+        let mut toggles: Vec<Vec<(Duration, bool)>> = vec![Vec::new(); routes.len()];
+        for k in 0..fl.events.len() {
+            self.event(t, i, k, &mut toggles)?;
+        }
+        for (route, mut list) in routes.into_iter().zip(toggles) {
+            list.sort_by_key(|&(at, _)| at);
+            let mut since = None;
+            // A path still down at the end stays down for good.
+            let forever = Duration::from_micros(u64::MAX / 2);
+            for (at, down) in list.into_iter().chain([(forever, false)]) {
+                match (since, down) {
+                    (None, true) => since = Some(at),
+                    (Some(from), false) => {
+                        t.path_down(route, Instant::ZERO + from, Instant::ZERO + at);
+                        since = None;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds flow `i`'s `k`th own path (`p`, its links `(fwd, rev)`); returns its route.
+    fn own_path(
+        &self,
+        t: &mut Topology,
+        i: usize,
+        k: usize,
+        p: &PathFile,
+        (fwd, rev): (LinkConfig, LinkConfig),
+    ) -> Result<usize, ScenarioError> {
+        let key = |x: &str| format!("flow[{i}].paths[{k}]{x}");
+        let end = |side: usize, v: &Option<Spanned<String>>, name: &str| {
+            let addrs = &t.nodes[2 * i + side].addrs;
+            let a = match v {
+                Some(v) => self.address(v, &key(name))?,
+                None => addrs[0],
+            };
+            Ok::<_, ScenarioError>((a, addrs.iter().position(|&x| x == a)))
+        };
+        let (client, ci) = end(0, &p.client, ".client")?;
+        let (server, si) = end(1, &p.server, ".server")?;
+        let taken = ci
+            .zip(si)
+            .is_some_and(|ends| t.flow_paths[i].iter().any(|e| (e.client, e.server) == ends));
+        if taken {
+            let span = p
+                .client
+                .as_ref()
+                .or(p.server.as_ref())
+                .map_or(0..0, |v| v.span());
+            let msg = format!("the flow has a path from {client} to {server} already");
+            return self.err(span, &key(""), &msg);
+        }
+        Ok(t.add_path(i, client, server, fwd, rev))
+    }
+
+    /// Flow `i`'s `k`th event: a rebind goes into the topology, a path state into
+    /// `toggles` (per path of the flow).
+    fn event(
+        &self,
+        t: &mut Topology,
+        i: usize,
+        k: usize,
+        toggles: &mut [Vec<(Duration, bool)>],
+    ) -> Result<(), ScenarioError> {
+        let e = &self.file.flows[i].events[k];
+        let key = |x: &str| format!("flow[{i}].events[{k}]{x}");
+        let at = e.at.get_ref().0;
+        if e.rebind.is_none() && (e.keep.is_some() || e.address.is_some()) {
+            let msg = "`address` and `keep` belong to a rebind";
+            return self.err(e.at.span(), &key(""), msg);
+        }
+        match (&e.node, &e.rebind, &e.path, &e.state) {
+            (Some(n), Some(to), None, None) => {
+                let who = n.get_ref().as_str();
+                let node = match who {
+                    "client" => 2 * i,
+                    "server" => 2 * i + 1,
+                    _ => {
+                        let msg = format!("`{who}`: a flow's nodes are `client` and `server`");
+                        return self.err(n.span(), &key(".node"), &msg);
+                    }
+                };
+                let addr = match &e.address {
+                    None => 0,
+                    Some(v) => self.own_address(t, node, v, &key(".address"), who)?,
+                };
+                t.rebinds.push(Rebind {
+                    at: Instant::ZERO + at,
+                    node,
+                    addr,
+                    to: self.address(to, &key(".rebind"))?,
+                    keep: e.keep.as_ref().map_or(Duration::ZERO, |d| d.get_ref().0),
+                });
+            }
+            (None, None, Some(p), Some(st)) => {
+                let n = toggles.len();
+                let Some(list) = toggles.get_mut(*p.get_ref()) else {
+                    let msg = format!("the flow has paths 0..={}", n - 1);
+                    return self.err(p.span(), &key(".path"), &msg);
+                };
+                let down = match st.get_ref().as_str() {
+                    "down" => true,
+                    "up" => false,
+                    other => {
+                        let msg = format!("`{other}`: `down` or `up`");
+                        return self.err(st.span(), &key(".state"), &msg);
+                    }
+                };
+                list.push((at, down));
+            }
+            _ => {
+                let msg = "an event is either `node` and `rebind` (with `address`, `keep`) \
+                           or `path` and `state`";
+                return self.err(e.at.span(), &key(""), msg);
+            }
+        }
+        Ok(())
     }
 }

@@ -6,12 +6,13 @@ pub use crate::app::{FlowKind, FlowResult, FlowSpec, Sample};
 use crate::attacker::{AttackConfig, AttackStats, Attacker, Injection};
 use crate::clock::{EventQueue, WakeTimes};
 use crate::link::{Carried, DropKind, Link};
+use crate::net::{Net, NetStats, Routed};
 use crate::topology::Topology;
 use core::time::Duration;
 use ctp_proto::udt::WireFormat;
 use ctp_proto::{
     CloseReason, ConnectionHandle, ConnectionState, Endpoint, EndpointConfig, EndpointEvent,
-    Instant,
+    Instant, Transmit,
 };
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
@@ -73,6 +74,10 @@ pub struct RunResult {
     pub stuck: Option<String>,
     /// What the attacker did, if there was one.
     pub attack: Option<AttackStats>,
+    /// Addressing counters, when the topology has more than one address per node, one
+    /// route per flow, or rebinds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub net: Option<NetStats>,
 }
 
 /// Bytes of trace records hashed at once.
@@ -84,17 +89,42 @@ const HOST_UDP_CHECKSUM_DROP: u8 = 5;
 const INJECTED: u8 = 6;
 /// Trace link number of injected datagrams.
 const INJECTED_LINK: usize = 0xFFFF;
+/// Trace kind of a datagram dropped on arrival at an address a rebind replaced.
+const STALE_ADDRESS_DROP: u8 = 7;
 
-/// The one kind of queued event: a packet of `flow` arriving at hop `hop` of its route in
-/// direction `dir`, `corrupted` if a link flipped a bit of it; its bytes wait in slot `slot`
-/// of the world's packet slab (a small event keeps the queue fast). Node and application
+/// The one kind of queued event: a packet arriving at hop `hop` of route `route` in
+/// direction `dir`, seen from address id `src` and sent to address id `dst` (see
+/// [`Net`]), `corrupted` if a link flipped a bit of it; its bytes wait in slot `slot` of
+/// the world's packet slab (a small event keeps the queue fast). Node and application
 /// wakes are kept apart ([`WakeTimes`]).
 struct Hop {
-    flow: u32,
+    route: u32,
+    slot: u32,
+    src: u16,
+    dst: u16,
     dir: u8,
     hop: u8,
     corrupted: bool,
-    slot: u32,
+}
+
+// The queue entry (time, sequence, event) stays 32 bytes.
+const _: () = assert!(std::mem::size_of::<Hop>() == 16);
+
+/// Where a packet is on its way: route, direction, addresses (the fields of [`Hop`] that
+/// stay the same from hop to hop).
+#[derive(Clone, Copy)]
+struct Way {
+    route: usize,
+    dir: usize,
+    src: u16,
+    dst: u16,
+}
+
+/// The source address an endpoint chose for a datagram. `ctp_proto::Transmit` has no
+/// source yet, so none: the node's configured choice applies. Once it has one, return it
+/// here and the simulator honours it (a source the node does not own is a violation).
+fn transmit_source(_t: &Transmit) -> Option<SocketAddr> {
+    None
 }
 
 struct FlowState {
@@ -103,11 +133,6 @@ struct FlowState {
     server: Option<ConnectionHandle>,
     started: bool,
     stopped: bool,
-}
-
-fn addr(flow: usize, receiver: bool) -> SocketAddr {
-    let (net, port) = if receiver { (1, 2000) } else { (0, 1000) };
-    SocketAddr::from(([10, net, (flow >> 8) as u8, flow as u8], port))
 }
 
 /// Node `2f` is flow `f`'s sender, node `2f + 1` its receiver.
@@ -155,6 +180,8 @@ pub struct World {
     timeouts_due: Vec<u32>,
     /// The adversarial third party, if any.
     attacker: Option<Attacker>,
+    /// Addresses, routes and rebinds.
+    net: Net,
 }
 
 impl World {
@@ -191,6 +218,7 @@ impl World {
         }
         let next_sample = Instant::ZERO + cfg.interval;
         let n_flows = flows.len();
+        let net = Net::new(&cfg.topology);
         // The attacker has its own random stream: the world's draws are the same with one
         // or without.
         let attacker = cfg.attacker.clone().map(|a| {
@@ -198,7 +226,7 @@ impl World {
                 .flows
                 .iter()
                 .enumerate()
-                .map(|(i, s)| (s.profile.wire(), addr(i, false), addr(i, true)))
+                .map(|(i, s)| (s.profile.wire(), net.primary(2 * i), net.primary(2 * i + 1)))
                 .collect();
             Attacker::new(a, targets, cfg.topology.links.len())
         });
@@ -224,6 +252,7 @@ impl World {
             node_touched: vec![false; 2 * n_flows],
             timeouts_due: Vec::new(),
             attacker,
+            net,
         }
     }
 
@@ -260,31 +289,31 @@ impl World {
         self.trace_buf.clear();
     }
 
-    /// Offers `bytes` of `flow` to hop `hop` of its route in direction `dir` (past the last
-    /// hop: delivers them); `corrupted` if a link before flipped a bit of them.
-    fn forward(
-        &mut self,
-        flow: usize,
-        dir: usize,
-        hop: usize,
-        mut bytes: Vec<u8>,
-        corrupted: bool,
-    ) {
-        let route = &self.cfg.topology.routes[flow][dir];
+    /// Offers `bytes` to hop `hop` of their way (past the last hop: delivers them);
+    /// `corrupted` if a link before flipped a bit of them.
+    fn forward(&mut self, way: Way, hop: usize, mut bytes: Vec<u8>, corrupted: bool) {
+        let topo = &self.cfg.topology;
+        let route = &topo.routes[way.route][way.dir];
         if hop == route.len() {
+            let last = route[hop - 1];
+            let flow = topo.route_flow[way.route];
             if corrupted && self.cfg.flows[flow].profile.wire() == WireFormat::Udt4 {
                 // Nothing in the UDT4 wire format would notice: the receiving host's UDP
                 // checksum drops the datagram before the endpoint sees it.
                 self.udp_checksum_drops += 1;
-                self.trace_event(route[hop - 1], HOST_UDP_CHECKSUM_DROP, &bytes);
+                self.trace_event(last, HOST_UDP_CHECKSUM_DROP, &bytes);
                 self.recycle(bytes);
                 return;
             }
-            let node = 2 * flow + if dir == 0 { 1 } else { 0 };
-            let from = addr(flow, dir == 1);
-            self.nodes[node].handle_datagram(self.now, from, &mut bytes);
+            match self.net.deliver(self.now, way.src, way.dst) {
+                // `a.local`, the address it reached, is for when the endpoint takes one.
+                Some(a) => {
+                    self.nodes[a.node].handle_datagram(self.now, a.from, &mut bytes);
+                    self.touch(a.node);
+                }
+                None => self.trace_event(last, STALE_ADDRESS_DROP, &bytes),
+            }
             self.recycle(bytes);
-            self.touch(node);
             return;
         }
         let l = route[hop];
@@ -299,7 +328,7 @@ impl World {
                     // replay: the UDP checksum would drop it on the way (and the UDT4 wire
                     // would take a clean copy of wrong bytes for a forgery).
                     if let Some(a) = self.attacker.as_mut().filter(|a| a.taps(l) && !corrupted) {
-                        a.observe(flow, dir, &b);
+                        a.observe(self.cfg.topology.route_flow[way.route], way.dir, &b);
                     }
                     let slot = self.stash(b);
                     // A link hands packets on in order unless it jitters or reorders.
@@ -307,11 +336,13 @@ impl World {
                         l,
                         at,
                         Hop {
-                            flow: flow as u32,
-                            dir: dir as u8,
+                            route: way.route as u32,
+                            slot,
+                            src: way.src,
+                            dst: way.dst,
+                            dir: way.dir as u8,
                             hop: (hop + 1) as u8,
                             corrupted,
-                            slot,
                         },
                     );
                 }
@@ -373,39 +404,65 @@ impl World {
     /// Sends what node `n` has to send, until its interface queue is full.
     fn collect_transmits(&mut self, n: usize) {
         let flow = n / 2;
-        let dir = n % 2;
-        let peer = addr(flow, dir == 0);
         while !self.nic_blocked(n) {
             let mut bytes = self.pool.pop().unwrap_or_default();
             let t = self.nodes[n].poll_transmit(self.now, &mut bytes);
             let Some(t) = t else {
                 self.recycle(bytes);
-                if dir == 0 && self.top_up(flow) {
+                if is_sender(n) && self.top_up(flow) {
                     continue;
                 }
                 break;
             };
             self.packets += 1;
             bytes.truncate(t.size);
-            if t.destination != peer {
-                let answerable = {
-                    let ip = t.destination.ip();
-                    t.destination.port() != 0
-                        && !ip.is_unspecified()
-                        && !ip.is_multicast()
-                        && ip != std::net::Ipv4Addr::BROADCAST
-                };
-                if let (Some(a), true) = (self.attacker.as_mut(), answerable) {
-                    // A reply to a source the attacker used: it goes nowhere.
-                    a.stats.replies += 1;
-                } else {
-                    let v = format!("node {n} sent to {} (expected {peer})", t.destination);
-                    self.flows[flow].app.res.limit_violations.push(v);
+            match self.net.route(n, t.destination, transmit_source(&t)) {
+                Routed::Path {
+                    route,
+                    dir,
+                    src,
+                    dst,
+                } => {
+                    let way = Way {
+                        route: route as usize,
+                        dir: dir as usize,
+                        src,
+                        dst,
+                    };
+                    self.forward(way, 0, bytes, false);
                 }
-                self.recycle(bytes);
-                continue;
+                Routed::NotPeer => {
+                    self.not_to_peer(n, t.destination);
+                    self.recycle(bytes);
+                }
+                Routed::ForeignSource => {
+                    let v = format!("node {n} sent from an address it does not own");
+                    self.flows[flow].app.res.limit_violations.push(v);
+                    self.recycle(bytes);
+                }
+                // Counted by the addressing layer: the scenario joined no route there.
+                Routed::NoPath => self.recycle(bytes),
             }
-            self.forward(flow, dir, 0, bytes, false);
+        }
+    }
+
+    /// Node `n` sent to `to`, no address of its peer's: a reply to a source the attacker
+    /// used, or a violation.
+    fn not_to_peer(&mut self, n: usize, to: SocketAddr) {
+        let answerable = {
+            let ip = to.ip();
+            to.port() != 0
+                && !ip.is_unspecified()
+                && !ip.is_multicast()
+                && ip != std::net::Ipv4Addr::BROADCAST
+        };
+        if let (Some(a), true) = (self.attacker.as_mut(), answerable) {
+            // A reply to a source the attacker used: it goes nowhere.
+            a.stats.replies += 1;
+        } else {
+            let peer = self.net.primary(n ^ 1);
+            let v = format!("node {n} sent to {to} (expected {peer})");
+            self.flows[n / 2].app.res.limit_violations.push(v);
         }
     }
 
@@ -483,7 +540,7 @@ impl World {
         }
         if !fl.started && now >= Self::at(fl.app.spec.start) {
             fl.started = true;
-            match ep.connect(now, addr(n / 2, true), &fl.app.spec.profile) {
+            match ep.connect(now, self.net.primary(n + 1), &fl.app.spec.profile) {
                 Ok(h) => fl.client = Some(h),
                 Err(e) => fl.app.res.sender_close = Some(format!("connect refused: {e}")),
             }
@@ -611,6 +668,7 @@ impl World {
             while let Some(f) = self.flow_wake.pop_due(self.now) {
                 self.touch_flow(f);
             }
+            self.net.apply_due(self.now);
             while let Some(((_, ev), next)) = self.queue.pop_due_peek(self.now) {
                 if let Some(n) = next {
                     // The link's next packet is handled a few events from now; its bytes,
@@ -618,13 +676,13 @@ impl World {
                     crate::prefetch::prefetch(&self.slab[n.slot as usize]);
                 }
                 let bytes = self.unstash(ev.slot);
-                self.forward(
-                    ev.flow as usize,
-                    ev.dir as usize,
-                    ev.hop as usize,
-                    bytes,
-                    ev.corrupted,
-                );
+                let way = Way {
+                    route: ev.route as usize,
+                    dir: ev.dir as usize,
+                    src: ev.src,
+                    dst: ev.dst,
+                };
+                self.forward(way, ev.hop as usize, bytes, ev.corrupted);
             }
             self.inject();
             // Due timers, in node order (an untouched node has none due: it sleeps in the
@@ -706,17 +764,21 @@ impl World {
         }
     }
 
-    /// When the next queued packet, node wake or application wake is due.
+    /// When the next queued packet, node wake, application wake, attack or rebind is due.
     fn next_event_time(&self) -> Option<Instant> {
-        [
-            self.queue.peek_time(),
-            self.node_wake.earliest(),
-            self.flow_wake.earliest(),
-            self.attacker.as_ref().and_then(|a| a.next_at()),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        /// The earlier of two times (either may be missing).
+        fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+            match (a, b) {
+                (Some(x), Some(y)) => Some(x.min(y)),
+                (x, y) => x.or(y),
+            }
+        }
+        let mut t = earlier(self.queue.peek_time(), self.node_wake.earliest());
+        t = earlier(t, self.flow_wake.earliest());
+        if let Some(a) = &self.attacker {
+            t = earlier(t, a.next_at());
+        }
+        earlier(t, self.net.next_event())
     }
 
     /// Puts a node's next wake in the queue: its earliest deadline, or while its interface
@@ -813,6 +875,11 @@ impl World {
             interval_us: self.cfg.interval.as_micros() as u64,
             stuck,
             attack: self.attacker.map(|a| a.stats),
+            net: self
+                .cfg
+                .topology
+                .has_addressing()
+                .then(|| self.net.finish()),
         }
     }
 }
