@@ -1,12 +1,12 @@
 //! An endpoint: one UDP socket's worth of connections. It demultiplexes datagrams by
 //! connection id, answers handshakes statelessly, and hands out datagrams to send.
 
-use crate::connection::{Connection, ConnectionState, HANDSHAKE_RTO};
+use crate::connection::{ComposedConnection, Connection, ConnectionState};
 use crate::engine::session::CloseReason;
 use crate::handshake::{self, CookieContents, MIN_INIT_SIZE};
 use crate::packet::long_packet;
 use crate::profile::{
-    self, compose, decode_offer, encode_offer, Isn, MicroId, MicroSet, Negotiated, Params, Profile,
+    self, compose, decode_offer, encode_offer, Isn, MicroSet, Negotiated, Params, Profile,
     ProfileError,
 };
 use crate::protection::crc32c;
@@ -214,8 +214,8 @@ impl Endpoint {
     }
 
     pub(crate) fn insert(&mut self, c: Connection) -> ConnectionHandle {
-        let cid = c.local_cid;
-        *self.per_address.entry(c.remote.ip()).or_default() += 1;
+        let cid = c.local_cid();
+        *self.per_address.entry(c.remote().ip()).or_default() += 1;
         let idx = match self.free.pop() {
             Some(Reverse(i)) => {
                 self.conns[i] = Some(c);
@@ -250,7 +250,7 @@ impl Endpoint {
         }
         let local_cid = self.fresh_cid();
         let local_isn = self.fresh_isn();
-        let c = Connection::initiator(
+        let c = ComposedConnection::initiator(
             now,
             local_cid,
             remote,
@@ -258,7 +258,7 @@ impl Endpoint {
             local_isn,
             self.cfg.handshake_timeout,
         );
-        Ok(self.insert(c))
+        Ok(self.insert(c.into()))
     }
 
     /// Processes one received datagram. Anything malformed is dropped and counted. The
@@ -298,23 +298,37 @@ impl Endpoint {
             self.stats.unknown_connection += 1;
             return;
         };
+        self.deliver(now, idx, from, data);
+    }
+
+    /// Hands a datagram routed to connection `idx` to its core, if it came from the
+    /// connection's peer; reports the connection established when this datagram
+    /// established it. Returns whether the core took it.
+    pub(crate) fn deliver(
+        &mut self,
+        now: Instant,
+        idx: usize,
+        from: SocketAddr,
+        data: &mut [u8],
+    ) -> bool {
         let Some(c) = self.conns[idx].as_mut() else {
-            return;
+            return false;
         };
-        if c.remote != from {
+        if c.remote() != from {
             self.stats.unknown_connection += 1;
-            return;
+            return false;
         }
         self.schedule.touch(idx);
-        let was = c.state.clone();
-        if !c.on_short_packet(now, data) {
-            self.stats.bad_checksum += 1;
-            return;
+        let was_open = c.is_established();
+        if let Err(dropped) = c.handle_datagram(now, data) {
+            dropped.count(&mut self.stats);
+            return false;
         }
-        if was == ConnectionState::Echoing && c.state == ConnectionState::Established {
+        if !was_open && *c.state() == ConnectionState::Established {
             self.events
                 .push_back(EndpointEvent::Connected(ConnectionHandle(idx)));
         }
+        true
     }
 
     /// A handshake packet: its trailer is checked before anything else.
@@ -421,7 +435,7 @@ impl Endpoint {
     ) -> Option<usize> {
         let &idx = self.by_cid.get(&dcid)?;
         let c = self.conns[idx].as_ref()?;
-        (c.remote == from && c.state == state).then_some(idx)
+        (c.remote() == from && *c.state() == state).then_some(idx)
     }
 
     fn on_init_ack(
@@ -436,46 +450,10 @@ impl Endpoint {
             return false;
         };
         self.schedule.touch(idx);
-        let c = self.conns[idx].as_mut().expect("checked");
-        let mut r = Reader::new(body);
-        let Ok((set, params, peer_isn)) = decode_offer(&mut r, &c.requested.1) else {
-            return false;
-        };
-        let Ok(cookie) = r.length_prefixed(handshake::MAX_COOKIE, "cookie") else {
-            return false;
-        };
-        // The responder may only narrow what we asked for.
-        let (asked_set, asked) = c.requested;
-        let narrowed = set.0 & !asked_set.0 == 0
-            && params.max_udp_payload <= asked.max_udp_payload
-            && params.flow_window <= asked.flow_window
-            && params.max_message <= asked.max_message
-            && (!set.has(MicroId::Cc)
-                || (params.cc == asked.cc && params.cc_rate_kbps == asked.cc_rate_kbps));
-        if !narrowed || profile::check_micros(set).is_err() || params.check().is_err() {
-            c.terminate(CloseReason::Handshake(
-                "responder answered with a profile wider than requested".into(),
-            ));
-            return false;
-        }
-        let params = Params {
-            keepalive_ms: asked.keepalive_ms,
-            ..params
-        };
-        let Ok(engine) = compose(set, &params, c.local_isn, peer_isn) else {
-            return false;
-        };
-        c.engine = Some(engine);
-        c.peer_pn_isn = peer_isn.pn;
-        c.micros = set;
-        c.params = params;
-        c.peer_cid = scid;
-        c.cookie = cookie.to_vec();
-        c.state = ConnectionState::Echoing;
-        c.handshake_due = true;
-        c.handshake_rto = HANDSHAKE_RTO;
-        c.handshake_deadline = Some(now + HANDSHAKE_RTO);
-        true
+        self.conns[idx]
+            .as_mut()
+            .and_then(Connection::composed_mut)
+            .is_some_and(|c| c.on_init_ack(now, scid, body))
     }
 
     fn on_refuse(&mut self, from: SocketAddr, dcid: ConnectionId, body: &[u8]) -> bool {
@@ -488,7 +466,7 @@ impl Endpoint {
         };
         let reason = crate::text::peer_text(reason);
         self.schedule.touch(idx);
-        if let Some(c) = self.conns[idx].as_mut() {
+        if let Some(c) = self.conns[idx].as_mut().and_then(Connection::composed_mut) {
             c.terminate(CloseReason::Handshake(format!(
                 "refused by {from}: {reason}"
             )));
@@ -505,7 +483,7 @@ impl Endpoint {
     ) -> bool {
         if let Some(&idx) = self.by_cid.get(&dcid) {
             // A repeated echo: our first packet was lost; send one again.
-            if let Some(c) = self.conns[idx].as_mut() {
+            if let Some(c) = self.conns[idx].as_mut().and_then(Connection::composed_mut) {
                 if c.remote == from && c.is_established() {
                     c.owe_handshake_done = true;
                     self.schedule.touch(idx);
@@ -531,8 +509,8 @@ impl Endpoint {
         let Ok(engine) = compose(k.micros, &k.params, k.local_isn, k.peer_isn) else {
             return false;
         };
-        let c = Connection::responder(from, &k, engine);
-        let h = self.insert(c);
+        let c = ComposedConnection::responder(from, &k, engine);
+        let h = self.insert(c.into());
         self.stats.accepted += 1;
         self.events.push_back(EndpointEvent::Incoming(h));
         true
@@ -590,54 +568,11 @@ impl Endpoint {
             let Some(c) = self.conns[idx].as_mut() else {
                 continue;
             };
-            if let Some(u) = c.udt.as_deref_mut() {
-                let sent_udt = u.poll_transmit(now, buf);
-                c.sync_udt();
-                if sent_udt {
-                    // Polled again after the others (round robin).
-                    self.schedule.touch(idx);
-                    return Some(sent(c.remote, buf));
-                }
-                self.schedule.set_deadline(idx, c.poll_timeout());
-                continue;
-            }
-            let built = if c.handshake_due {
-                c.handshake_due = false;
-                match c.state {
-                    ConnectionState::Initiating => {
-                        let mut b = Vec::new();
-                        encode_offer(&mut b, c.requested.0, &c.requested.1, &c.local_isn);
-                        buf.extend_from_slice(&long_packet(
-                            LongType::Init,
-                            0,
-                            c.local_cid,
-                            &b,
-                            MIN_INIT_SIZE,
-                        ));
-                        true
-                    }
-                    ConnectionState::Echoing => {
-                        let mut b = Vec::new();
-                        varint::put(&mut b, c.cookie.len() as u64);
-                        b.extend_from_slice(&c.cookie);
-                        buf.extend_from_slice(&long_packet(
-                            LongType::CookieEcho,
-                            c.peer_cid,
-                            c.local_cid,
-                            &b,
-                            0,
-                        ));
-                        true
-                    }
-                    _ => c.build_short(now, buf),
-                }
-            } else {
-                c.build_short(now, buf)
-            };
+            let built = c.poll_transmit(now, buf);
             if built {
                 // Polled again after the others (round robin).
                 self.schedule.touch(idx);
-                return Some(sent(c.remote, buf));
+                return Some(sent(c.remote(), buf));
             }
             self.schedule.set_deadline(idx, c.poll_timeout());
         }
@@ -654,17 +589,13 @@ impl Endpoint {
             let Some(c) = self.conns[i].as_mut() else {
                 continue;
             };
-            c.sync_udt();
-            let event = match &c.state {
+            let activity = c.take_activity();
+            let event = match c.state() {
                 ConnectionState::Closed(r) if !self.reported_closed[i] => {
                     self.reported_closed[i] = true;
-                    c.activity = false;
                     EndpointEvent::Closed(ConnectionHandle(i), r.clone())
                 }
-                _ if c.activity => {
-                    c.activity = false;
-                    EndpointEvent::Activity(ConnectionHandle(i))
-                }
+                _ if activity => EndpointEvent::Activity(ConnectionHandle(i)),
                 _ => continue,
             };
             self.schedule.report_again(i);
@@ -679,20 +610,19 @@ impl Endpoint {
         if let Some(mut c) = self.conns.get_mut(h.0).and_then(Option::take) {
             self.live -= 1;
             self.free.push(Reverse(h.0));
-            self.by_cid.remove(&c.local_cid);
+            let remote = c.remote();
+            self.by_cid.remove(&c.local_cid());
             self.schedule.forget(h.0);
-            if let Some(n) = self.per_address.get_mut(&c.remote.ip()) {
+            if let Some(n) = self.per_address.get_mut(&remote.ip()) {
                 *n -= 1;
                 if *n == 0 {
-                    self.per_address.remove(&c.remote.ip());
+                    self.per_address.remove(&remote.ip());
                 }
             }
-            if let Some(u) = c.udt.as_deref() {
-                self.udt_unindex(h.0, u.remote(), u.peer_id());
-            }
-            let mut close = Vec::new();
-            if c.build_close(&mut close) {
-                self.queue_stateless(c.remote, close);
+            self.unindex(h.0, &c);
+            let mut farewell = Vec::new();
+            if c.take_farewell(&mut farewell) {
+                self.queue_stateless(remote, farewell);
             }
         }
     }
@@ -765,7 +695,14 @@ mod tests {
         let now = p.now;
         let conn = p.client.connection_mut(c).unwrap();
         // A broken (or hostile) sender: it believes it may send without limit.
-        conn.engine.as_mut().unwrap().st.session.peer_max_seg = u64::MAX;
+        conn.composed_mut()
+            .unwrap()
+            .engine
+            .as_mut()
+            .unwrap()
+            .st
+            .session
+            .peer_max_seg = u64::MAX;
         let data = bytes::Bytes::from(vec![5u8; 4 << 20]);
         let mut sent = 0;
         p.run_until(Duration::from_secs(30), |p| {
