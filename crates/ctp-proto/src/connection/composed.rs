@@ -775,7 +775,7 @@ impl ConnectionCore for ComposedConnection {
         self.engine.as_ref().map_or(0, |e| e.st.app.tx_bytes)
     }
 
-    /// True when the peer ended its byte stream ([`Connection::stream_finish`]) and the
+    /// True when the peer ended its byte stream ([`ConnectionCore::stream_finish`]) and the
     /// end reached the receive queue in order, after every byte before it. A graceful close
     /// without it reads as the end of the stream too, but proves nothing about the stream
     /// being whole. Always false on the UDT4 wire, which has no end-of-stream mark.
