@@ -43,6 +43,8 @@ pub struct Engine {
     micros: Vec<AnyMicro>,
     bindings: [Binding; EVENT_KINDS],
     writers: Binding,
+    /// The microprotocol that decodes compressed segments, if one was composed.
+    decoder: Option<u8>,
     /// Shared state.
     pub st: State,
     owned: OwnedEvents,
@@ -53,6 +55,10 @@ impl Engine {
     pub fn new(micros: Vec<AnyMicro>, st: State) -> Result<Self, SetupError> {
         let mut bindings = [Binding::default(); EVENT_KINDS];
         let mut writers = Binding::default();
+        let decoder = micros
+            .iter()
+            .position(Microprotocol::decodes_segments)
+            .map(|i| i as u8);
         for (i, m) in micros.iter().enumerate() {
             for &k in m.bindings() {
                 let b = &mut bindings[k as usize];
@@ -71,6 +77,7 @@ impl Engine {
             micros,
             bindings,
             writers,
+            decoder,
             st,
             // Grows to what bursts need; an idle connection keeps a few slots.
             owned: OwnedEvents::with_capacity(8),
@@ -87,19 +94,16 @@ impl Engine {
         &self.micros
     }
 
-    /// Hands a custom control message to the congestion-control algorithm (the `cc`
-    /// microprotocol's `on_custom`); false when the composition has no `cc`.
+    /// Hands a custom control message to the congestion-control algorithm: raises
+    /// [`Event::CongestionMessage`]; false when no microprotocol binds it (the composition
+    /// has no congestion controller to take it).
     pub fn congestion_message(&mut self, now: Instant, msg: &[u8]) -> bool {
-        let Some(AnyMicro::Cc(c)) = self
-            .micros
-            .iter_mut()
-            .find(|m| matches!(m, AnyMicro::Cc(_)))
-        else {
+        if self.bound(EventKind::CongestionMessage).is_empty() {
             return false;
-        };
-        if c.custom(now, msg, &mut self.st.session) {
-            self.dispatch(now, Event::CongestionChanged);
         }
+        let mut ring = BorrowedRing::default();
+        ring.push(Event::CongestionMessage(msg));
+        self.run(now, &mut ring);
         true
     }
 
@@ -171,7 +175,11 @@ impl Engine {
         let mut inflated_seg = None;
         if let Some(z) = v.compressed {
             let limit = self.st.session.inflate_limit;
-            match crate::micro::compression::inflate(&z, limit, &mut inflated) {
+            let decoded = match self.decoder {
+                Some(i) => self.micros[i as usize].decode_segment(&z, limit, &mut inflated),
+                None => Err(WireError::Invalid("compressed segment without compression")),
+            };
+            match decoded {
                 Ok(d) => inflated_seg = Some(d.seg),
                 Err(e) => {
                     self.st.stats.decompress_failed += 1;
