@@ -700,7 +700,7 @@ mod tests {
             .engine
             .as_mut()
             .unwrap()
-            .st
+            .state_mut()
             .session
             .peer_max_seg = u64::MAX;
         let data = bytes::Bytes::from(vec![5u8; 4 << 20]);

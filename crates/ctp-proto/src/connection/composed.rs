@@ -10,14 +10,14 @@ use crate::engine::session::CloseReason;
 use crate::handshake;
 use crate::handshake::MIN_INIT_SIZE;
 use crate::packet::long_packet;
-use crate::packet::{open_short, Opened, ShortPacket};
+use crate::packet::{open_short, Opened};
 use crate::perfmon::PerfMon;
 use crate::profile::{self, compose, decode_offer, encode_offer};
 use crate::profile::{Isn, MicroId, MicroSet, Params};
 use crate::protection::{Crc32c, PacketProtection};
 use crate::stats::ConnectionStats;
 use crate::time::Instant;
-use crate::wire::frame::{close_code, Frame, MAX_DEPS};
+use crate::wire::frame::{close_code, MAX_DEPS};
 use crate::wire::header::{ConnectionId, LongType};
 use crate::wire::truncated::Truncated;
 use crate::wire::varint;
@@ -248,12 +248,12 @@ impl ComposedConnection {
         }
         let causal = self.micros.has(MicroId::Causal);
         let e = Self::open_engine(&self.state, &mut self.engine)?;
-        let room = e.st.app.tx_room();
+        let room = e.state().app.tx_room();
         // Sender-side silly-window avoidance (as Linux wakes a TCP writer only once a third
         // of its buffer is free): a write waits until it can queue a good part of itself,
         // not a sliver freed by one acknowledgement. Slivers cost a copied piece and a
         // short message each, on both sides.
-        let low_water = (e.st.app.tx_limit / 4).clamp(1, STREAM_CHUNK);
+        let low_water = (e.state().app.tx_limit / 4).clamp(1, STREAM_CHUNK);
         if room == 0 || room < len.min(low_water) {
             return Err(WriteError::Blocked);
         }
@@ -267,7 +267,7 @@ impl ComposedConnection {
         // buffer's accounting fine-grained.
         let chunk = STREAM_CHUNK.min(self.params.max_message as usize);
         let bytes = take(n);
-        let stamp = e.st.session.stamp_messages.then_some(now.as_micros());
+        let stamp = e.state().session.stamp_messages.then_some(now.as_micros());
         let mut at = 0;
         while at < n {
             let end = (at + chunk).min(n);
@@ -275,31 +275,26 @@ impl ComposedConnection {
             Self::push_tx(e, out, causal, &mut self.last_stream_msg);
             at = end;
         }
-        e.st.app.tx_bytes += n;
         e.dispatch(now, Event::UserData);
         Ok(n)
     }
 
-    /// Queues a send-queue entry with its message id assigned now (ids follow the order of
-    /// queueing); a byte-stream chunk names the previous chunk as its predecessor when the
-    /// profile orders causally, so the stream stays in order.
+    /// Queues a send-queue entry (the engine numbers it); a byte-stream chunk names the
+    /// previous chunk as its predecessor when the profile orders causally, so the stream
+    /// stays in order.
     fn push_tx(
         e: &mut Engine,
         mut out: Outgoing,
         causal: bool,
         last_stream: &mut Option<u64>,
     ) -> u64 {
-        let id = e.st.session.next_msg_seq;
-        e.st.session.next_msg_seq += 1;
-        out.msg = Some(id);
         if out.stream {
             if causal {
                 out.deps.extend(last_stream.iter().copied());
             }
-            *last_stream = Some(id);
+            *last_stream = Some(e.next_msg_id());
         }
-        e.st.app.tx.push_back(out);
-        id
+        e.queue(out)
     }
 
     fn queue_msg(
@@ -325,21 +320,20 @@ impl ComposedConnection {
             )));
         }
         let e = Self::open_engine(&self.state, &mut self.engine)?;
-        let next = e.st.session.next_msg_seq;
+        let next = e.next_msg_id();
         if let Some(&bad) = after.iter().find(|&&d| d < first_id || d >= next) {
             return Err(WriteError::BadDependency(format!(
                 "message {bad} was not sent on this connection before (ids {first_id}..{next})"
             )));
         }
-        if data.len() > e.st.app.tx_room() && !e.st.app.tx.is_empty() {
+        if data.len() > e.state().app.tx_room() && !e.state().app.tx.is_empty() {
             return Err(WriteError::Blocked);
         }
-        e.st.app.tx_bytes += data.len();
         let mut out = Outgoing::new(
             data,
             false,
             false,
-            e.st.session.stamp_messages.then_some(now.as_micros()),
+            e.state().session.stamp_messages.then_some(now.as_micros()),
         );
         out.urgent = urgent;
         if causal {
@@ -370,14 +364,11 @@ impl ComposedConnection {
         let Some(e) = self.engine.as_mut() else {
             return Err(gate);
         };
-        let app = &mut e.st.app;
-        let (got, n) = take(&mut app.rx_stream);
-        app.rx_bytes -= n;
+        let (got, n) = e.read_stream(now, take);
         if n > 0 {
-            e.dispatch(now, Event::UserRead);
             return Ok(got);
         }
-        if app.rx_fin || asked_nothing {
+        if e.peer_finished() || asked_nothing {
             return Ok(got);
         }
         Err(gate)
@@ -387,7 +378,7 @@ impl ComposedConnection {
         let rto = self
             .engine
             .as_ref()
-            .map_or(200_000, |e| e.st.session.rto_us);
+            .map_or(200_000, |e| e.state().session.rto_us);
         Duration::from_micros(3 * rto).max(Duration::from_millis(30))
     }
 
@@ -493,7 +484,7 @@ impl ComposedConnection {
 
     /// Checks what the microprotocols decided (idle timeout, close progress).
     pub(crate) fn after_engine(&mut self, now: Instant) {
-        match self.engine.as_mut().and_then(|e| e.st.session.close.take()) {
+        match self.engine.as_mut().and_then(Engine::take_close) {
             Some(CloseReason::ProtocolViolation(what)) => {
                 // The peer is told why, as QUIC's CONNECTION_CLOSE with a transport error.
                 tracing::debug!(remote = %self.remote, "protocol violation: {what}");
@@ -516,12 +507,7 @@ impl ComposedConnection {
         let Some((code, reason)) = self.close_frame.take() else {
             return false;
         };
-        let packet = ShortPacket::begin(out, self.peer_cid, e.st.next_pn, e.st.pn_on_wire());
-        Frame::emit_close(out, code, &reason);
-        let bytes = packet.seal(out, &mut *self.protection);
-        e.st.next_pn += 1;
-        e.st.stats.packets_sent += 1;
-        e.st.stats.bytes_sent += bytes as u64;
+        e.build_close(self.peer_cid, code, &reason, out, &mut *self.protection);
         true
     }
 
@@ -543,12 +529,12 @@ impl ComposedConnection {
         if self.owe_handshake_done {
             // The responder's first short packet tells the initiator that the connection
             // exists; make sure one goes out (and is acknowledged) even without data.
-            e.st.session.ping_owed = true;
+            e.owe_ping();
             self.owe_handshake_done = false;
         }
-        let room = e.st.app.tx_room();
+        let room = e.state().app.tx_room();
         let built = e.build_packet(now, self.peer_cid, max, out, &mut *self.protection);
-        if e.st.app.tx_room() > room {
+        if e.state().app.tx_room() > room {
             // Writers blocked on a full send buffer can go on.
             self.activity = true;
         }
@@ -625,8 +611,8 @@ impl ConnectionCore for ComposedConnection {
                 ..Default::default()
             };
         };
-        let s = &e.st.session;
-        let mut st = e.st.stats;
+        let s = &e.state().session;
+        let mut st = e.state().stats;
         st.malformed_dropped += self.malformed;
         st.srtt_us = s.srtt_us;
         st.rttvar_us = s.rttvar_us;
@@ -654,11 +640,11 @@ impl ConnectionCore for ComposedConnection {
         let payload = self
             .engine
             .as_ref()
-            .map_or(1, |e| e.st.session.max_segment_payload as u64);
+            .map_or(1, |e| e.state().session.max_segment_payload as u64);
         let room = self
             .engine
             .as_ref()
-            .map_or(0, |e| e.st.app.tx_room() as u64);
+            .map_or(0, |e| e.state().app.tx_room() as u64);
         let instant = crate::perfmon::instant_from_stats(&s, payload, room);
         self.perf.query(now, &s, instant, clear)
     }
@@ -668,8 +654,9 @@ impl ConnectionCore for ComposedConnection {
     /// connection uses for data.
     fn buffered_bytes(&self) -> u64 {
         let Some(e) = &self.engine else { return 0 };
-        let app = &e.st.app;
-        let segs = e.st.segs.live() * e.st.session.max_segment_payload;
+        let st = e.state();
+        let app = &st.app;
+        let segs = st.segs.live() * st.session.max_segment_payload;
         (app.tx_bytes + app.rx_bytes + app.parked_bytes + segs) as u64
     }
 
@@ -751,19 +738,12 @@ impl ConnectionCore for ComposedConnection {
         let Some(e) = self.engine.as_mut() else {
             return Err(gate);
         };
-        match e.st.app.rx_msgs.pop_front() {
-            Some(m) => {
-                e.st.app.rx_bytes -= m.len();
-                e.dispatch(now, Event::UserRead);
-                Ok(m)
-            }
-            None => Err(gate),
-        }
+        e.recv_msg(now).ok_or(gate)
     }
 
     /// Bytes that can be written now without blocking.
     fn send_room(&self) -> usize {
-        self.engine.as_ref().map_or(0, |e| e.st.app.tx_room())
+        self.engine.as_ref().map_or(0, |e| e.state().app.tx_room())
     }
 
     /// Bytes written and not yet sent: what a sender that writes just in time (like TCP's
@@ -772,7 +752,7 @@ impl ConnectionCore for ComposedConnection {
     /// cuts up to `CUT_AHEAD` segments before they leave); on the UDT4 wire, packets never
     /// sent, each counted at the full payload size.
     fn unsent_bytes(&self) -> usize {
-        self.engine.as_ref().map_or(0, |e| e.st.app.tx_bytes)
+        self.engine.as_ref().map_or(0, |e| e.state().app.tx_bytes)
     }
 
     /// True when the peer ended its byte stream ([`ConnectionCore::stream_finish`]) and the
@@ -780,14 +760,14 @@ impl ConnectionCore for ComposedConnection {
     /// without it reads as the end of the stream too, but proves nothing about the stream
     /// being whole. Always false on the UDT4 wire, which has no end-of-stream mark.
     fn peer_finished(&self) -> bool {
-        self.engine.as_ref().is_some_and(|e| e.st.app.rx_fin)
+        self.engine.as_ref().is_some_and(Engine::peer_finished)
     }
 
     /// True when everything written was acknowledged (or, unreliably, sent).
     fn is_flushed(&self) -> bool {
         self.engine
             .as_ref()
-            .is_none_or(|e| e.st.app.tx.is_empty() && e.st.segs.live() == 0)
+            .is_none_or(|e| e.state().app.tx.is_empty() && e.state().segs.live() == 0)
     }
 
     /// Asks for an orderly close: outstanding data is delivered first, then CLOSE is sent.
