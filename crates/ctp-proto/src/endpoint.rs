@@ -3,18 +3,14 @@
 
 use crate::connection::{ComposedConnection, Connection, ConnectionState};
 use crate::engine::session::CloseReason;
-use crate::handshake::{self, CookieContents, MIN_INIT_SIZE};
-use crate::packet::long_packet;
-use crate::profile::{
-    self, compose, decode_offer, encode_offer, Isn, MicroSet, Negotiated, Params, Profile,
-    ProfileError,
-};
+use crate::handshake::responder::{Init, InitAnswer, Responder};
+use crate::profile::{self, Isn, MicroSet, Params, Profile, ProfileError};
 use crate::protection::crc32c;
 use crate::schedule::Schedule;
 use crate::stats::EndpointStats;
 use crate::time::Instant;
 use crate::wire::header::{self, ConnectionId, Header, LongType};
-use crate::wire::{varint, Reader, WireError};
+use crate::wire::{Reader, WireError};
 use core::time::Duration;
 use rand_chacha::rand_core::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -368,6 +364,17 @@ impl Endpoint {
         }
     }
 
+    /// The cookie secret, supported microprotocols and parameters this endpoint answers
+    /// handshakes with.
+    fn responder(&self) -> Responder<'_> {
+        Responder {
+            secret: &self.cfg.cookie_secret,
+            supported: self.cfg.supported,
+            params: &self.cfg.params,
+        }
+    }
+
+    /// An INIT: answered statelessly (see [`Responder::answer_init`]).
     fn on_init(
         &mut self,
         now: Instant,
@@ -376,54 +383,31 @@ impl Endpoint {
         body: &[u8],
         size: usize,
     ) -> bool {
-        if !self.cfg.accept || size < MIN_INIT_SIZE || peer_cid == 0 {
+        if !self.cfg.accept {
             return false;
         }
-        let mut r = Reader::new(body);
-        let Ok((micros, asked, peer_isn)) = decode_offer(&mut r, &self.cfg.params) else {
+        let admitted = self.admits(from);
+        // Copies: the answer may draw fresh numbers from the endpoint meanwhile.
+        let (secret, params) = (self.cfg.cookie_secret, self.cfg.params);
+        let responder = Responder {
+            secret: &secret,
+            supported: self.cfg.supported,
+            params: &params,
+        };
+        let fresh = || (self.fresh_cid(), self.fresh_isn());
+        let init = Init {
+            from,
+            peer_cid,
+            body,
+            size,
+        };
+        let Some(answer) = responder.answer_init(now, init, admitted, fresh) else {
             return false;
         };
-        if r.rest().iter().any(|&b| b != 0) {
-            return false;
+        if matches!(answer, InitAnswer::Refuse(_)) {
+            self.stats.refused += 1;
         }
-        let local = self.cfg.params.for_peer(from).fit_recv_buffer();
-        let negotiated = match self.admits(from) {
-            Ok(()) => profile::negotiate(micros, &asked, self.cfg.supported, &local),
-            Err(full) => Negotiated::Refuse(full.to_string()),
-        };
-        let reply = match negotiated {
-            Negotiated::Refuse(reason) => {
-                self.stats.refused += 1;
-                let mut b = Vec::new();
-                varint::put(&mut b, reason.len() as u64);
-                b.extend_from_slice(reason.as_bytes());
-                long_packet(LongType::Refuse, peer_cid, 0, &b, 0)
-            }
-            Negotiated::Accept(set, params) => {
-                let local_cid = self.fresh_cid();
-                let local_isn = self.fresh_isn();
-                let contents = CookieContents {
-                    local_cid,
-                    peer_cid,
-                    micros: set,
-                    params,
-                    local_isn,
-                    peer_isn,
-                    minted: now,
-                };
-                let cookie = handshake::mint(&self.cfg.cookie_secret, &contents, from);
-                let mut b = Vec::new();
-                encode_offer(&mut b, set, &params, &local_isn);
-                varint::put(&mut b, cookie.len() as u64);
-                b.extend_from_slice(&cookie);
-                long_packet(LongType::InitAck, peer_cid, local_cid, &b, 0)
-            }
-        };
-        // Anti-amplification: never more than 3× what the unvalidated address sent.
-        if reply.len() > 3 * size {
-            return false;
-        }
-        self.queue_stateless(from, reply);
+        self.queue_stateless(from, answer.into_packet());
         true
     }
 
@@ -460,18 +444,11 @@ impl Endpoint {
         let Some(idx) = self.initiating(dcid, from, ConnectionState::Initiating) else {
             return false;
         };
-        let mut r = Reader::new(body);
-        let Ok(reason) = r.length_prefixed(crate::wire::frame::MAX_REASON, "reason") else {
-            return false;
-        };
-        let reason = crate::text::peer_text(reason);
         self.schedule.touch(idx);
-        if let Some(c) = self.conns[idx].as_mut().and_then(Connection::composed_mut) {
-            c.terminate(CloseReason::Handshake(format!(
-                "refused by {from}: {reason}"
-            )));
-        }
-        true
+        self.conns[idx]
+            .as_mut()
+            .and_then(Connection::composed_mut)
+            .is_some_and(|c| c.on_refuse(from, body))
     }
 
     fn on_cookie_echo(
@@ -485,7 +462,7 @@ impl Endpoint {
             // A repeated echo: our first packet was lost; send one again.
             if let Some(c) = self.conns[idx].as_mut().and_then(Connection::composed_mut) {
                 if c.remote == from && c.is_established() {
-                    c.owe_handshake_done = true;
+                    c.on_repeated_echo();
                     self.schedule.touch(idx);
                     return true;
                 }
@@ -495,18 +472,7 @@ impl Endpoint {
         if !self.cfg.accept || self.admits(from).is_err() {
             return false;
         }
-        let mut r = Reader::new(body);
-        let Ok(cookie) = r.length_prefixed(handshake::MAX_COOKIE, "cookie") else {
-            return false;
-        };
-        let Ok(k) = handshake::open(&self.cfg.cookie_secret, cookie, from, now, &self.cfg.params)
-        else {
-            return false;
-        };
-        if k.local_cid != dcid {
-            return false;
-        }
-        let Ok(engine) = compose(k.micros, &k.params, k.local_isn, k.peer_isn) else {
+        let Some((k, engine)) = self.responder().accept_echo(now, from, dcid, body) else {
             return false;
         };
         let c = ComposedConnection::responder(from, &k, engine);

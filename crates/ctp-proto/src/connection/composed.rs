@@ -7,31 +7,22 @@ use crate::conn_core::{ConnectionCore, Dropped};
 use crate::engine::app::Outgoing;
 use crate::engine::event::Event;
 use crate::engine::session::CloseReason;
-use crate::handshake;
-use crate::handshake::MIN_INIT_SIZE;
-use crate::packet::long_packet;
+use crate::handshake::state::InitAckError;
+use crate::handshake::{CookieContents, Handshake};
 use crate::packet::{open_short, Opened};
 use crate::perfmon::PerfMon;
-use crate::profile::{self, compose, decode_offer, encode_offer};
-use crate::profile::{Isn, MicroId, MicroSet, Params};
+use crate::profile::{compose, Isn, MicroId, MicroSet, Params};
 use crate::protection::{Crc32c, PacketProtection};
 use crate::stats::ConnectionStats;
 use crate::time::Instant;
 use crate::wire::frame::{close_code, MAX_DEPS};
-use crate::wire::header::{ConnectionId, LongType};
+use crate::wire::header::ConnectionId;
 use crate::wire::truncated::Truncated;
-use crate::wire::varint;
-use crate::wire::Reader;
 use bytes::Bytes;
 use core::time::Duration;
 use std::net::SocketAddr;
 
 use crate::conn_state::{ConnectionState, MsgOptions, ReadError, WriteError, STREAM_CHUNK};
-
-/// Handshake retransmission: first timeout, doubled on each retry up to [`HANDSHAKE_MAX_RTO`].
-pub const HANDSHAKE_RTO: Duration = Duration::from_millis(250);
-/// Longest wait between two handshake retransmissions.
-pub const HANDSHAKE_MAX_RTO: Duration = Duration::from_secs(1);
 
 /// A connection on ctp's wire: handshake, protection and the composed engine.
 pub struct ComposedConnection {
@@ -45,14 +36,8 @@ pub struct ComposedConnection {
     pub(crate) micros: MicroSet,
     pub(crate) params: Params,
     pub(crate) local_isn: Isn,
-    /// Initiator: the requested profile; responder: unused.
-    pub(crate) requested: (MicroSet, Params),
-    pub(crate) cookie: Vec<u8>,
-    pub(crate) handshake_deadline: Option<Instant>,
-    pub(crate) handshake_give_up: Instant,
-    pub(crate) handshake_rto: Duration,
-    pub(crate) handshake_due: bool,
-    pub(crate) owe_handshake_done: bool,
+    /// This side of the handshake.
+    pub(crate) hs: Handshake,
     pub(crate) close_frame: Option<(u64, String)>,
     pub(crate) close_after_drain: Option<CloseReason>,
     pub(crate) drain_until: Option<Instant>,
@@ -85,66 +70,45 @@ impl ComposedConnection {
     /// The offer may only narrow what was asked for; then the engine is composed and the
     /// cookie echoed. False when the packet is to be dropped.
     pub(crate) fn on_init_ack(&mut self, now: Instant, scid: ConnectionId, body: &[u8]) -> bool {
-        let mut r = Reader::new(body);
-        let Ok((set, params, peer_isn)) = decode_offer(&mut r, &self.requested.1) else {
-            return false;
+        let offer = match self.hs.check_init_ack(body) {
+            Ok(offer) => offer,
+            Err(InitAckError::Malformed) => return false,
+            Err(InitAckError::Wider) => {
+                self.terminate(CloseReason::Handshake(
+                    "responder answered with a profile wider than requested".into(),
+                ));
+                return false;
+            }
         };
-        let Ok(cookie) = r.length_prefixed(handshake::MAX_COOKIE, "cookie") else {
-            return false;
-        };
-        // The responder may only narrow what we asked for.
-        let (asked_set, asked) = self.requested;
-        let narrowed = set.0 & !asked_set.0 == 0
-            && params.max_udp_payload <= asked.max_udp_payload
-            && params.flow_window <= asked.flow_window
-            && params.max_message <= asked.max_message
-            && (!set.has(MicroId::Cc)
-                || (params.cc == asked.cc && params.cc_rate_kbps == asked.cc_rate_kbps));
-        if !narrowed || profile::check_micros(set).is_err() || params.check().is_err() {
-            self.terminate(CloseReason::Handshake(
-                "responder answered with a profile wider than requested".into(),
-            ));
-            return false;
-        }
-        let params = Params {
-            keepalive_ms: asked.keepalive_ms,
-            ..params
-        };
-        let Ok(engine) = compose(set, &params, self.local_isn, peer_isn) else {
+        let Ok(engine) = compose(offer.micros, &offer.params, self.local_isn, offer.peer_isn)
+        else {
             return false;
         };
         self.engine = Some(engine);
-        self.peer_pn_isn = peer_isn.pn;
-        self.micros = set;
-        self.params = params;
+        self.peer_pn_isn = offer.peer_isn.pn;
+        self.micros = offer.micros;
+        self.params = offer.params;
         self.peer_cid = scid;
-        self.cookie = cookie.to_vec();
         self.state = ConnectionState::Echoing;
-        self.handshake_due = true;
-        self.handshake_rto = HANDSHAKE_RTO;
-        self.handshake_deadline = Some(now + HANDSHAKE_RTO);
+        self.hs.echo(now, offer.cookie);
         true
     }
 
-    /// The handshake packet due in the current state (INIT, or COOKIE_ECHO with the
-    /// responder's cookie), appended to `out`; false in any other state.
-    fn build_handshake(&mut self, out: &mut Vec<u8>) -> bool {
-        let packet = match self.state {
-            ConnectionState::Initiating => {
-                let mut b = Vec::new();
-                encode_offer(&mut b, self.requested.0, &self.requested.1, &self.local_isn);
-                long_packet(LongType::Init, 0, self.local_cid, &b, MIN_INIT_SIZE)
-            }
-            ConnectionState::Echoing => {
-                let mut b = Vec::new();
-                varint::put(&mut b, self.cookie.len() as u64);
-                b.extend_from_slice(&self.cookie);
-                long_packet(LongType::CookieEcho, self.peer_cid, self.local_cid, &b, 0)
-            }
-            _ => return false,
+    /// The initiator's handling of REFUSE: the handshake fails with the responder's reason.
+    /// False when the packet is to be dropped (malformed).
+    pub(crate) fn on_refuse(&mut self, from: SocketAddr, body: &[u8]) -> bool {
+        let Some(reason) = crate::handshake::state::refusal(body) else {
+            return false;
         };
-        out.extend_from_slice(&packet);
+        self.terminate(CloseReason::Handshake(format!(
+            "refused by {from}: {reason}"
+        )));
         true
+    }
+
+    /// Responder: a repeated COOKIE_ECHO shows that the first packet was lost.
+    pub(crate) fn on_repeated_echo(&mut self) {
+        self.hs.owe_first_packet();
     }
 
     /// A connection this side initiates; it starts by sending INIT.
@@ -167,13 +131,7 @@ impl ComposedConnection {
             micros: profile.micros,
             params,
             local_isn,
-            requested: (profile.micros, params),
-            cookie: Vec::new(),
-            handshake_deadline: Some(now + HANDSHAKE_RTO),
-            handshake_give_up: now + handshake_timeout,
-            handshake_rto: HANDSHAKE_RTO,
-            handshake_due: true,
-            owe_handshake_done: false,
+            hs: Handshake::initiator(now, profile.micros, params, handshake_timeout),
             close_frame: None,
             close_after_drain: None,
             drain_until: None,
@@ -188,11 +146,7 @@ impl ComposedConnection {
     }
 
     /// A connection created by the responder from a valid cookie; established at once.
-    pub(crate) fn responder(
-        remote: SocketAddr,
-        k: &crate::handshake::CookieContents,
-        engine: Engine,
-    ) -> Self {
+    pub(crate) fn responder(remote: SocketAddr, k: &CookieContents, engine: Engine) -> Self {
         ComposedConnection {
             local_cid: k.local_cid,
             peer_cid: k.peer_cid,
@@ -203,13 +157,7 @@ impl ComposedConnection {
             micros: k.micros,
             params: k.params,
             local_isn: k.local_isn,
-            requested: (k.micros, k.params),
-            cookie: Vec::new(),
-            handshake_deadline: None,
-            handshake_give_up: k.minted,
-            handshake_rto: HANDSHAKE_RTO,
-            handshake_due: false,
-            owe_handshake_done: true,
+            hs: Handshake::responder(k.minted, k.micros, k.params),
             close_frame: None,
             close_after_drain: None,
             drain_until: None,
@@ -408,8 +356,7 @@ impl ComposedConnection {
 
     /// Ends the connection with `reason` (no CLOSE sent).
     pub(crate) fn terminate(&mut self, reason: CloseReason) {
-        self.handshake_deadline = None;
-        self.handshake_due = false;
+        self.hs.stop();
         if !matches!(self.state, ConnectionState::Closed(_)) {
             self.state = ConnectionState::Closed(reason);
             self.activity = true;
@@ -462,7 +409,7 @@ impl ComposedConnection {
                 self.activity = true;
                 if self.state == ConnectionState::Echoing {
                     self.state = ConnectionState::Established;
-                    self.handshake_deadline = None;
+                    self.hs.complete();
                 }
                 if let Some((code, reason)) = rx.close {
                     let r = if code == close_code::GRACEFUL {
@@ -526,11 +473,10 @@ impl ComposedConnection {
         ) {
             return false;
         }
-        if self.owe_handshake_done {
+        if self.hs.take_first_packet() {
             // The responder's first short packet tells the initiator that the connection
             // exists; make sure one goes out (and is acknowledged) even without data.
             e.owe_ping();
-            self.owe_handshake_done = false;
         }
         let room = e.state().app.tx_room();
         let built = e.build_packet(now, self.peer_cid, max, out, &mut *self.protection);
@@ -564,7 +510,15 @@ impl ConnectionCore for ComposedConnection {
 
     /// The handshake packet due (INIT or COOKIE_ECHO), else the next short packet.
     fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
-        if core::mem::take(&mut self.handshake_due) && self.build_handshake(out) {
+        if self.hs.take_due()
+            && self.hs.packet(
+                &self.state,
+                self.local_cid,
+                self.peer_cid,
+                &self.local_isn,
+                out,
+            )
+        {
             return true;
         }
         self.build_short(now, out)
@@ -805,20 +759,12 @@ impl ConnectionCore for ComposedConnection {
 
     /// Fires due timers.
     fn handle_timeout(&mut self, now: Instant) {
-        if let Some(d) = self.handshake_deadline {
-            if d <= now {
-                if now >= self.handshake_give_up {
-                    self.terminate(CloseReason::Handshake(format!(
-                        "no answer from {} (handshake timed out)",
-                        self.remote
-                    )));
-                    self.handshake_deadline = None;
-                    return;
-                }
-                self.handshake_due = true;
-                self.handshake_rto = (self.handshake_rto * 2).min(HANDSHAKE_MAX_RTO);
-                self.handshake_deadline = Some(now + self.handshake_rto);
-            }
+        if !self.hs.handle_timeout(now) {
+            self.terminate(CloseReason::Handshake(format!(
+                "no answer from {} (handshake timed out)",
+                self.remote
+            )));
+            return;
         }
         if let Some(d) = self.drain_until {
             if d <= now {
@@ -846,7 +792,7 @@ impl ConnectionCore for ComposedConnection {
             }
             _ => None,
         };
-        [engine, self.handshake_deadline, self.drain_until]
+        [engine, self.hs.poll_timeout(), self.drain_until]
             .into_iter()
             .flatten()
             .min()

@@ -21,8 +21,9 @@ use crate::wire::header::ConnectionId;
 use bytes::Bytes;
 use std::net::SocketAddr;
 
-pub use self::composed::{ComposedConnection, HANDSHAKE_MAX_RTO, HANDSHAKE_RTO, MAX_PN_JUMP};
+pub use self::composed::{ComposedConnection, MAX_PN_JUMP};
 pub use crate::conn_state::{ConnectionState, MsgOptions, ReadError, WriteError, STREAM_CHUNK};
+pub use crate::handshake::{HANDSHAKE_MAX_RTO, HANDSHAKE_RTO};
 
 /// The core of a connection.
 #[allow(
