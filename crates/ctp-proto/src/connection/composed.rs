@@ -364,16 +364,16 @@ impl ComposedConnection {
     }
 
     /// Handles a received short packet (the whole datagram): opens it with the connection's
-    /// protection, then hands its frames to the core. Returns false when it does not open:
-    /// it was corrupted, forged, or is a late copy recovered to a number it was not sent
-    /// with — and nothing of it was parsed.
-    pub(crate) fn on_short_packet(&mut self, now: Instant, packet: &mut [u8]) -> bool {
+    /// protection, then hands its frames to the engine. [`Dropped::Unopened`] when it does not
+    /// open: it was corrupted, forged, or is a late copy recovered to a number it was not
+    /// sent with — and nothing of it was parsed.
+    fn on_short_packet(&mut self, now: Instant, packet: &mut [u8]) -> Result<(), Dropped> {
         let wire_len = packet.len();
         if matches!(self.state, ConnectionState::Closed(_)) {
-            return true;
+            return Ok(());
         }
         let Some(e) = self.engine.as_mut() else {
-            return true;
+            return Ok(());
         };
         let (isn, largest) = (self.peer_pn_isn, self.largest_peer_pn);
         let recover = |t: Truncated| {
@@ -383,7 +383,7 @@ impl ComposedConnection {
             (isn..=limit).contains(&pn).then_some(pn)
         };
         let Ok(Opened { pn, frames }) = open_short(packet, &mut *self.protection, recover) else {
-            return false;
+            return Err(Dropped::Unopened);
         };
         if self.state == ConnectionState::Draining {
             if e.peer_close(frames).is_some() {
@@ -401,7 +401,7 @@ impl ComposedConnection {
                     self.close_frame = Some((code, r.to_string()));
                 }
             }
-            return true;
+            return Ok(());
         }
         match e.receive(now, pn, frames, wire_len) {
             Ok(rx) => {
@@ -426,7 +426,7 @@ impl ComposedConnection {
             Err(_) => self.malformed += 1,
         }
         self.after_engine(now);
-        true
+        Ok(())
     }
 
     /// Checks what the microprotocols decided (idle timeout, close progress).
@@ -501,11 +501,7 @@ impl ConnectionCore for ComposedConnection {
 
     /// A short packet (the whole datagram), opened in place by the connection's protection.
     fn handle_datagram(&mut self, now: Instant, datagram: &mut [u8]) -> Result<(), Dropped> {
-        if self.on_short_packet(now, datagram) {
-            Ok(())
-        } else {
-            Err(Dropped::Unopened)
-        }
+        self.on_short_packet(now, datagram)
     }
 
     /// The handshake packet due (INIT or COOKIE_ECHO), else the next short packet.
