@@ -6,6 +6,7 @@
 //! that framework alone.
 
 use crate::engine::admission::Admission;
+use crate::engine::app::Outgoing;
 use crate::engine::event::{Event, EventKind, OwnedEvents, PacketInfo, EVENT_KINDS};
 use crate::engine::session::CloseReason;
 use crate::engine::{
@@ -18,6 +19,8 @@ use crate::time::Instant;
 use crate::wire::frame::{CompressedFrame, DataFrame, Frame};
 use crate::wire::header::ConnectionId;
 use crate::wire::{varint, Reader, WireError};
+use bytes::Bytes;
+use std::collections::VecDeque;
 
 /// What a received packet carried that the connection (not a microprotocol) handles.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -43,8 +46,11 @@ pub struct Engine {
     micros: Vec<AnyMicro>,
     bindings: [Binding; EVENT_KINDS],
     writers: Binding,
-    /// Shared state.
-    pub st: State,
+    /// The microprotocol that decodes compressed segments, if one was composed.
+    decoder: Option<u8>,
+    /// Shared state: microprotocols write it through their handler context; everyone else
+    /// reads it through [`Engine::state`] and changes it through the engine's operations.
+    st: State,
     owned: OwnedEvents,
 }
 
@@ -53,6 +59,10 @@ impl Engine {
     pub fn new(micros: Vec<AnyMicro>, st: State) -> Result<Self, SetupError> {
         let mut bindings = [Binding::default(); EVENT_KINDS];
         let mut writers = Binding::default();
+        let decoder = micros
+            .iter()
+            .position(Microprotocol::decodes_segments)
+            .map(|i| i as u8);
         for (i, m) in micros.iter().enumerate() {
             for &k in m.bindings() {
                 let b = &mut bindings[k as usize];
@@ -71,10 +81,101 @@ impl Engine {
             micros,
             bindings,
             writers,
+            decoder,
             st,
             // Grows to what bursts need; an idle connection keeps a few slots.
             owned: OwnedEvents::with_capacity(8),
         })
+    }
+
+    /// The shared state, to read (microprotocols write it through their handler context,
+    /// the connection through the operations below).
+    pub fn state(&self) -> &State {
+        &self.st
+    }
+
+    /// The shared state, to write: tests set up situations with it.
+    #[cfg(test)]
+    pub(crate) fn state_mut(&mut self) -> &mut State {
+        &mut self.st
+    }
+
+    /// The id the next queued message gets.
+    pub fn next_msg_id(&self) -> u64 {
+        self.st.session.next_msg_seq
+    }
+
+    /// Puts an entry in the application's send queue, numbered now (message ids follow the
+    /// order of queueing), and counts its bytes as queued; returns its id. The caller raises
+    /// [`Event::UserData`] once it queued what it had.
+    pub fn queue(&mut self, mut out: Outgoing) -> u64 {
+        let id = self.st.session.next_msg_seq;
+        self.st.session.next_msg_seq += 1;
+        out.msg = Some(id);
+        self.st.app.tx_bytes += out.data.len();
+        self.st.app.tx.push_back(out);
+        id
+    }
+
+    /// Takes received stream bytes with `take` (which returns what it took and how many
+    /// bytes); when it took some, the microprotocols learn that the application read.
+    pub fn read_stream<T>(
+        &mut self,
+        now: Instant,
+        take: impl FnOnce(&mut VecDeque<Bytes>) -> (T, usize),
+    ) -> (T, usize) {
+        let app = &mut self.st.app;
+        let (got, n) = take(&mut app.rx_stream);
+        app.rx_bytes -= n;
+        if n > 0 {
+            self.dispatch(now, Event::UserRead);
+        }
+        (got, n)
+    }
+
+    /// Takes the next received message, if any; the microprotocols learn that the
+    /// application read.
+    pub fn recv_msg(&mut self, now: Instant) -> Option<Bytes> {
+        let m = self.st.app.rx_msgs.pop_front()?;
+        self.st.app.rx_bytes -= m.len();
+        self.dispatch(now, Event::UserRead);
+        Some(m)
+    }
+
+    /// True when the peer's end of stream reached the receive queue in order.
+    pub fn peer_finished(&self) -> bool {
+        self.st.app.rx_fin
+    }
+
+    /// The end the microprotocols decided for the connection (idle timeout, protocol
+    /// violation), taken.
+    pub fn take_close(&mut self) -> Option<CloseReason> {
+        self.st.session.close.take()
+    }
+
+    /// Makes the next packet ack-eliciting: it carries PING when nothing else asks for an
+    /// acknowledgement (the responder's first packet, which tells the initiator that the
+    /// connection exists, goes out and is acknowledged even without data).
+    pub fn owe_ping(&mut self) {
+        self.st.session.ping_owed = true;
+    }
+
+    /// Appends a packet with only CLOSE, sealed by `protection` and counted as sent (never
+    /// held back by congestion control, outside the microprotocols' packet events).
+    pub fn build_close(
+        &mut self,
+        dcid: ConnectionId,
+        code: u64,
+        reason: &str,
+        out: &mut Vec<u8>,
+        protection: &mut dyn PacketProtection,
+    ) {
+        let packet = ShortPacket::begin(out, dcid, self.st.next_pn, self.st.pn_on_wire());
+        Frame::emit_close(out, code, reason);
+        let bytes = packet.seal(out, protection);
+        self.st.next_pn += 1;
+        self.st.stats.packets_sent += 1;
+        self.st.stats.bytes_sent += bytes as u64;
     }
 
     /// The microprotocols bound to `kind`, by index.
@@ -87,19 +188,16 @@ impl Engine {
         &self.micros
     }
 
-    /// Hands a custom control message to the congestion-control algorithm (the `cc`
-    /// microprotocol's `on_custom`); false when the composition has no `cc`.
+    /// Hands a custom control message to the congestion-control algorithm: raises
+    /// [`Event::CongestionMessage`]; false when no microprotocol binds it (the composition
+    /// has no congestion controller to take it).
     pub fn congestion_message(&mut self, now: Instant, msg: &[u8]) -> bool {
-        let Some(AnyMicro::Cc(c)) = self
-            .micros
-            .iter_mut()
-            .find(|m| matches!(m, AnyMicro::Cc(_)))
-        else {
+        if self.bound(EventKind::CongestionMessage).is_empty() {
             return false;
-        };
-        if c.custom(now, msg, &mut self.st.session) {
-            self.dispatch(now, Event::CongestionChanged);
         }
+        let mut ring = BorrowedRing::default();
+        ring.push(Event::CongestionMessage(msg));
+        self.run(now, &mut ring);
         true
     }
 
@@ -171,7 +269,11 @@ impl Engine {
         let mut inflated_seg = None;
         if let Some(z) = v.compressed {
             let limit = self.st.session.inflate_limit;
-            match crate::micro::compression::inflate(&z, limit, &mut inflated) {
+            let decoded = match self.decoder {
+                Some(i) => self.micros[i as usize].decode_segment(&z, limit, &mut inflated),
+                None => Err(WireError::Invalid("compressed segment without compression")),
+            };
+            match decoded {
                 Ok(d) => inflated_seg = Some(d.seg),
                 Err(e) => {
                     self.st.stats.decompress_failed += 1;

@@ -59,3 +59,24 @@ pub enum ReadError {
 
 /// Largest piece of the byte stream sent as one message.
 pub const STREAM_CHUNK: usize = 64 * 1024;
+
+/// Per-message options of [`crate::connection::Connection::send_msg_with`] (UDT's
+/// `sendmsg` arguments).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MsgOptions {
+    /// After this long the message is no longer worth sending: if it is still not
+    /// acknowledged it is dropped instead of retransmitted (`None`: never expires).
+    pub ttl: Option<core::time::Duration>,
+    /// The receiver delivers the message only after every earlier one.
+    pub in_order: bool,
+}
+
+impl Default for MsgOptions {
+    /// No time-to-live, in order (what [`crate::connection::Connection::send_msg`] does).
+    fn default() -> Self {
+        MsgOptions {
+            ttl: None,
+            in_order: true,
+        }
+    }
+}

@@ -1,20 +1,16 @@
 //! An endpoint: one UDP socket's worth of connections. It demultiplexes datagrams by
 //! connection id, answers handshakes statelessly, and hands out datagrams to send.
 
-use crate::connection::{Connection, ConnectionState, HANDSHAKE_RTO};
+use crate::connection::{ComposedConnection, Connection, ConnectionState};
 use crate::engine::session::CloseReason;
-use crate::handshake::{self, CookieContents, MIN_INIT_SIZE};
-use crate::packet::long_packet;
-use crate::profile::{
-    self, compose, decode_offer, encode_offer, Isn, MicroId, MicroSet, Negotiated, Params, Profile,
-    ProfileError,
-};
+use crate::handshake::responder::{Init, InitAnswer, Responder};
+use crate::profile::{self, Isn, MicroSet, Params, Profile, ProfileError};
 use crate::protection::crc32c;
 use crate::schedule::Schedule;
 use crate::stats::EndpointStats;
 use crate::time::Instant;
 use crate::wire::header::{self, ConnectionId, Header, LongType};
-use crate::wire::{varint, Reader, WireError};
+use crate::wire::{Reader, WireError};
 use core::time::Duration;
 use rand_chacha::rand_core::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -214,8 +210,8 @@ impl Endpoint {
     }
 
     pub(crate) fn insert(&mut self, c: Connection) -> ConnectionHandle {
-        let cid = c.local_cid;
-        *self.per_address.entry(c.remote.ip()).or_default() += 1;
+        let cid = c.local_cid();
+        *self.per_address.entry(c.remote().ip()).or_default() += 1;
         let idx = match self.free.pop() {
             Some(Reverse(i)) => {
                 self.conns[i] = Some(c);
@@ -250,7 +246,7 @@ impl Endpoint {
         }
         let local_cid = self.fresh_cid();
         let local_isn = self.fresh_isn();
-        let c = Connection::initiator(
+        let c = ComposedConnection::initiator(
             now,
             local_cid,
             remote,
@@ -258,7 +254,7 @@ impl Endpoint {
             local_isn,
             self.cfg.handshake_timeout,
         );
-        Ok(self.insert(c))
+        Ok(self.insert(c.into()))
     }
 
     /// Processes one received datagram. Anything malformed is dropped and counted. The
@@ -298,23 +294,37 @@ impl Endpoint {
             self.stats.unknown_connection += 1;
             return;
         };
+        self.deliver(now, idx, from, data);
+    }
+
+    /// Hands a datagram routed to connection `idx` to its core, if it came from the
+    /// connection's peer; reports the connection established when this datagram
+    /// established it. Returns whether the core took it.
+    pub(crate) fn deliver(
+        &mut self,
+        now: Instant,
+        idx: usize,
+        from: SocketAddr,
+        data: &mut [u8],
+    ) -> bool {
         let Some(c) = self.conns[idx].as_mut() else {
-            return;
+            return false;
         };
-        if c.remote != from {
+        if c.remote() != from {
             self.stats.unknown_connection += 1;
-            return;
+            return false;
         }
         self.schedule.touch(idx);
-        let was = c.state.clone();
-        if !c.on_short_packet(now, data) {
-            self.stats.bad_checksum += 1;
-            return;
+        let was_open = c.is_established();
+        if let Err(dropped) = c.handle_datagram(now, data) {
+            dropped.count(&mut self.stats);
+            return false;
         }
-        if was == ConnectionState::Echoing && c.state == ConnectionState::Established {
+        if !was_open && *c.state() == ConnectionState::Established {
             self.events
                 .push_back(EndpointEvent::Connected(ConnectionHandle(idx)));
         }
+        true
     }
 
     /// A handshake packet: its trailer is checked before anything else.
@@ -354,6 +364,17 @@ impl Endpoint {
         }
     }
 
+    /// The cookie secret, supported microprotocols and parameters this endpoint answers
+    /// handshakes with.
+    fn responder(&self) -> Responder<'_> {
+        Responder {
+            secret: &self.cfg.cookie_secret,
+            supported: self.cfg.supported,
+            params: &self.cfg.params,
+        }
+    }
+
+    /// An INIT: answered statelessly (see [`Responder::answer_init`]).
     fn on_init(
         &mut self,
         now: Instant,
@@ -362,54 +383,31 @@ impl Endpoint {
         body: &[u8],
         size: usize,
     ) -> bool {
-        if !self.cfg.accept || size < MIN_INIT_SIZE || peer_cid == 0 {
+        if !self.cfg.accept {
             return false;
         }
-        let mut r = Reader::new(body);
-        let Ok((micros, asked, peer_isn)) = decode_offer(&mut r, &self.cfg.params) else {
+        let admitted = self.admits(from);
+        // Copies: the answer may draw fresh numbers from the endpoint meanwhile.
+        let (secret, params) = (self.cfg.cookie_secret, self.cfg.params);
+        let responder = Responder {
+            secret: &secret,
+            supported: self.cfg.supported,
+            params: &params,
+        };
+        let fresh = || (self.fresh_cid(), self.fresh_isn());
+        let init = Init {
+            from,
+            peer_cid,
+            body,
+            size,
+        };
+        let Some(answer) = responder.answer_init(now, init, admitted, fresh) else {
             return false;
         };
-        if r.rest().iter().any(|&b| b != 0) {
-            return false;
+        if matches!(answer, InitAnswer::Refuse(_)) {
+            self.stats.refused += 1;
         }
-        let local = self.cfg.params.for_peer(from).fit_recv_buffer();
-        let negotiated = match self.admits(from) {
-            Ok(()) => profile::negotiate(micros, &asked, self.cfg.supported, &local),
-            Err(full) => Negotiated::Refuse(full.to_string()),
-        };
-        let reply = match negotiated {
-            Negotiated::Refuse(reason) => {
-                self.stats.refused += 1;
-                let mut b = Vec::new();
-                varint::put(&mut b, reason.len() as u64);
-                b.extend_from_slice(reason.as_bytes());
-                long_packet(LongType::Refuse, peer_cid, 0, &b, 0)
-            }
-            Negotiated::Accept(set, params) => {
-                let local_cid = self.fresh_cid();
-                let local_isn = self.fresh_isn();
-                let contents = CookieContents {
-                    local_cid,
-                    peer_cid,
-                    micros: set,
-                    params,
-                    local_isn,
-                    peer_isn,
-                    minted: now,
-                };
-                let cookie = handshake::mint(&self.cfg.cookie_secret, &contents, from);
-                let mut b = Vec::new();
-                encode_offer(&mut b, set, &params, &local_isn);
-                varint::put(&mut b, cookie.len() as u64);
-                b.extend_from_slice(&cookie);
-                long_packet(LongType::InitAck, peer_cid, local_cid, &b, 0)
-            }
-        };
-        // Anti-amplification: never more than 3× what the unvalidated address sent.
-        if reply.len() > 3 * size {
-            return false;
-        }
-        self.queue_stateless(from, reply);
+        self.queue_stateless(from, answer.into_packet());
         true
     }
 
@@ -421,7 +419,7 @@ impl Endpoint {
     ) -> Option<usize> {
         let &idx = self.by_cid.get(&dcid)?;
         let c = self.conns[idx].as_ref()?;
-        (c.remote == from && c.state == state).then_some(idx)
+        (c.remote() == from && *c.state() == state).then_some(idx)
     }
 
     fn on_init_ack(
@@ -436,64 +434,21 @@ impl Endpoint {
             return false;
         };
         self.schedule.touch(idx);
-        let c = self.conns[idx].as_mut().expect("checked");
-        let mut r = Reader::new(body);
-        let Ok((set, params, peer_isn)) = decode_offer(&mut r, &c.requested.1) else {
-            return false;
-        };
-        let Ok(cookie) = r.length_prefixed(handshake::MAX_COOKIE, "cookie") else {
-            return false;
-        };
-        // The responder may only narrow what we asked for.
-        let (asked_set, asked) = c.requested;
-        let narrowed = set.0 & !asked_set.0 == 0
-            && params.max_udp_payload <= asked.max_udp_payload
-            && params.flow_window <= asked.flow_window
-            && params.max_message <= asked.max_message
-            && (!set.has(MicroId::Cc)
-                || (params.cc == asked.cc && params.cc_rate_kbps == asked.cc_rate_kbps));
-        if !narrowed || profile::check_micros(set).is_err() || params.check().is_err() {
-            c.terminate(CloseReason::Handshake(
-                "responder answered with a profile wider than requested".into(),
-            ));
-            return false;
-        }
-        let params = Params {
-            keepalive_ms: asked.keepalive_ms,
-            ..params
-        };
-        let Ok(engine) = compose(set, &params, c.local_isn, peer_isn) else {
-            return false;
-        };
-        c.engine = Some(engine);
-        c.peer_pn_isn = peer_isn.pn;
-        c.micros = set;
-        c.params = params;
-        c.peer_cid = scid;
-        c.cookie = cookie.to_vec();
-        c.state = ConnectionState::Echoing;
-        c.handshake_due = true;
-        c.handshake_rto = HANDSHAKE_RTO;
-        c.handshake_deadline = Some(now + HANDSHAKE_RTO);
-        true
+        self.conns[idx]
+            .as_mut()
+            .and_then(Connection::composed_mut)
+            .is_some_and(|c| c.on_init_ack(now, scid, body))
     }
 
     fn on_refuse(&mut self, from: SocketAddr, dcid: ConnectionId, body: &[u8]) -> bool {
         let Some(idx) = self.initiating(dcid, from, ConnectionState::Initiating) else {
             return false;
         };
-        let mut r = Reader::new(body);
-        let Ok(reason) = r.length_prefixed(crate::wire::frame::MAX_REASON, "reason") else {
-            return false;
-        };
-        let reason = crate::text::peer_text(reason);
         self.schedule.touch(idx);
-        if let Some(c) = self.conns[idx].as_mut() {
-            c.terminate(CloseReason::Handshake(format!(
-                "refused by {from}: {reason}"
-            )));
-        }
-        true
+        self.conns[idx]
+            .as_mut()
+            .and_then(Connection::composed_mut)
+            .is_some_and(|c| c.on_refuse(from, body))
     }
 
     fn on_cookie_echo(
@@ -505,9 +460,9 @@ impl Endpoint {
     ) -> bool {
         if let Some(&idx) = self.by_cid.get(&dcid) {
             // A repeated echo: our first packet was lost; send one again.
-            if let Some(c) = self.conns[idx].as_mut() {
+            if let Some(c) = self.conns[idx].as_mut().and_then(Connection::composed_mut) {
                 if c.remote == from && c.is_established() {
-                    c.owe_handshake_done = true;
+                    c.on_repeated_echo();
                     self.schedule.touch(idx);
                     return true;
                 }
@@ -517,22 +472,11 @@ impl Endpoint {
         if !self.cfg.accept || self.admits(from).is_err() {
             return false;
         }
-        let mut r = Reader::new(body);
-        let Ok(cookie) = r.length_prefixed(handshake::MAX_COOKIE, "cookie") else {
+        let Some((k, engine)) = self.responder().accept_echo(now, from, dcid, body) else {
             return false;
         };
-        let Ok(k) = handshake::open(&self.cfg.cookie_secret, cookie, from, now, &self.cfg.params)
-        else {
-            return false;
-        };
-        if k.local_cid != dcid {
-            return false;
-        }
-        let Ok(engine) = compose(k.micros, &k.params, k.local_isn, k.peer_isn) else {
-            return false;
-        };
-        let c = Connection::responder(from, &k, engine);
-        let h = self.insert(c);
+        let c = ComposedConnection::responder(from, &k, engine);
+        let h = self.insert(c.into());
         self.stats.accepted += 1;
         self.events.push_back(EndpointEvent::Incoming(h));
         true
@@ -590,54 +534,11 @@ impl Endpoint {
             let Some(c) = self.conns[idx].as_mut() else {
                 continue;
             };
-            if let Some(u) = c.udt.as_deref_mut() {
-                let sent_udt = u.poll_transmit(now, buf);
-                c.sync_udt();
-                if sent_udt {
-                    // Polled again after the others (round robin).
-                    self.schedule.touch(idx);
-                    return Some(sent(c.remote, buf));
-                }
-                self.schedule.set_deadline(idx, c.poll_timeout());
-                continue;
-            }
-            let built = if c.handshake_due {
-                c.handshake_due = false;
-                match c.state {
-                    ConnectionState::Initiating => {
-                        let mut b = Vec::new();
-                        encode_offer(&mut b, c.requested.0, &c.requested.1, &c.local_isn);
-                        buf.extend_from_slice(&long_packet(
-                            LongType::Init,
-                            0,
-                            c.local_cid,
-                            &b,
-                            MIN_INIT_SIZE,
-                        ));
-                        true
-                    }
-                    ConnectionState::Echoing => {
-                        let mut b = Vec::new();
-                        varint::put(&mut b, c.cookie.len() as u64);
-                        b.extend_from_slice(&c.cookie);
-                        buf.extend_from_slice(&long_packet(
-                            LongType::CookieEcho,
-                            c.peer_cid,
-                            c.local_cid,
-                            &b,
-                            0,
-                        ));
-                        true
-                    }
-                    _ => c.build_short(now, buf),
-                }
-            } else {
-                c.build_short(now, buf)
-            };
+            let built = c.poll_transmit(now, buf);
             if built {
                 // Polled again after the others (round robin).
                 self.schedule.touch(idx);
-                return Some(sent(c.remote, buf));
+                return Some(sent(c.remote(), buf));
             }
             self.schedule.set_deadline(idx, c.poll_timeout());
         }
@@ -654,17 +555,13 @@ impl Endpoint {
             let Some(c) = self.conns[i].as_mut() else {
                 continue;
             };
-            c.sync_udt();
-            let event = match &c.state {
+            let activity = c.take_activity();
+            let event = match c.state() {
                 ConnectionState::Closed(r) if !self.reported_closed[i] => {
                     self.reported_closed[i] = true;
-                    c.activity = false;
                     EndpointEvent::Closed(ConnectionHandle(i), r.clone())
                 }
-                _ if c.activity => {
-                    c.activity = false;
-                    EndpointEvent::Activity(ConnectionHandle(i))
-                }
+                _ if activity => EndpointEvent::Activity(ConnectionHandle(i)),
                 _ => continue,
             };
             self.schedule.report_again(i);
@@ -679,20 +576,19 @@ impl Endpoint {
         if let Some(mut c) = self.conns.get_mut(h.0).and_then(Option::take) {
             self.live -= 1;
             self.free.push(Reverse(h.0));
-            self.by_cid.remove(&c.local_cid);
+            let remote = c.remote();
+            self.by_cid.remove(&c.local_cid());
             self.schedule.forget(h.0);
-            if let Some(n) = self.per_address.get_mut(&c.remote.ip()) {
+            if let Some(n) = self.per_address.get_mut(&remote.ip()) {
                 *n -= 1;
                 if *n == 0 {
-                    self.per_address.remove(&c.remote.ip());
+                    self.per_address.remove(&remote.ip());
                 }
             }
-            if let Some(u) = c.udt.as_deref() {
-                self.udt_unindex(h.0, u.remote(), u.peer_id());
-            }
-            let mut close = Vec::new();
-            if c.build_close(&mut close) {
-                self.queue_stateless(c.remote, close);
+            self.unindex(h.0, &c);
+            let mut farewell = Vec::new();
+            if c.take_farewell(&mut farewell) {
+                self.queue_stateless(remote, farewell);
             }
         }
     }
@@ -765,7 +661,14 @@ mod tests {
         let now = p.now;
         let conn = p.client.connection_mut(c).unwrap();
         // A broken (or hostile) sender: it believes it may send without limit.
-        conn.engine.as_mut().unwrap().st.session.peer_max_seg = u64::MAX;
+        conn.composed_mut()
+            .unwrap()
+            .engine
+            .as_mut()
+            .unwrap()
+            .state_mut()
+            .session
+            .peer_max_seg = u64::MAX;
         let data = bytes::Bytes::from(vec![5u8; 4 << 20]);
         let mut sent = 0;
         p.run_until(Duration::from_secs(30), |p| {

@@ -11,6 +11,7 @@
 pub mod chunk_queue;
 pub mod coding;
 pub mod composed;
+pub mod conn_core;
 pub mod conn_state;
 pub mod connection;
 pub mod endpoint;
@@ -35,7 +36,8 @@ pub use ctp_cc::pace;
 /// ctp's notion of time, in microseconds: [`ctp_cc::time`].
 pub use ctp_cc::time;
 
-pub use connection::{ConnectionState, MsgOptions, ReadError, WriteError};
+pub use conn_core::ConnectionCore;
+pub use connection::{Connection, ConnectionState, MsgOptions, ReadError, WriteError};
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointEvent, Transmit};
 pub use engine::session::CloseReason;
 pub use perfmon::{PerfCounters, PerfInstant, PerfMon};

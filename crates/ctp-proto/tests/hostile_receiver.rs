@@ -101,8 +101,11 @@ fn pieces_at_far_offsets_cost_the_bytes_they_carry() {
         grown < 256 * 1024,
         "64 one-byte pieces grew the heap by {grown} bytes"
     );
-    assert_eq!(rx.st.app.partial_messages, 64);
-    assert!(rx.st.session.close.is_none(), "nothing unlawful was sent");
+    assert_eq!(rx.state().app.partial_messages, 64);
+    assert!(
+        rx.state().session.close.is_none(),
+        "nothing unlawful was sent"
+    );
 }
 
 /// Complete one-byte messages parked behind one that never comes cost ~160 bytes of state
@@ -120,7 +123,7 @@ fn messages_parked_behind_a_missing_one_are_bounded_by_the_receive_buffer() {
     let per_segment = 180u64;
     let mut packets = 0;
     // Message PEER.msg is never sent; everything after it is, one byte each, in order.
-    for i in 0..rx.st.session.recv_credit - PEER.seg {
+    for i in 0..rx.state().session.recv_credit - PEER.seg {
         let pieces: Vec<(u8, u64, u64, &[u8])> = (0..per_segment)
             .map(|j| {
                 let msg = PEER.msg + 1 + i * per_segment + j;
@@ -132,14 +135,14 @@ fn messages_parked_behind_a_missing_one_are_bounded_by_the_receive_buffer() {
         rx.receive(now(), PEER.pn + i, &f, f.len() + 20).unwrap();
         packets += 1;
         peak = peak.max(LIVE.load(Relaxed).saturating_sub(before));
-        if rx.st.session.close.is_some() {
+        if rx.state().session.close.is_some() {
             break;
         }
     }
     assert!(
-        matches!(&rx.st.session.close, Some(CloseReason::ProtocolViolation(w)) if w.contains("receive buffer")),
+        matches!(&rx.state().session.close, Some(CloseReason::ProtocolViolation(w)) if w.contains("receive buffer")),
         "after {packets} packets: {:?}",
-        rx.st.session.close
+        rx.state().session.close
     );
     eprintln!("{packets} hostile packets: heap peak +{peak} bytes for a {recv_buffer}-byte buffer");
     let bound = recv_buffer as usize + HELD_SLACK + 256 * 1024;
@@ -147,7 +150,7 @@ fn messages_parked_behind_a_missing_one_are_bounded_by_the_receive_buffer() {
         peak <= bound,
         "the heap grew by {peak} bytes for a {recv_buffer}-byte receive buffer (bound {bound})"
     );
-    assert!(rx.st.app.held() <= rx.st.app.hard_limit() + 64 * 1024);
+    assert!(rx.state().app.held() <= rx.state().app.hard_limit() + 64 * 1024);
 }
 
 /// Out-of-order segments beyond the credited share of the buffer are refused, not
@@ -160,17 +163,21 @@ fn out_of_order_segments_beyond_the_buffer_are_refused_not_acknowledged() {
     let mut rx = receiver(recv_buffer);
     let body = vec![7u8; 1400];
     // Segment PEER.seg (message PEER.msg) is missing; later whole messages arrive.
-    let credit = rx.st.session.recv_credit - PEER.seg;
+    let credit = rx.state().session.recv_credit - PEER.seg;
     for i in 1..credit {
         let f = data_frame(PEER.seg + i, &[(PieceFlags::LAST, PEER.msg + i, 0, &body)]);
         rx.receive(now(), PEER.pn + i, &f, f.len() + 20).unwrap();
     }
-    let refused = rx.st.stats.segments_refused;
+    let refused = rx.state().stats.segments_refused;
     assert!(refused > 0, "the credit spans more than the buffer's share");
-    assert!(rx.st.session.close.is_none(), "{:?}", rx.st.session.close);
-    assert!(rx.st.app.held() <= rx.st.app.credit_limit() + 2 * 1600);
+    assert!(
+        rx.state().session.close.is_none(),
+        "{:?}",
+        rx.state().session.close
+    );
+    assert!(rx.state().app.held() <= rx.state().app.credit_limit() + 2 * 1600);
     assert_eq!(
-        rx.st.stats.packets_received,
+        rx.state().stats.packets_received,
         credit - 1 - refused,
         "refused packets are not taken (so not acknowledged)"
     );
@@ -178,8 +185,8 @@ fn out_of_order_segments_beyond_the_buffer_are_refused_not_acknowledged() {
     let f = data_frame(PEER.seg, &[(PieceFlags::LAST, PEER.msg, 0, &body)]);
     rx.receive(now(), PEER.pn + credit, &f, f.len() + 20)
         .unwrap();
-    assert_eq!(rx.st.app.parked_messages(), 0);
-    assert_eq!(rx.st.app.rx_msgs.len() as u64, credit - refused);
+    assert_eq!(rx.state().app.parked_messages(), 0);
+    assert_eq!(rx.state().app.rx_msgs.len() as u64, credit - refused);
 }
 
 /// What an idle connection costs the endpoint that accepted it, in heap bytes.
@@ -231,17 +238,17 @@ fn a_segment_larger_than_the_negotiated_payload_breaks_the_protocol() {
     let fits = vec![1u8; 1400];
     let f = data_frame(PEER.seg, &[(PieceFlags::LAST, PEER.msg, 0, &fits)]);
     rx.receive(now(), PEER.pn, &f, f.len() + 20).unwrap();
-    assert!(rx.st.session.close.is_none());
+    assert!(rx.state().session.close.is_none());
     let big = vec![2u8; 9000];
     let f = data_frame(PEER.seg + 1, &[(PieceFlags::LAST, PEER.msg + 1, 0, &big)]);
     rx.receive(now(), PEER.pn + 1, &f, f.len() + 20).unwrap();
     assert!(
-        matches!(&rx.st.session.close, Some(CloseReason::ProtocolViolation(w)) if w.contains("negotiated")),
+        matches!(&rx.state().session.close, Some(CloseReason::ProtocolViolation(w)) if w.contains("negotiated")),
         "{:?}",
-        rx.st.session.close
+        rx.state().session.close
     );
     assert_eq!(
-        rx.st.app.rx_msgs.len(),
+        rx.state().app.rx_msgs.len(),
         1,
         "the oversized segment delivered nothing"
     );

@@ -80,6 +80,9 @@ pub enum EventKind {
     UserRead,
     /// A custom congestion-control message arrived from the peer's algorithm.
     CcMessage,
+    /// The application handed a custom message to the congestion-control algorithm (a
+    /// group budget's rate, a new `blast` rate).
+    CongestionMessage,
     /// The application asked for an orderly close.
     CloseRequested,
 }
@@ -188,6 +191,8 @@ pub enum Event<'a> {
     UserRead,
     /// See [`EventKind::CcMessage`].
     CcMessage(&'a [u8]),
+    /// See [`EventKind::CongestionMessage`].
+    CongestionMessage(&'a [u8]),
     /// See [`EventKind::CloseRequested`].
     CloseRequested,
 }
@@ -226,6 +231,7 @@ impl Event<'_> {
             Event::UrgentMessage(_) => EventKind::UrgentMessage,
             Event::UserRead => EventKind::UserRead,
             Event::CcMessage(_) => EventKind::CcMessage,
+            Event::CongestionMessage(_) => EventKind::CongestionMessage,
             Event::CloseRequested => EventKind::CloseRequested,
         }
     }
@@ -266,7 +272,8 @@ impl<'a> Event<'a> {
             | Event::SegmentArrived(_)
             | Event::SegmentAccepted(_)
             | Event::RepairArrived(_)
-            | Event::CcMessage(_) => return None,
+            | Event::CcMessage(_)
+            | Event::CongestionMessage(_) => return None,
             Event::UserData => Event::UserData,
             Event::SegmentReady { seg, retransmit } => Event::SegmentReady { seg, retransmit },
             Event::HoldLast { seg, bit } => Event::HoldLast { seg, bit },

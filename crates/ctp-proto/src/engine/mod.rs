@@ -16,7 +16,9 @@ pub mod timer;
 
 use crate::stats::ConnectionStats;
 use crate::time::Instant;
+use crate::wire::frame::{CompressedFrame, DataFrame};
 use crate::wire::truncated::Truncated;
+use crate::wire::WireError;
 use app::AppIo;
 use event::{Event, EventKind, OwnedEvents};
 use hold::{Barrier, HoldRegistry, Rearm, Release};
@@ -51,6 +53,22 @@ pub trait Microprotocol {
     /// then; the default, true, is always safe.
     fn owes_frames(&self, _st: &State) -> bool {
         true
+    }
+    /// True when this microprotocol decodes the compressed segments (`DATA_Z` frames) the
+    /// peer sends: the engine hands them to [`Microprotocol::decode_segment`] while it
+    /// validates a received packet. At most one microprotocol of a composition does.
+    fn decodes_segments(&self) -> bool {
+        false
+    }
+    /// Decodes a received compressed segment into `out` (cleared first), never writing
+    /// more than `limit` bytes, and checks its pieces; an error drops the whole packet.
+    fn decode_segment<'b>(
+        &self,
+        _z: &CompressedFrame<'_>,
+        _limit: usize,
+        _out: &'b mut Vec<u8>,
+    ) -> Result<DataFrame<'b>, WireError> {
+        Err(WireError::Invalid("compressed segment without compression"))
     }
 }
 

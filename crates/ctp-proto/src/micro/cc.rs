@@ -105,13 +105,6 @@ impl CcPolicy {
         &mut self.algo
     }
 
-    /// Hands a custom control message to the algorithm; true when its outputs changed
-    /// (the caller then raises `CongestionChanged`).
-    pub fn custom(&mut self, now: Instant, msg: &[u8], s: &mut Session) -> bool {
-        self.algo.on_custom(now, msg);
-        self.publish(s)
-    }
-
     fn publish(&self, s: &mut Session) -> bool {
         let (cwnd, rate) = (self.algo.cwnd(), self.algo.pacing_rate());
         let paused_until = self.algo.paused_until();
@@ -141,6 +134,7 @@ impl Microprotocol for CcPolicy {
                 EventKind::RtoExpired,
                 EventKind::PacketReceived,
                 EventKind::CcMessage,
+                EventKind::CongestionMessage,
             ]
         } else {
             &[
@@ -148,6 +142,7 @@ impl Microprotocol for CcPolicy {
                 EventKind::PacketLost,
                 EventKind::RtoExpired,
                 EventKind::CcMessage,
+                EventKind::CongestionMessage,
             ]
         }
     }
@@ -180,7 +175,8 @@ impl Microprotocol for CcPolicy {
             }
             Event::RtoExpired { backoff } => self.algo.on_timeout(now, backoff),
             Event::PacketReceived { bytes, .. } => self.algo.on_packet_received(now, bytes as u64),
-            Event::CcMessage(msg) => self.algo.on_custom(now, msg),
+            // The peer's algorithm's message, or the application's: the same hook.
+            Event::CcMessage(msg) | Event::CongestionMessage(msg) => self.algo.on_custom(now, msg),
             _ => return,
         }
         if self.publish(&mut cx.st.session) {

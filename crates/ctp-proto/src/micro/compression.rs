@@ -114,6 +114,19 @@ impl Microprotocol for Compression {
         }
         cx.release(seg, Barrier::Send, self.bit);
     }
+
+    fn decodes_segments(&self) -> bool {
+        true
+    }
+
+    fn decode_segment<'b>(
+        &self,
+        z: &CompressedFrame<'_>,
+        limit: usize,
+        out: &'b mut Vec<u8>,
+    ) -> Result<DataFrame<'b>, WireError> {
+        inflate(z, limit, out)
+    }
 }
 
 #[cfg(test)]

@@ -33,6 +33,8 @@ mod tests;
 use crate::engine::event::{Event, EventKind};
 use crate::engine::timer::TimerId;
 use crate::engine::{Cx, FrameWriter, Microprotocol, State};
+use crate::wire::frame::{CompressedFrame, DataFrame};
+use crate::wire::WireError;
 
 macro_rules! any_micro {
     ($($variant:ident($ty:ty)),* $(,)?) => {
@@ -65,6 +67,17 @@ macro_rules! any_micro {
             }
             fn owes_frames(&self, st: &State) -> bool {
                 match self { $(AnyMicro::$variant(m) => m.owes_frames(st),)* }
+            }
+            fn decodes_segments(&self) -> bool {
+                match self { $(AnyMicro::$variant(m) => m.decodes_segments(),)* }
+            }
+            fn decode_segment<'b>(
+                &self,
+                z: &CompressedFrame<'_>,
+                limit: usize,
+                out: &'b mut Vec<u8>,
+            ) -> Result<DataFrame<'b>, WireError> {
+                match self { $(AnyMicro::$variant(m) => m.decode_segment(z, limit, out),)* }
             }
         }
     };

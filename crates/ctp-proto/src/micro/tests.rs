@@ -46,8 +46,9 @@ fn queue(e: &mut Engine, now: Instant, data: &[u8], stream: bool) {
 
 /// Puts `data` in the send queue as the application's write would, without cutting it yet.
 fn enqueue(e: &mut Engine, data: Bytes, stream: bool) {
-    e.st.app.tx_bytes += data.len();
-    e.st.app
+    e.state_mut().app.tx_bytes += data.len();
+    e.state_mut()
+        .app
         .tx
         .push_back(Outgoing::new(data, stream, false, None));
 }
@@ -91,7 +92,7 @@ fn drain(e: &mut Engine, now: Instant) -> Vec<Vec<u8>> {
         buf.clear();
         e.build_packet(now, 9, 1472, &mut buf, &mut Crc32c)
     } {
-        let body = sealed_body(&buf, e.st.next_pn - 1);
+        let body = sealed_body(&buf, e.state().next_pn - 1);
         let mut r = Reader::new(&body);
         Header::parse(&mut r).expect("header");
         out.push(r.rest().to_vec());
@@ -194,11 +195,11 @@ fn fragmentation_coalesces_small_messages_and_splits_large_ones() {
         enqueue(&mut tx, Bytes::copy_from_slice(m), false);
     }
     tx.dispatch(t(0), Event::UserData);
-    let max = tx.st.session.max_segment_payload;
+    let max = tx.state().session.max_segment_payload;
     let total_pieces: usize = 10 + 20 + 5000;
     let expected = total_pieces.div_ceil(max - 12);
     assert_eq!(
-        tx.st.segs.live(),
+        tx.state().segs.live(),
         expected,
         "{total_pieces} bytes in segments of {max}"
     );
@@ -209,7 +210,7 @@ fn fragmentation_coalesces_small_messages_and_splits_large_ones() {
     for (i, p) in packets.iter().enumerate() {
         rx.receive(t(1), PEER.pn + i as u64, p, p.len()).unwrap();
     }
-    let got: Vec<Bytes> = rx.st.app.rx_msgs.drain(..).collect();
+    let got: Vec<Bytes> = rx.state_mut().app.rx_msgs.drain(..).collect();
     assert_eq!(got.len(), 3);
     assert_eq!(&got[0][..], b"0123456789");
     assert_eq!(&got[1][..], &[7u8; 20]);
@@ -219,11 +220,11 @@ fn fragmentation_coalesces_small_messages_and_splits_large_ones() {
 #[test]
 fn bulk_data_fills_packets_but_for_the_control_reserve() {
     let mut tx = reliable();
-    tx.st.session.cwnd = u64::MAX / 4;
+    tx.state_mut().session.cwnd = u64::MAX / 4;
     queue(&mut tx, t(0), &vec![9u8; 100_000], true);
     let max = Params::default().max_udp_payload as usize;
     assert_eq!(
-        tx.st.session.max_segment_payload,
+        tx.state().session.max_segment_payload,
         max - crate::profile::SEGMENT_OVERHEAD
     );
     let packets = data_packets(&drain(&mut tx, t(0)));
@@ -237,7 +238,7 @@ fn bulk_data_fills_packets_but_for_the_control_reserve() {
             }
         };
         // One piece filling the whole segment, without a length field.
-        assert_eq!(d.payload_len(), tx.st.session.max_segment_payload);
+        assert_eq!(d.payload_len(), tx.state().session.max_segment_payload);
         let pieces: Vec<_> = d.pieces().collect();
         assert_eq!(pieces.len(), 1);
         assert!(pieces[0].flags.has(PieceFlags::TO_END));
@@ -249,7 +250,7 @@ fn bulk_data_fills_packets_but_for_the_control_reserve() {
 #[test]
 fn packets_append_to_a_batch_and_seal_on_their_own_bytes() {
     let mut tx = reliable();
-    tx.st.session.cwnd = u64::MAX / 4;
+    tx.state_mut().session.cwnd = u64::MAX / 4;
     let data: Vec<u8> = (0..2500u32).map(|i| i as u8).collect();
     queue(&mut tx, t(0), &data, true);
     let mut batch = vec![0xee; 7]; // bytes of an earlier datagram
@@ -276,23 +277,23 @@ fn packets_append_to_a_batch_and_seal_on_their_own_bytes() {
 fn a_large_write_is_cut_as_packets_leave_not_all_at_once() {
     use crate::engine::CUT_AHEAD;
     let mut tx = reliable();
-    tx.st.session.cwnd = u64::MAX / 4;
+    tx.state_mut().session.cwnd = u64::MAX / 4;
     let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
     queue(&mut tx, t(0), &data, true);
     assert_eq!(
-        tx.st.segs.unsent(),
+        tx.state().segs.unsent(),
         CUT_AHEAD,
         "cut ahead, not the whole write"
     );
-    assert!(tx.st.app.tx_bytes > data.len() - CUT_AHEAD * 1472);
+    assert!(tx.state().app.tx_bytes > data.len() - CUT_AHEAD * 1472);
     let (mut got, mut most, mut buf) = (Vec::new(), 0, Vec::new());
     for ms in 0..1000 {
         while {
             buf.clear();
             tx.build_packet(t(ms), 9, 1472, &mut buf, &mut Crc32c)
         } {
-            most = most.max(tx.st.segs.unsent());
-            let body = sealed_body(&buf, tx.st.next_pn - 1);
+            most = most.max(tx.state().segs.unsent());
+            let body = sealed_body(&buf, tx.state().next_pn - 1);
             append_stream_data(&body, &mut got);
         }
         if got.len() == data.len() {
@@ -302,7 +303,7 @@ fn a_large_write_is_cut_as_packets_leave_not_all_at_once() {
     assert!(most <= CUT_AHEAD, "{most} segments waited to be sent");
     assert_eq!(got.len(), data.len());
     assert!(got == data, "the bytes arrive as written");
-    assert_eq!(tx.st.segs.unsent(), 0);
+    assert_eq!(tx.state().segs.unsent(), 0);
 }
 
 /// A segment whose last piece runs to its end keeps that piece's data as a slice of the
@@ -311,17 +312,17 @@ fn a_large_write_is_cut_as_packets_leave_not_all_at_once() {
 #[test]
 fn bulk_segments_reference_the_application_buffer() {
     let mut tx = reliable();
-    tx.st.session.cwnd = u64::MAX / 4;
+    tx.state_mut().session.cwnd = u64::MAX / 4;
     let chunk: Vec<u8> = (0..50_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
     let chunk = Bytes::from(chunk);
     let range = chunk.as_ptr_range();
     enqueue(&mut tx, chunk.clone(), true);
     tx.dispatch(t(0), Event::UserData);
-    let sendable: Vec<_> = tx.st.segs.sendable.iter().copied().collect();
+    let sendable: Vec<_> = tx.state().segs.sendable.iter().copied().collect();
     assert!(sendable.len() > 30, "{} segments", sendable.len());
     let mut referenced = 0;
     for &seg in &sendable {
-        let s = tx.st.segs.get(seg).expect("live");
+        let s = tx.state().segs.get(seg).expect("live");
         if s.tail.is_empty() {
             continue;
         }
@@ -345,7 +346,7 @@ fn bulk_segments_reference_the_application_buffer() {
 #[test]
 fn a_chunk_ending_inside_a_segment_is_referenced_too() {
     let mut tx = reliable();
-    tx.st.session.cwnd = u64::MAX / 4;
+    tx.state_mut().session.cwnd = u64::MAX / 4;
     // The first chunk ends some 450 bytes into its seventh segment.
     let chunks: Vec<Bytes> = [9_000u32, 7_000]
         .iter()
@@ -362,7 +363,7 @@ fn a_chunk_ending_inside_a_segment_is_referenced_too() {
         enqueue(&mut tx, c.clone(), true);
     }
     tx.dispatch(t(0), Event::UserData);
-    let sendable: Vec<_> = tx.st.segs.sendable.iter().copied().collect();
+    let sendable: Vec<_> = tx.state().segs.sendable.iter().copied().collect();
     let first = chunks[0].as_ptr_range();
     let in_first = |s: &crate::engine::segment::Segment| {
         s.inner
@@ -372,9 +373,9 @@ fn a_chunk_ending_inside_a_segment_is_referenced_too() {
     let joint = sendable
         .iter()
         .copied()
-        .find(|&id| tx.st.segs.get(id).is_some_and(in_first))
+        .find(|&id| tx.state().segs.get(id).is_some_and(in_first))
         .expect("the segment where the first chunk ends references its end");
-    let s = tx.st.segs.get(joint).expect("live");
+    let s = tx.state().segs.get(joint).expect("live");
     let at = s.inner.as_ref().expect("inner").0;
     assert!(at > 0 && at < s.payload.len(), "between two piece headers");
     assert!(
@@ -384,7 +385,7 @@ fn a_chunk_ending_inside_a_segment_is_referenced_too() {
     let mut wire = Vec::new();
     s.put_body(&mut wire);
     assert_eq!(wire.len(), s.body_len());
-    let s = tx.st.segs.get_mut(joint).expect("live");
+    let s = tx.state_mut().segs.get_mut(joint).expect("live");
     s.flatten_body();
     assert!(s.inner.is_none() && s.tail.is_empty());
     assert_eq!(s.payload, wire, "joining gives the wire's bytes");
@@ -401,7 +402,7 @@ fn numbered_packet(e: &mut Engine, now: Instant, expected_pn: u64) -> (u64, usiz
         e.build_packet(now, 9, 1472, &mut buf, &mut Crc32c),
         "nothing to send"
     );
-    let body = sealed_body(&buf, e.st.next_pn - 1);
+    let body = sealed_body(&buf, e.state().next_pn - 1);
     let mut r = Reader::new(&body);
     let Header::Short { pn, .. } = Header::parse(&mut r).expect("header") else {
         panic!("not a short header")
@@ -422,7 +423,7 @@ fn numbered_packet(e: &mut Engine, now: Instant, expected_pn: u64) -> (u64, usiz
 fn numbers_shorten_once_acknowledged_and_an_aliased_late_copy_fails_to_open() {
     let mut tx = reliable();
     let mut rx = compose(reliable_set(), &Params::default(), PEER, LOCAL).unwrap();
-    tx.st.session.cwnd = u64::MAX / 4;
+    tx.state_mut().session.cwnd = u64::MAX / 4;
     queue(&mut tx, t(0), &vec![1u8; 20_000], true);
     // Nothing acknowledged yet: a 30-bit (4-byte) packet number; the first segment's
     // offset is 0 (one byte).
@@ -456,7 +457,7 @@ fn numbers_shorten_once_acknowledged_and_an_aliased_late_copy_fails_to_open() {
     assert_eq!(o.pn, LOCAL.pn + 1);
     rx.receive(t(22), o.pn, o.frames, 1300).unwrap();
     assert_eq!(
-        rx.st.session.recv_seg_cum,
+        rx.state().session.recv_seg_cum,
         LOCAL.seg + 2,
         "both segments accepted"
     );
@@ -494,7 +495,7 @@ fn every_frame_of_a_packet_takes_effect_however_many_it_carries() {
             &[(PieceFlags::LAST, PEER.msg, 0, b"after pings")],
         ));
         rx.receive(t(0), PEER.pn, &f, f.len()).unwrap();
-        let got: Vec<Bytes> = rx.st.app.rx_msgs.drain(..).collect();
+        let got: Vec<Bytes> = rx.state_mut().app.rx_msgs.drain(..).collect();
         assert_eq!(
             got,
             [Bytes::from_static(b"after pings")],
@@ -509,16 +510,16 @@ fn sequencing_drops_duplicates_and_segments_beyond_the_window() {
     let f = data_frame(PEER.seg, &[(PieceFlags::LAST, PEER.msg, 0, b"once")]);
     rx.receive(t(0), PEER.pn, &f, 50).unwrap();
     rx.receive(t(0), PEER.pn + 1, &f, 50).unwrap();
-    assert_eq!(rx.st.stats.duplicate_segments, 1);
-    assert_eq!(rx.st.app.rx_msgs.len(), 1);
-    assert_eq!(rx.st.session.recv_seg_cum, PEER.seg + 1);
+    assert_eq!(rx.state().stats.duplicate_segments, 1);
+    assert_eq!(rx.state().app.rx_msgs.len(), 1);
+    assert_eq!(rx.state().session.recv_seg_cum, PEER.seg + 1);
     let far = data_frame(
         PEER.seg + 1 + Params::default().flow_window as u64 + 64,
         &[(PieceFlags::LAST, 1, 0, b"x")],
     );
     rx.receive(t(0), PEER.pn + 2, &far, 50).unwrap();
-    assert_eq!(rx.st.stats.out_of_window_segments, 1);
-    assert_eq!(rx.st.session.close, None, "no credit was promised");
+    assert_eq!(rx.state().stats.out_of_window_segments, 1);
+    assert_eq!(rx.state().session.close, None, "no credit was promised");
 }
 
 /// With a flow window, a segment beyond the credit given is a protocol violation (QUIC's
@@ -526,24 +527,26 @@ fn sequencing_drops_duplicates_and_segments_beyond_the_window() {
 #[test]
 fn a_segment_beyond_the_flow_credit_breaks_the_protocol() {
     let mut rx = reliable();
-    let credit = rx.st.session.recv_credit;
+    let credit = rx.state().session.recv_credit;
     assert_eq!(credit, PEER.seg + Params::default().flow_window as u64);
     let f = data_frame(credit - 1, &[(PieceFlags::LAST, PEER.msg + 5, 0, b"last")]);
     rx.receive(t(0), PEER.pn, &f, 50).unwrap();
     assert_eq!(
-        rx.st.session.close, None,
+        rx.state().session.close,
+        None,
         "the last credited segment is fine"
     );
     let beyond = data_frame(credit, &[(PieceFlags::LAST, PEER.msg + 6, 0, b"x")]);
     rx.receive(t(0), PEER.pn + 1, &beyond, 50).unwrap();
-    assert_eq!(rx.st.stats.protocol_violations, 1);
+    assert_eq!(rx.state().stats.protocol_violations, 1);
     assert!(
-        matches!(&rx.st.session.close, Some(CloseReason::ProtocolViolation(w)) if w.contains("flow credit")),
+        matches!(&rx.state().session.close, Some(CloseReason::ProtocolViolation(w)) if w.contains("flow credit")),
         "{:?}",
-        rx.st.session.close
+        rx.state().session.close
     );
     assert_eq!(
-        rx.st.stats.packets_received, 1,
+        rx.state().stats.packets_received,
+        1,
         "the violating packet is not taken"
     );
 }
@@ -574,13 +577,20 @@ fn fifo_waits_for_predecessors_while_unordered_delivers_at_once() {
         unordered.receive(t(0), PEER.pn + k as u64, f, 40).unwrap();
         if k < 2 {
             assert!(
-                fifo.st.app.rx_msgs.is_empty(),
+                fifo.state().app.rx_msgs.is_empty(),
                 "fifo must hold message {} until 0 arrives",
                 2 - k
             );
         }
     }
-    let order = |e: &Engine| e.st.app.rx_msgs.iter().map(|m| m[0]).collect::<Vec<_>>();
+    let order = |e: &Engine| {
+        e.state()
+            .app
+            .rx_msgs
+            .iter()
+            .map(|m| m[0])
+            .collect::<Vec<_>>()
+    };
     assert_eq!(order(&fifo), [0, 1, 2]);
     assert_eq!(order(&unordered), [2, 1, 0]);
 }
@@ -598,18 +608,19 @@ fn congestion_window_bounds_bytes_in_flight() {
     ]);
     queue(&mut tx, t(0), &vec![1u8; 200_000], true);
     let sent_packets = data_packets(&drain(&mut tx, t(0))).len();
-    let cwnd = tx.st.session.cwnd;
+    let cwnd = tx.state().session.cwnd;
     assert_eq!(cwnd, 10 * 1472, "initial window of 10 packets");
-    let per_packet = (tx.st.session.max_segment_payload + crate::profile::SEGMENT_OVERHEAD) as u64;
+    let per_packet =
+        (tx.state().session.max_segment_payload + crate::profile::SEGMENT_OVERHEAD) as u64;
     assert_eq!(
         sent_packets as u64,
         cwnd / per_packet,
         "window allows exactly what fits"
     );
-    assert!(tx.st.session.bytes_in_flight <= cwnd + per_packet);
+    assert!(tx.state().session.bytes_in_flight <= cwnd + per_packet);
     // Nothing more leaves until something is acknowledged.
     assert!(data_packets(&drain(&mut tx, t(1))).is_empty());
-    assert_eq!(tx.st.stats.cwnd_peak, cwnd);
+    assert_eq!(tx.state().stats.cwnd_peak, cwnd);
 
     // One ACK acknowledges the last seven and so declares the first three lost: slow start
     // grows the window with each acknowledged packet, the window releases under it, then
@@ -622,9 +633,9 @@ fn congestion_window_bounds_bytes_in_flight() {
     };
     AckFrame::emit(&mut f, 0, [acked].into_iter());
     tx.receive(t(2), PEER.pn, &f, 30).unwrap();
-    assert_eq!(tx.st.stats.packets_lost, 3);
+    assert_eq!(tx.state().stats.packets_lost, 3);
     drain(&mut tx, t(2));
-    let s = &tx.st;
+    let s = tx.state();
     let flight = s.session.bytes_in_flight;
     assert!(
         s.stats.cwnd_peak > cwnd,
@@ -668,8 +679,8 @@ fn paced_departures_with(segments: usize, ms: u64, pace: impl FnOnce(&mut Sessio
         Pacing,
         NewReno,
     ]);
-    tx.st.session.cwnd = u64::MAX / 4;
-    pace(&mut tx.st.session);
+    tx.state_mut().session.cwnd = u64::MAX / 4;
+    pace(&mut tx.state_mut().session);
     queue(&mut tx, t(0), &vec![2u8; segments * 1374], true);
     let mut now = t(0);
     let mut times = Vec::new();
@@ -766,29 +777,30 @@ fn newreno_grows_halves_once_per_window_and_collapses_on_timeout() {
         CongestionWindow,
         NewReno,
     ]);
-    let w0 = tx.st.session.cwnd;
+    let w0 = tx.state().session.cwnd;
     tx.dispatch(t(1), Event::PacketAcked(sent(1, t(0))));
     assert_eq!(
-        tx.st.session.cwnd,
+        tx.state().session.cwnd,
         w0 + 1000,
         "slow start adds the acked bytes"
     );
     tx.dispatch(t(2), Event::PacketLost(sent(2, t(1))));
     let halved = (w0 + 1000) / 2;
-    assert_eq!(tx.st.session.cwnd, halved);
+    assert_eq!(tx.state().session.cwnd, halved);
     tx.dispatch(t(3), Event::PacketLost(sent(3, t(1))));
     assert_eq!(
-        tx.st.session.cwnd, halved,
+        tx.state().session.cwnd,
+        halved,
         "one decrease per recovery period"
     );
     // Congestion avoidance: one full window of acknowledged bytes adds one packet.
     for i in 0..halved.div_ceil(1000) {
         tx.dispatch(t(4), Event::PacketAcked(sent(10 + i, t(3))));
     }
-    assert_eq!(tx.st.session.cwnd, halved + 1472);
+    assert_eq!(tx.state().session.cwnd, halved + 1472);
     tx.dispatch(t(5), Event::RtoExpired { backoff: 1 });
     assert_eq!(
-        tx.st.session.cwnd,
+        tx.state().session.cwnd,
         2 * 1472,
         "timeout collapses to the minimum window"
     );
@@ -797,7 +809,7 @@ fn newreno_grows_halves_once_per_window_and_collapses_on_timeout() {
 #[test]
 fn flow_window_holds_segments_beyond_the_peer_credit() {
     let mut tx = engine(&[Sequencing, AckTracking, Rtt, Arq, Fifo, FlowWindow]);
-    tx.st.session.peer_max_seg = LOCAL.seg + 3;
+    tx.state_mut().session.peer_max_seg = LOCAL.seg + 3;
     queue(&mut tx, t(0), &vec![3u8; 10 * 1374], true);
     assert_eq!(data_packets(&drain(&mut tx, t(0))).len(), 3);
     let mut f = Vec::new();
@@ -811,12 +823,12 @@ fn arq_retransmits_lost_segments_and_frees_acknowledged_ones() {
     let mut tx = engine(&[Sequencing, AckTracking, Rtt, Arq, Fifo]);
     queue(&mut tx, t(0), b"hello", false);
     assert_eq!(data_packets(&drain(&mut tx, t(0))).len(), 1);
-    assert_eq!(tx.st.segs.live(), 1, "kept until acknowledged");
+    assert_eq!(tx.state().segs.live(), 1, "kept until acknowledged");
     // A NAK of that packet reports it lost; ARQ sends the segment again in a new packet.
     nak_first_packet(&mut tx, t(5));
     let again = data_packets(&drain(&mut tx, t(5)));
     assert_eq!(again.len(), 1);
-    assert_eq!(tx.st.stats.retransmissions, 1);
+    assert_eq!(tx.state().stats.retransmissions, 1);
     let mut f = Vec::new();
     AckFrame::emit(
         &mut f,
@@ -828,7 +840,7 @@ fn arq_retransmits_lost_segments_and_frees_acknowledged_ones() {
         .into_iter(),
     );
     tx.receive(t(10), PEER.pn + 1, &f, 20).unwrap();
-    assert_eq!(tx.st.segs.live(), 0, "freed once acknowledged");
+    assert_eq!(tx.state().segs.live(), 0, "freed once acknowledged");
 }
 
 #[test]
@@ -845,7 +857,7 @@ fn ack_tracking_reports_acks_losses_and_naks_holes() {
     for i in 0..10 {
         tx.dispatch(t(0), Event::PacketSent(sent(LOCAL.pn + i, t(0))));
     }
-    tx.st.next_pn = LOCAL.pn + 10;
+    tx.state_mut().next_pn = LOCAL.pn + 10;
     let mut f = Vec::new();
     let ranges = [
         PnRange {
@@ -860,13 +872,14 @@ fn ack_tracking_reports_acks_losses_and_naks_holes() {
     AckFrame::emit(&mut f, 0, ranges.into_iter());
     tx.receive(t(20), PEER.pn, &f, 30).unwrap();
     assert_eq!(
-        tx.st.stats.packets_lost, 1,
+        tx.state().stats.packets_lost,
+        1,
         "pn+4 is three packets behind the largest acked"
     );
     assert!(
-        tx.st.session.srtt_us >= 19_000,
+        tx.state().session.srtt_us >= 19_000,
         "an RTT sample was taken: {}",
-        tx.st.session.srtt_us
+        tx.state().session.srtt_us
     );
     // Receiver side: a hole is NAKed once three later packets arrived.
     let mut rx = reliable();
@@ -898,7 +911,7 @@ fn ack_tracking_reports_acks_losses_and_naks_holes() {
             hi: PEER.pn + 5
         }]
     );
-    assert_eq!(rx.st.stats.naks_sent, 1);
+    assert_eq!(rx.state().stats.naks_sent, 1);
 }
 
 #[test]
@@ -908,12 +921,15 @@ fn keepalive_pings_when_quiet_and_ends_an_idle_connection() {
     let interval = Duration::from_millis(Params::default().keepalive_ms as u64);
     e.handle_timeout(t(0) + interval);
     assert!(
-        e.st.session.ping_owed,
+        e.state().session.ping_owed,
         "a PING is owed after the keep-alive interval"
     );
     let idle = Duration::from_millis(Params::default().idle_timeout_ms as u64);
     e.handle_timeout(t(0) + idle);
-    assert_eq!(e.st.session.close, Some(CloseReason::IdleTimeout(idle)));
+    assert_eq!(
+        e.state().session.close,
+        Some(CloseReason::IdleTimeout(idle))
+    );
 }
 
 #[test]
@@ -970,8 +986,8 @@ fn flow_credit_is_announced_as_soon_as_the_application_reads() {
     );
     // The application reads everything: the next poll carries the new credit (a packet of
     // its own), without waiting for the sender's probe.
-    while rx.st.app.rx_msgs.pop_front().is_some() {}
-    rx.st.app.rx_bytes = 0;
+    while rx.state_mut().app.rx_msgs.pop_front().is_some() {}
+    rx.state_mut().app.rx_bytes = 0;
     rx.dispatch(t(1), Event::UserRead);
     assert_eq!(
         credit_of(&drain(&mut rx, t(1))),
@@ -995,13 +1011,16 @@ fn segments_held_by_flow_control_take_no_room_in_the_congestion_window() {
         NewReno,
     ]);
     // Credit for three segments; data for ten; a window of ten packets.
-    tx.st.session.peer_max_seg = LOCAL.seg + 3;
+    tx.state_mut().session.peer_max_seg = LOCAL.seg + 3;
     queue(&mut tx, t(0), &vec![7u8; 10 * 1374], true);
     assert_eq!(data_packets(&drain(&mut tx, t(0))).len(), 3);
     // The first is lost; NewReno halves the window. The receiver cannot move its credit
     // before the lost segment arrives, so only the retransmission can break the stall.
     nak_first_packet(&mut tx, t(1));
-    assert!(tx.st.session.cwnd < 10 * 1472, "the loss shrank the window");
+    assert!(
+        tx.state().session.cwnd < 10 * 1472,
+        "the loss shrank the window"
+    );
     let again = data_packets(&drain(&mut tx, t(1)));
     assert_eq!(again.len(), 1, "the retransmission leaves at once");
     let mut r = Reader::new(&again[0]);
@@ -1026,7 +1045,7 @@ fn a_retransmission_made_unnecessary_while_paced_releases_its_window_reservation
         NewReno,
     ]);
     // A slow pacing rate: the next packet may leave only ~1.3 s after this one.
-    tx.st.session.pacing_rate = 1_000;
+    tx.state_mut().session.pacing_rate = 1_000;
     queue(&mut tx, t(0), &[1u8; 1300], false);
     assert_eq!(data_packets(&drain(&mut tx, t(0))).len(), 1);
     // The first is declared lost (NAK) and requeued; pacing holds the retransmission.
@@ -1047,13 +1066,13 @@ fn a_retransmission_made_unnecessary_while_paced_releases_its_window_reservation
         .into_iter(),
     );
     tx.receive(t(2), PEER.pn + 1, &f, 20).unwrap();
-    assert_eq!(tx.st.segs.live(), 0);
-    assert_eq!(tx.st.session.bytes_in_flight, 0);
+    assert_eq!(tx.state().segs.live(), 0);
+    assert_eq!(tx.state().session.bytes_in_flight, 0);
     // Pacing drops the stale segment; the window must not stay reserved for it.
-    tx.st.session.pacing_rate = 0;
+    tx.state_mut().session.pacing_rate = 0;
     tx.dispatch(t(3), Event::CongestionChanged);
     assert!(data_packets(&drain(&mut tx, t(3))).is_empty());
-    tx.st.session.cwnd = 2 * (tx.st.session.max_segment_payload as u64 + 40);
+    tx.state_mut().session.cwnd = 2 * (tx.state().session.max_segment_payload as u64 + 40);
     queue(&mut tx, t(4), &vec![5u8; 10 * 1374], true);
     assert_eq!(
         data_packets(&drain(&mut tx, t(4))).len(),
@@ -1080,17 +1099,24 @@ fn lossy_fifo_waits_its_deadline_then_skips_and_drops_latecomers() {
     rx.receive(t(0), LOCAL.pn, &msg(0), 40).unwrap();
     rx.receive(t(1), LOCAL.pn + 2, &msg(2), 40).unwrap();
     rx.receive(t(2), LOCAL.pn + 3, &msg(3), 40).unwrap();
-    let delivered = |e: &mut Engine| e.st.app.rx_msgs.drain(..).map(|m| m[0]).collect::<Vec<_>>();
+    let delivered = |e: &mut Engine| {
+        e.state_mut()
+            .app
+            .rx_msgs
+            .drain(..)
+            .map(|m| m[0])
+            .collect::<Vec<_>>()
+    };
     assert_eq!(delivered(&mut rx), [0], "1 is missing: 2 and 3 wait");
     let deadline = Duration::from_millis(Params::default().fifo_deadline_ms as u64);
     rx.handle_timeout(t(1) + (deadline - Duration::from_micros(1)));
     assert!(delivered(&mut rx).is_empty(), "not before the deadline");
     rx.handle_timeout(t(1) + deadline);
     assert_eq!(delivered(&mut rx), [2, 3]);
-    assert_eq!(rx.st.stats.messages_abandoned, 1);
+    assert_eq!(rx.state().stats.messages_abandoned, 1);
     rx.receive(t(200), LOCAL.pn + 1, &msg(1), 40).unwrap();
     assert!(delivered(&mut rx).is_empty(), "too late for its turn");
-    assert_eq!(rx.st.stats.messages_abandoned, 2);
+    assert_eq!(rx.state().stats.messages_abandoned, 2);
     rx.receive(t(201), LOCAL.pn + 4, &msg(4), 40).unwrap();
     assert_eq!(delivered(&mut rx), [4]);
 
@@ -1101,7 +1127,7 @@ fn lossy_fifo_waits_its_deadline_then_skips_and_drops_latecomers() {
     assert!(delivered(&mut rx).is_empty());
     rx.handle_timeout(t(300) + deadline);
     assert_eq!(delivered(&mut rx), [6, 8]);
-    assert_eq!(rx.st.stats.messages_abandoned, 4);
+    assert_eq!(rx.state().stats.messages_abandoned, 4);
 }
 
 fn fec_set() -> MicroSet {
@@ -1139,7 +1165,7 @@ fn fec_recovers_one_lost_segment_in_five_and_repairs_never_reach_the_application
         "k = 4, m = 1: one repair per block"
     );
     assert_eq!(
-        tx.st.segs.live(),
+        tx.state().segs.live(),
         0,
         "segments are freed once their block is encoded"
     );
@@ -1152,12 +1178,12 @@ fn fec_recovers_one_lost_segment_in_five_and_repairs_never_reach_the_application
         }
         rx.receive(t(1), LOCAL.pn + i as u64, p, p.len()).unwrap();
     }
-    let mut got: Vec<u8> = rx.st.app.rx_msgs.iter().map(|m| m[0]).collect();
+    let mut got: Vec<u8> = rx.state().app.rx_msgs.iter().map(|m| m[0]).collect();
     got.sort();
     assert_eq!(got, [0, 1, 2, 3]);
-    assert_eq!(rx.st.stats.fec_recovered, 1);
+    assert_eq!(rx.state().stats.fec_recovered, 1);
     assert!(
-        rx.st.app.rx_msgs.iter().all(|m| m.len() == 600),
+        rx.state().app.rx_msgs.iter().all(|m| m.len() == 600),
         "only application messages are delivered"
     );
 }
@@ -1190,30 +1216,30 @@ fn scp_sender() -> Engine {
 #[test]
 fn scp_drives_rate_and_window_from_rtt() {
     let mut tx = scp_sender();
-    let r0 = tx.st.session.pacing_rate;
+    let r0 = tx.state().session.pacing_rate;
     assert!(r0 > 0);
     // RTT samples of 10 ms: in start-up each acknowledged byte adds a byte per round trip.
-    tx.st.session.srtt_us = 10_000;
-    tx.st.session.min_rtt_us = 10_000;
-    tx.st.session.latest_rtt_us = 10_000;
+    tx.state_mut().session.srtt_us = 10_000;
+    tx.state_mut().session.min_rtt_us = 10_000;
+    tx.state_mut().session.latest_rtt_us = 10_000;
     tx.dispatch(t(0), Event::PacketAcked(sent(1, t(0))));
-    assert_eq!(tx.st.session.pacing_rate, r0 + 100_000);
+    assert_eq!(tx.state().session.pacing_rate, r0 + 100_000);
     tx.dispatch(t(1), Event::PacketAcked(sent(2, t(0))));
-    assert_eq!(tx.st.session.pacing_rate, r0 + 200_000);
+    assert_eq!(tx.state().session.pacing_rate, r0 + 200_000);
     // Acknowledgements came back at 2 kB in 11 ms (182 kB/s): the rate may not grow past
     // 1.5 × that, so this one adds nothing.
     tx.dispatch(t(11), Event::PacketAcked(sent(3, t(1))));
-    let r = tx.st.session.pacing_rate;
+    let r = tx.state().session.pacing_rate;
     assert_eq!(r, r0 + 200_000);
     assert_eq!(
-        tx.st.session.cwnd,
+        tx.state().session.cwnd,
         (r as u128 * 10_000 * 3 / 2 / 1_000_000) as u64,
         "window = 1.5 × rate × srtt"
     );
     // Acknowledgements of 1000 bytes every 2.5 ms (400 kB/s, below the rate sent) that see
     // a queue (RTT +5 ms, over the 4 ms threshold): the third in a row ends start-up at the
     // rate they arrive at.
-    tx.st.session.latest_rtt_us = 15_000;
+    tx.state_mut().session.latest_rtt_us = 15_000;
     let mut now_us = t(11).as_micros();
     for i in 0..3 {
         now_us += 2_500;
@@ -1222,57 +1248,57 @@ fn scp_drives_rate_and_window_from_rtt() {
             Event::PacketAcked(sent(10 + i, t(5))),
         );
     }
-    let draining = tx.st.session.pacing_rate;
+    let draining = tx.state().session.pacing_rate;
     assert!(
         (175_000..=225_000).contains(&draining),
         "drains at {draining} B/s, half the 400 kB/s the acks came at"
     );
     // A loss of a packet sent before start-up ended is part of the overshoot: ignored.
     tx.dispatch(t(19), Event::PacketLost(sent(4, t(13))));
-    assert_eq!(tx.st.session.pacing_rate, draining);
+    assert_eq!(tx.state().session.pacing_rate, draining);
     // One round trip later it cruises at the measured rate.
-    tx.st.session.latest_rtt_us = 10_000;
+    tx.state_mut().session.latest_rtt_us = 10_000;
     tx.dispatch(t(30), Event::PacketAcked(sent(20, t(20))));
-    let measured = tx.st.session.pacing_rate;
+    let measured = tx.state().session.pacing_rate;
     assert!(
         (350_000..=450_000).contains(&measured),
         "cruises at {measured} B/s, the acks came at 400 kB/s"
     );
     // A loss in steady state halves the rate; a second loss in the same round trip does not.
     tx.dispatch(t(32), Event::PacketLost(sent(21, t(31))));
-    assert_eq!(tx.st.session.pacing_rate, measured / 2);
+    assert_eq!(tx.state().session.pacing_rate, measured / 2);
     tx.dispatch(t(33), Event::PacketLost(sent(22, t(31))));
-    assert_eq!(tx.st.session.pacing_rate, measured / 2);
+    assert_eq!(tx.state().session.pacing_rate, measured / 2);
     // Steady state: additive increase of one packet per RTT while the RTT stays low.
     tx.dispatch(t(45), Event::PacketAcked(sent(6, t(35))));
     assert_eq!(
-        tx.st.session.pacing_rate,
+        tx.state().session.pacing_rate,
         measured / 2 + 1472 * 1_000_000 / 10_000
     );
     // A queue (RTT +60%) with a rate above what comes back (these sparse acks): the rate
     // steps down to drain it instead of holding.
-    tx.st.session.srtt_us = 16_000;
+    tx.state_mut().session.srtt_us = 16_000;
     tx.dispatch(t(62), Event::PacketAcked(sent(7, t(50))));
     let before = measured / 2 + 1472 * 100;
-    let after = tx.st.session.pacing_rate;
+    let after = tx.state().session.pacing_rate;
     assert!(
         after < before && after >= 1472 * 1_000_000 / 16_000,
         "{after} vs {before}"
     );
     // Below the rate acknowledgements come back at, it holds.
     tx.dispatch(t(80), Event::PacketAcked(sent(8, t(70))));
-    assert_eq!(tx.st.session.pacing_rate, after);
+    assert_eq!(tx.state().session.pacing_rate, after);
     // Timeout: back to the initial rate.
     tx.dispatch(t(70), Event::RtoExpired { backoff: 1 });
-    assert_eq!(tx.st.session.pacing_rate, r0);
+    assert_eq!(tx.state().session.pacing_rate, r0);
 }
 
 #[test]
 fn scp_start_up_stays_within_half_again_the_ack_rate_and_a_loss_drains_below_it() {
     let mut tx = scp_sender();
-    tx.st.session.srtt_us = 10_000;
-    tx.st.session.min_rtt_us = 10_000;
-    tx.st.session.latest_rtt_us = 10_000;
+    tx.state_mut().session.srtt_us = 10_000;
+    tx.state_mut().session.min_rtt_us = 10_000;
+    tx.state_mut().session.latest_rtt_us = 10_000;
     // Acks at 4 MB/s (1000 bytes every 250 µs) for ten round trips: the rate would double
     // each round trip, but stops at 1.5 × what comes back.
     let mut now_us = 0;
@@ -1283,12 +1309,12 @@ fn scp_start_up_stays_within_half_again_the_ack_rate_and_a_loss_drains_below_it(
         );
         now_us += 250;
     }
-    let overshoot = tx.st.session.pacing_rate;
+    let overshoot = tx.state().session.pacing_rate;
     tx.dispatch(
         Instant::from_micros(now_us),
         Event::PacketLost(sent(500, Instant::from_micros(now_us))),
     );
-    let after = tx.st.session.pacing_rate;
+    let after = tx.state().session.pacing_rate;
     assert!(
         (5_500_000..=6_500_000).contains(&overshoot),
         "start-up reached {overshoot} B/s; acks came at 4 MB/s"
@@ -1309,18 +1335,18 @@ fn tfrc_slow_starts_then_follows_the_loss_event_rate() {
             | MicroSet::of(&[Tfrc]).0,
     );
     let mut tx = compose(set, &Params::default(), LOCAL, PEER).unwrap();
-    tx.st.session.srtt_us = 100_000;
-    let r0 = tx.st.session.pacing_rate;
+    tx.state_mut().session.srtt_us = 100_000;
+    let r0 = tx.state().session.pacing_rate;
     // One round trip of acknowledgements (30 kB in 100 ms): slow start doubles the rate,
     // which stays under twice the receive rate.
     for i in 0..30 {
         tx.dispatch(t(i * 3), Event::PacketAcked(sent(i, t(0))));
     }
     tx.dispatch(t(100), Event::PacketAcked(sent(30, t(0))));
-    assert_eq!(tx.st.session.pacing_rate, 2 * r0);
+    assert_eq!(tx.state().session.pacing_rate, 2 * r0);
     // The first loss ends slow start at about half the rate.
     tx.dispatch(t(110), Event::PacketLost(sent(11, t(100))));
-    let after_first = tx.st.session.pacing_rate;
+    let after_first = tx.state().session.pacing_rate;
     assert!(
         after_first <= r0 + r0 / 2 && after_first >= r0 / 4,
         "{after_first} vs {}",
@@ -1339,7 +1365,7 @@ fn tfrc_slow_starts_then_follows_the_loss_event_rate() {
         tx.dispatch(t(now), Event::PacketLost(sent(200 + round, t(now - 1))));
         now += 1;
     }
-    let heavy = tx.st.session.pacing_rate;
+    let heavy = tx.state().session.pacing_rate;
     let expected = super::tfrc::throughput_equation(1472.0, 0.1, 1.0 / 5.0) as u64;
     assert!(
         heavy < after_first,
@@ -1363,15 +1389,20 @@ fn fixed_interval_spaces_deliveries() {
         );
         rx.receive(t(0), LOCAL.pn + i, &f, 30).unwrap();
     }
-    assert_eq!(rx.st.app.rx_msgs.len(), 1, "the first goes at once");
+    assert_eq!(rx.state().app.rx_msgs.len(), 1, "the first goes at once");
     let interval = Duration::from_micros(Params::default().jitter_interval_us as u64);
     rx.handle_timeout(t(0) + (interval - Duration::from_micros(1)));
-    assert_eq!(rx.st.app.rx_msgs.len(), 1);
+    assert_eq!(rx.state().app.rx_msgs.len(), 1);
     rx.handle_timeout(t(0) + interval);
-    assert_eq!(rx.st.app.rx_msgs.len(), 2);
+    assert_eq!(rx.state().app.rx_msgs.len(), 2);
     rx.handle_timeout(t(0) + interval * 2);
     assert_eq!(
-        rx.st.app.rx_msgs.iter().map(|m| m[0]).collect::<Vec<_>>(),
+        rx.state()
+            .app
+            .rx_msgs
+            .iter()
+            .map(|m| m[0])
+            .collect::<Vec<_>>(),
         [0, 1, 2]
     );
 }
@@ -1390,7 +1421,14 @@ fn urgent_messages_bypass_fifo_while_the_rest_keeps_its_order() {
     rx.receive(t(0), LOCAL.pn + 1, &msg(1, 0), 30).unwrap();
     rx.receive(t(0), LOCAL.pn + 2, &msg(2, PieceFlags::URGENT), 30)
         .unwrap();
-    let order = |e: &Engine| e.st.app.rx_msgs.iter().map(|m| m[0]).collect::<Vec<_>>();
+    let order = |e: &Engine| {
+        e.state()
+            .app
+            .rx_msgs
+            .iter()
+            .map(|m| m[0])
+            .collect::<Vec<_>>()
+    };
     assert_eq!(
         order(&rx),
         [2],
@@ -1409,7 +1447,7 @@ fn urgent_messages_bypass_fifo_while_the_rest_keeps_its_order() {
     plain
         .receive(t(0), LOCAL.pn + 2, &msg(2, PieceFlags::URGENT), 30)
         .unwrap();
-    assert!(plain.st.app.rx_msgs.is_empty());
+    assert!(plain.state().app.rx_msgs.is_empty());
 }
 
 /// The same script driven through the `newreno` microprotocol and through `cc` running the
@@ -1433,17 +1471,17 @@ fn cc_running_newreno_matches_the_newreno_microprotocol() {
         v.push((6, Event::PacketAcked(sent(40, t(6)))));
         v
     };
-    assert_eq!(old.st.session.cwnd, new.st.session.cwnd);
+    assert_eq!(old.state().session.cwnd, new.state().session.cwnd);
     for (ms, ev) in script {
         old.dispatch(t(ms), ev);
         new.dispatch(t(ms), ev);
         assert_eq!(
-            (old.st.session.cwnd, old.st.session.pacing_rate),
-            (new.st.session.cwnd, new.st.session.pacing_rate),
+            (old.state().session.cwnd, old.state().session.pacing_rate),
+            (new.state().session.cwnd, new.state().session.pacing_rate),
             "after {ev:?}"
         );
     }
-    assert_eq!(new.st.session.cwnd, 2 * 1472 + 1000);
+    assert_eq!(new.state().session.cwnd, 2 * 1472 + 1000);
 }
 
 /// A reliable set whose congestion control is the `cc` microprotocol, paced.
@@ -1484,12 +1522,12 @@ fn cc_feeds_delivery_rate_samples_and_custom_messages() {
         ..Params::default()
     };
     let mut e = compose(set, &params, LOCAL, PEER).unwrap();
-    assert_eq!(e.st.session.pacing_rate, 1_000_000, "8 Mb/s = 1 MB/s");
-    assert_eq!(e.st.session.cwnd, u64::MAX);
+    assert_eq!(e.state().session.pacing_rate, 1_000_000, "8 Mb/s = 1 MB/s");
+    assert_eq!(e.state().session.cwnd, u64::MAX);
     assert!(e.congestion_message(t(1), &RateMessage(3_000_000).encode()));
-    assert_eq!(e.st.session.pacing_rate, 3_000_000);
+    assert_eq!(e.state().session.pacing_rate, 3_000_000);
     assert!(e.congestion_message(t(1), b"nonsense"));
-    assert_eq!(e.st.session.pacing_rate, 3_000_000);
+    assert_eq!(e.state().session.pacing_rate, 3_000_000);
     assert!(!reliable().congestion_message(t(1), &RateMessage(1).encode()));
 
     // BBR learns its bottleneck bandwidth from the adapter's rate samples: ten packets sent
@@ -1512,7 +1550,7 @@ fn cc_feeds_delivery_rate_samples_and_custom_messages() {
     // Last ACK: 10 000 bytes delivered since the 1st packet's send time (t = 0) over 109 ms.
     assert_eq!(b.btl_bw(), 10_000 * 1_000_000 / 109_000);
     assert_eq!(
-        e.st.session.pacing_rate,
+        e.state().session.pacing_rate,
         (crate::cc::bbr::HIGH_GAIN * b.btl_bw() as f64) as u64
     );
 }
@@ -1585,7 +1623,7 @@ fn causal_rx(reliable: bool) -> Engine {
 }
 
 fn delivered_ids(e: &mut Engine) -> Vec<u8> {
-    e.st.app.rx_msgs.drain(..).map(|m| m[0]).collect()
+    e.state_mut().app.rx_msgs.drain(..).map(|m| m[0]).collect()
 }
 
 #[test]
@@ -1609,7 +1647,7 @@ fn causal_holds_a_message_only_for_the_predecessors_it_names() {
         [vec![], vec![2], vec![], vec![0, 1, 3]],
         "2 goes at once; 1 waits for 0, 3 for 1"
     );
-    assert_eq!(rx.st.stats.causal_released_early, 0);
+    assert_eq!(rx.state().stats.causal_released_early, 0);
     // No deadline in a reliable profile: a dependent waits as long as it takes.
     rx.receive(
         t(10),
@@ -1658,14 +1696,14 @@ fn causal_without_arq_declares_a_missing_predecessor_lost_at_the_deadline() {
         [1, 2],
         "0 declared lost: 1 goes, and 2 with it"
     );
-    assert_eq!(rx.st.stats.messages_abandoned, 1);
+    assert_eq!(rx.state().stats.messages_abandoned, 1);
     rx.receive(t(200), LOCAL.pn, &causal_frame(LOCAL.seg, m(0), &[]), 40)
         .unwrap();
     assert!(
         delivered_ids(&mut rx).is_empty(),
         "a predecessor declared lost is dropped when it turns up"
     );
-    assert_eq!(rx.st.stats.messages_abandoned, 2);
+    assert_eq!(rx.state().stats.messages_abandoned, 2);
     assert_eq!(rx.next_timeout(), None, "nothing waits, no timer");
 }
 
@@ -1679,13 +1717,13 @@ fn causal_waiting_messages_are_bounded() {
         let f = causal_frame(LOCAL.seg + i, m(i), &[m(0)]);
         rx.receive(t(0), LOCAL.pn + i, &f, 40).unwrap();
     }
-    assert_eq!(rx.st.stats.causal_released_early, 1);
+    assert_eq!(rx.state().stats.causal_released_early, 1);
     assert_eq!(
-        rx.st.app.rx_msgs.len(),
+        rx.state().app.rx_msgs.len(),
         1,
         "the oldest waiting one went early"
     );
-    assert_eq!(rx.st.app.rx_msgs[0][0], 1);
+    assert_eq!(rx.state().app.rx_msgs[0][0], 1);
 }
 
 #[test]
@@ -1711,8 +1749,8 @@ fn malformed_predecessor_lists_drop_the_packet() {
     ] {
         assert!(rx.receive(t(0), LOCAL.pn, &bad, 40).is_err(), "{bad:?}");
     }
-    assert!(rx.st.app.rx_msgs.is_empty());
-    assert_eq!(rx.st.stats.packets_received, 0, "nothing took effect");
+    assert!(rx.state().app.rx_msgs.is_empty());
+    assert_eq!(rx.state().stats.packets_received, 0, "nothing took effect");
     rx.receive(t(0), LOCAL.pn, &piece(&[1, 0]), 40).unwrap();
 }
 
@@ -1746,14 +1784,16 @@ fn compression_shrinks_compressible_segments_and_the_peer_inflates_them() {
         "{sent} bytes on the wire for {}",
         text.len()
     );
-    assert!(tx.st.stats.segments_compressed > 0 && tx.st.stats.compression_saved_bytes > 0);
+    assert!(
+        tx.state().stats.segments_compressed > 0 && tx.state().stats.compression_saved_bytes > 0
+    );
     for (k, f) in packets.iter().enumerate() {
         rx.receive(t(1), LOCAL.pn + k as u64, f, f.len() + 21)
             .unwrap();
     }
-    assert_eq!(rx.st.app.rx_msgs.len(), 1);
+    assert_eq!(rx.state().app.rx_msgs.len(), 1);
     assert!(
-        rx.st.app.rx_msgs[0][..] == text[..],
+        rx.state().app.rx_msgs[0][..] == text[..],
         "inflated bytes differ"
     );
 }
@@ -1767,7 +1807,7 @@ fn incompressible_segments_go_as_they_are() {
     let packets = drain(&mut tx, t(0));
     assert_eq!(compressed_count(&packets), 0);
     assert_eq!(data_packets(&packets).len(), packets.len());
-    assert_eq!(tx.st.stats.segments_compressed, 0);
+    assert_eq!(tx.state().stats.segments_compressed, 0);
 }
 
 #[test]
@@ -1791,16 +1831,24 @@ fn a_forged_compressed_segment_is_dropped_whole_and_counted() {
     ] {
         assert!(rx.receive(t(0), LOCAL.pn, &bad, 60).is_err());
     }
-    assert_eq!(rx.st.stats.decompress_failed, 3);
-    assert_eq!(rx.st.stats.packets_received, 0, "not even acknowledged");
-    assert!(rx.st.app.rx_msgs.is_empty());
+    assert_eq!(rx.state().stats.decompress_failed, 3);
+    assert_eq!(
+        rx.state().stats.packets_received,
+        0,
+        "not even acknowledged"
+    );
+    assert!(rx.state().app.rx_msgs.is_empty());
     // Without the compression microprotocol a compressed segment is malformed.
     let mut plain = compose(reliable_set(), &Params::default(), PEER, LOCAL).unwrap();
     let frame = data_frame(LOCAL.seg, &[(PieceFlags::LAST, LOCAL.msg, 0, b"hi")]);
     let pieces = &frame[1 + varint::len(0)..];
     let f = forged(pieces.len() as u64, &lz4_flex::block::compress(pieces));
     rx.receive(t(1), LOCAL.pn, &f, 60).unwrap();
-    assert_eq!(rx.st.app.rx_msgs.len(), 1, "a well-formed one goes through");
+    assert_eq!(
+        rx.state().app.rx_msgs.len(),
+        1,
+        "a well-formed one goes through"
+    );
     assert!(plain.receive(t(1), LOCAL.pn, &f, 60).is_err());
 }
 
@@ -1808,7 +1856,7 @@ fn a_forged_compressed_segment_is_dropped_whole_and_counted() {
 fn pmtud_probes_are_padded_pings_and_their_loss_leaves_the_window_alone() {
     let set = MicroSet(reliable_set().0 | MicroSet::of(&[Pmtud]).0);
     let mut tx = compose(set, &Params::default(), LOCAL, PEER).unwrap();
-    assert_eq!(tx.st.session.plpmtu, 1200, "starts at the floor");
+    assert_eq!(tx.state().session.plpmtu, 1200, "starts at the floor");
     let mut buf = Vec::new();
     assert!(tx.build_packet(t(0), 9, 1472, &mut buf, &mut Crc32c));
     assert_eq!(
@@ -1816,23 +1864,27 @@ fn pmtud_probes_are_padded_pings_and_their_loss_leaves_the_window_alone() {
         1200 + (1472 - 1200usize).div_ceil(2),
         "first probe halfway"
     );
-    let body = sealed_body(&buf, tx.st.next_pn - 1);
+    let body = sealed_body(&buf, tx.state().next_pn - 1);
     let mut r = Reader::new(&body);
     Header::parse(&mut r).unwrap();
     let frames: Vec<_> =
         core::iter::from_fn(|| (!r.is_empty()).then(|| Frame::parse(&mut r, 0).unwrap())).collect();
     assert_eq!(frames, [Frame::Ping, Frame::Padding], "no data in a probe");
-    let cwnd = tx.st.session.cwnd;
+    let cwnd = tx.state().session.cwnd;
     let probe = PacketInfo {
         probe: true,
         bytes: buf.len(),
         ..sent(LOCAL.pn, t(0))
     };
     tx.dispatch(t(50), Event::ProbeLost(probe));
-    assert_eq!(tx.st.session.cwnd, cwnd, "a lost probe is not congestion");
-    assert_eq!(tx.st.stats.packets_lost, 0);
+    assert_eq!(
+        tx.state().session.cwnd,
+        cwnd,
+        "a lost probe is not congestion"
+    );
+    assert_eq!(tx.state().stats.packets_lost, 0);
     tx.dispatch(t(60), Event::PacketLost(sent(LOCAL.pn, t(10))));
-    assert!(tx.st.session.cwnd < cwnd, "a lost data packet is");
+    assert!(tx.state().session.cwnd < cwnd, "a lost data packet is");
 }
 
 /// `len` bytes of xorshift64 output from `seed`: data no compressor can shrink.
@@ -1866,7 +1918,7 @@ fn fec_drops_a_repair_frame_with_an_empty_shard() {
         rx.receive(t(0), LOCAL.pn + index as u64, &f, f.len() + 20)
             .unwrap();
     }
-    assert_eq!(rx.st.stats.malformed_dropped, 2);
-    assert_eq!(rx.st.stats.fec_recovered, 0);
-    assert!(rx.st.app.rx_msgs.is_empty());
+    assert_eq!(rx.state().stats.malformed_dropped, 2);
+    assert_eq!(rx.state().stats.fec_recovered, 0);
+    assert!(rx.state().app.rx_msgs.is_empty());
 }

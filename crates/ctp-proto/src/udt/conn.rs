@@ -46,10 +46,12 @@ use super::sender::{Next, Sender};
 use super::seq;
 use crate::cc::rate::{Acks, DeliveryRate};
 use crate::cc::{self, Ack, AnyCc, CcKind, CongestionControl, Loss, Sent};
-use crate::conn_state::{ConnectionState, ReadError, WriteError, STREAM_CHUNK};
+use crate::conn_core::{ConnectionCore, Dropped};
+use crate::conn_state::{ConnectionState, MsgOptions, ReadError, WriteError, STREAM_CHUNK};
 use crate::engine::session::CloseReason;
 use crate::pace::{PaceClock, Spacing};
 use crate::perfmon::{PerfInstant, PerfMon, PerfMonitor};
+use crate::profile::{MicroSet, Params, Profile};
 use crate::stats::ConnectionStats;
 use crate::time::Instant;
 use bytes::Bytes;
@@ -210,6 +212,8 @@ pub struct UdtConnection {
     perf: PerfMonitor,
     /// Since when the sender has had data (UDT's send duration), if it has.
     busy_since: Option<Instant>,
+    /// The microprotocols and parameters of the profile it runs (what UDT is made of).
+    profile: (MicroSet, Params),
     /// The link capacity the peer's last full ACK reported, packets/s.
     peer_capacity: u32,
 }
@@ -313,6 +317,7 @@ impl UdtConnection {
             stats: ConnectionStats::default(),
             perf: PerfMonitor::new(now),
             busy_since: None,
+            profile: (MicroSet::default(), Params::default()),
             peer_capacity: 0,
             cfg,
         }
@@ -365,6 +370,13 @@ impl UdtConnection {
         c.establish(now, hs);
         c.queue_handshake(req::RESPONSE, hs.cookie);
         c
+    }
+
+    /// Records the profile this connection runs (what [`ConnectionCore::micros`] and
+    /// [`ConnectionCore::params`] report).
+    pub fn with_profile(mut self, profile: &Profile) -> Self {
+        self.profile = (profile.micros, profile.params);
+        self
     }
 
     /// True for a message (datagram) connection.
@@ -1384,5 +1396,135 @@ impl UdtConnection {
     /// True while a control packet waits (it goes out even after the state closed).
     pub fn has_control(&self) -> bool {
         !self.ctrl_out.is_empty()
+    }
+}
+
+/// The UDT4 core: UDT4's own wire, timers and handshake. Most calls are the connection's
+/// own UDT-named operations; what UDT4 lacks (message dependencies, urgent messages, an
+/// end-of-stream mark) degrades as documented on each.
+impl ConnectionCore for UdtConnection {
+    fn local_id(&self) -> u32 {
+        self.socket_id()
+    }
+
+    fn remote(&self) -> SocketAddr {
+        self.remote
+    }
+
+    fn state(&self) -> &ConnectionState {
+        &self.state
+    }
+
+    fn take_activity(&mut self) -> bool {
+        core::mem::take(&mut self.activity)
+    }
+
+    fn micros(&self) -> MicroSet {
+        self.profile.0
+    }
+
+    fn params(&self) -> &Params {
+        &self.profile.1
+    }
+
+    /// A UDT4 packet: parsed, then handled (UDT4 has no packet protection).
+    fn handle_datagram(&mut self, now: Instant, datagram: &mut [u8]) -> Result<(), Dropped> {
+        let len = datagram.len();
+        let p = Packet::parse(datagram).map_err(|_| Dropped::Malformed)?;
+        self.on_packet(now, p, len);
+        Ok(())
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        UdtConnection::handle_timeout(self, now)
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        UdtConnection::poll_timeout(self)
+    }
+
+    fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        UdtConnection::poll_transmit(self, now, out)
+    }
+
+    fn stream_write(&mut self, now: Instant, data: &[u8]) -> Result<usize, WriteError> {
+        UdtConnection::stream_write(self, now, data)
+    }
+
+    fn stream_finish(&mut self, now: Instant) -> Result<(), WriteError> {
+        UdtConnection::stream_finish(self, now)
+    }
+
+    fn stream_read(&mut self, now: Instant, buf: &mut [u8]) -> Result<usize, ReadError> {
+        UdtConnection::stream_read(self, now, buf)
+    }
+
+    fn stream_read_chunk(&mut self, now: Instant, max: usize) -> Result<Bytes, ReadError> {
+        UdtConnection::stream_read_chunk(self, now, max)
+    }
+
+    /// UDT's `sendmsg(data, ttl, inorder)`.
+    fn send_msg(&mut self, now: Instant, data: Bytes, opts: MsgOptions) -> Result<(), WriteError> {
+        UdtConnection::send_msg(self, now, data, opts.ttl, opts.in_order)
+    }
+
+    /// A plain in-order message (UDT4 names no predecessors); its id is 0.
+    fn send_msg_after(
+        &mut self,
+        now: Instant,
+        data: Bytes,
+        _after: &[u64],
+    ) -> Result<u64, WriteError> {
+        UdtConnection::send_msg(self, now, data, None, true).map(|_| 0)
+    }
+
+    /// A plain in-order message (UDT4 has no out-of-band data).
+    fn send_urgent(&mut self, now: Instant, data: Bytes) -> Result<(), WriteError> {
+        UdtConnection::send_msg(self, now, data, None, true)
+    }
+
+    fn recv_msg(&mut self, now: Instant) -> Result<Bytes, ReadError> {
+        UdtConnection::recv_msg(self, now)
+    }
+
+    fn send_room(&self) -> usize {
+        UdtConnection::send_room(self)
+    }
+
+    fn unsent_bytes(&self) -> usize {
+        UdtConnection::unsent_bytes(self)
+    }
+
+    fn buffered_bytes(&self) -> u64 {
+        UdtConnection::stats(self).buffered_bytes
+    }
+
+    fn is_flushed(&self) -> bool {
+        UdtConnection::is_flushed(self)
+    }
+
+    /// Always false: the UDT4 wire has no end-of-stream mark.
+    fn peer_finished(&self) -> bool {
+        false
+    }
+
+    fn congestion_message(&mut self, now: Instant, msg: &[u8]) -> bool {
+        UdtConnection::congestion_message(self, now, msg)
+    }
+
+    fn close(&mut self, now: Instant) {
+        UdtConnection::close(self, now)
+    }
+
+    fn abort(&mut self, now: Instant, reason: &str) {
+        UdtConnection::abort(self, now, reason)
+    }
+
+    fn stats(&self) -> ConnectionStats {
+        UdtConnection::stats(self)
+    }
+
+    fn perfmon(&mut self, now: Instant, clear: bool) -> PerfMon {
+        UdtConnection::perfmon(self, now, clear)
     }
 }

@@ -108,7 +108,7 @@ impl Endpoint {
         } else {
             UdtConnection::client(now, remote, cfg, id, isn)
         };
-        Ok(self.insert(Connection::from_udt(u, profile)))
+        Ok(self.insert(u.with_profile(profile).into()))
     }
 
     /// Starts a rendezvous connection with `remote` (both sides call this; `udt` profiles
@@ -138,7 +138,7 @@ impl Endpoint {
     /// Enters UDT connection `idx` into the first-handshake index (see
     /// [`Self::udt_by_remote`]).
     pub(crate) fn udt_index(&mut self, idx: usize) {
-        let Some(u) = self.conns[idx].as_ref().and_then(|c| c.udt.as_deref()) else {
+        let Some(u) = self.conns[idx].as_ref().and_then(Connection::udt) else {
             return;
         };
         let (remote, peer) = (u.remote(), u.peer_id());
@@ -146,6 +146,14 @@ impl Endpoint {
             self.udt_by_peer.insert((remote, peer), idx);
         } else if u.is_rendezvous() {
             self.udt_rendezvous.entry(remote).or_default().push(idx);
+        }
+    }
+
+    /// Takes connection `idx`, being forgotten, out of the first-handshake index (a
+    /// connection on ctp's wire never was in it).
+    pub(crate) fn unindex(&mut self, idx: usize, c: &Connection) {
+        if let Some(u) = c.udt() {
+            self.udt_unindex(idx, u.remote(), u.peer_id());
         }
     }
 
@@ -162,69 +170,60 @@ impl Endpoint {
         }
     }
 
-    /// Processes one UDT4 datagram.
-    pub(crate) fn udt_datagram(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
-        let p = match Packet::parse(data) {
-            Ok(p) => p,
-            Err(_) => {
-                self.stats.bad_header += 1;
-                return;
-            }
-        };
-        let dst = match &p {
-            Packet::Data(h, _) => h.dst,
-            Packet::Control(c) => c.dst,
+    /// Processes one UDT4 datagram: routed by the destination socket id every UDT4 packet
+    /// carries; a first handshake (socket 0) goes to the connection with that peer, else to
+    /// the listener.
+    pub(crate) fn udt_datagram(&mut self, now: Instant, from: SocketAddr, data: &mut [u8]) {
+        let Some(dst) = Packet::peek_dst(data) else {
+            self.stats.bad_header += 1;
+            return;
         };
         let idx = if dst != 0 {
             self.by_cid.get(&dst).copied()
         } else {
-            match &p {
-                Packet::Control(Control {
+            let hs = match Packet::parse(data) {
+                Ok(Packet::Control(Control {
                     body: ControlBody::Handshake(hs),
                     ..
-                }) => {
-                    let known = self.udt_by_remote(from, hs.socket_id as u32);
-                    if known.is_none() && self.cfg.accept {
-                        let ok = self.udt_listen(now, from, hs);
-                        if !ok {
-                            self.stats.handshake_dropped += 1;
-                        }
-                        return;
-                    }
-                    known
+                })) => hs,
+                Ok(_) => {
+                    // Only a handshake may be addressed to no socket.
+                    self.stats.unknown_connection += 1;
+                    return;
                 }
-                _ => None,
+                Err(_) => {
+                    self.stats.bad_header += 1;
+                    return;
+                }
+            };
+            let known = self.udt_by_remote(from, hs.socket_id as u32);
+            if known.is_none() && self.cfg.accept {
+                if !self.udt_listen(now, from, &hs) {
+                    self.stats.handshake_dropped += 1;
+                }
+                return;
             }
+            known
         };
         let Some(idx) = idx else {
             self.stats.unknown_connection += 1;
             return;
         };
-        let Some(c) = self.conns[idx].as_mut() else {
-            return;
-        };
-        if c.remote != from {
-            self.stats.unknown_connection += 1;
+        let peer_was = self.conns[idx]
+            .as_ref()
+            .and_then(Connection::udt)
+            .map(|u| u.peer_id());
+        if !self.deliver(now, idx, from, data) {
             return;
         }
-        self.schedule.touch(idx);
-        let Some(u) = c.udt.as_deref_mut() else {
-            return;
-        };
-        let was = u.state.clone();
-        let peer_was = u.peer_id();
-        u.on_packet(now, p, data.len());
-        let is = u.state.clone();
-        let peer_is = u.peer_id();
-        c.sync_udt();
-        if peer_is != peer_was {
+        let peer_is = self.conns[idx]
+            .as_ref()
+            .and_then(Connection::udt)
+            .map(|u| u.peer_id());
+        if let (Some(was), true) = (peer_was, peer_is != peer_was) {
             // The peer's socket id became known (or changed): index it under that.
-            self.udt_unindex(idx, from, peer_was);
+            self.udt_unindex(idx, from, was);
             self.udt_index(idx);
-        }
-        if was != is && is == crate::ConnectionState::Established {
-            self.events
-                .push_back(EndpointEvent::Connected(ConnectionHandle(idx)));
         }
     }
 
@@ -269,7 +268,7 @@ impl Endpoint {
                 } else {
                     profile
                 };
-                let h = self.insert(Connection::from_udt(u, &profile));
+                let h = self.insert(u.with_profile(&profile).into());
                 self.stats.accepted += 1;
                 self.events.push_back(EndpointEvent::Incoming(h));
                 true

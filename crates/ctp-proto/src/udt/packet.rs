@@ -354,6 +354,14 @@ pub fn nak_words(ranges: impl IntoIterator<Item = (u32, u32)>, out: &mut Vec<u32
 }
 
 impl<'a> Packet<'a> {
+    /// The destination socket id of a datagram (the header's fourth word, in data and
+    /// control packets alike), read without parsing the rest; `None` when shorter than
+    /// a header.
+    pub fn peek_dst(b: &[u8]) -> Option<u32> {
+        let w = b.get(12..HEADER_LEN)?;
+        Some(u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+    }
+
     /// Parses one datagram. Never panics; anything malformed is an error.
     pub fn parse(b: &'a [u8]) -> Result<Packet<'a>, PacketError> {
         if b.len() < HEADER_LEN {

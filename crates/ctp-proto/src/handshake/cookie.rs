@@ -1,17 +1,6 @@
-//! The stateless cookie of connection set-up (SCTP-style four-way handshake):
-//!
-//! ```text
-//! initiator                                   responder
-//!   INIT (requested profile, ISNs; padded ≥ 1200 B) ─▶  negotiates, keeps no state
-//!   ◀─ INIT_ACK (negotiated profile, ISNs, cookie)     or REFUSE (reason)
-//!   COOKIE_ECHO (cookie) ─▶                            checks MAC + age + address, creates state
-//!   ◀─ first short packet (a PING at least): the connection exists
-//! ```
-//! The cookie carries everything the responder needs to create the connection, MACed with a
-//! keyed BLAKE3 over the contents and the initiator's address, so only an initiator that
-//! received the INIT_ACK at its claimed address can produce it. INIT must be padded to
-//! [`MIN_INIT_SIZE`] and INIT_ACK is far smaller than 3 × that, so an unvalidated address
-//! never receives more than three times what it sent.
+//! The stateless cookie: everything the responder needs to create the connection, MACed
+//! with a keyed BLAKE3 over the contents and the initiator's address, so only an initiator
+//! that received the INIT_ACK at its claimed address can produce it.
 
 use crate::profile::{decode_offer, encode_offer, Isn, MicroSet, Params};
 use crate::time::Instant;
@@ -20,8 +9,6 @@ use crate::wire::{varint, Reader, WireError};
 use core::time::Duration;
 use std::net::SocketAddr;
 
-/// Smallest INIT datagram a responder answers.
-pub const MIN_INIT_SIZE: usize = 1200;
 /// How long a cookie stays valid.
 pub const COOKIE_LIFETIME: Duration = Duration::from_secs(30);
 /// Longest cookie accepted.

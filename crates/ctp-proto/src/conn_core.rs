@@ -1,0 +1,138 @@
+//! The connection-core interface: what an [`crate::Endpoint`] and the application need
+//! from the core of one connection, whatever wire it speaks. Two cores implement it: the
+//! composed connection ([`crate::connection::composed::ComposedConnection`], ctp's wire,
+//! handshake and microprotocols) and the UDT4 connection
+//! ([`crate::udt::conn::UdtConnection`], UDT4's own wire, timers and handshake).
+//!
+//! The surface is quiche's sans-IO one: a datagram in, a datagram out into the caller's
+//! buffer, the next deadline and its timeout, plus the application's buffered operations.
+//! The endpoint routes a datagram to its core and never looks inside it.
+
+use crate::conn_state::{ConnectionState, MsgOptions, ReadError, WriteError};
+use crate::engine::session::CloseReason;
+use crate::perfmon::PerfMon;
+use crate::profile::{MicroSet, Params};
+use crate::stats::{ConnectionStats, EndpointStats};
+use crate::time::Instant;
+use bytes::Bytes;
+use std::net::SocketAddr;
+
+/// Why a core dropped a datagram routed to it without processing it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dropped {
+    /// It does not parse as a packet of the core's wire.
+    Malformed,
+    /// It parses but does not open: corrupted, forged, or a late copy (packet protection).
+    Unopened,
+}
+
+impl Dropped {
+    /// Counts the drop in the endpoint's counters.
+    pub fn count(self, stats: &mut EndpointStats) {
+        match self {
+            Dropped::Malformed => stats.bad_header += 1,
+            Dropped::Unopened => stats.bad_checksum += 1,
+        }
+    }
+}
+
+/// The core of one connection: its wire, timers, handshake and data path behind one
+/// interface. All calls are sans-IO: they take the current time and never block.
+pub trait ConnectionCore {
+    // ---- identity and routing ----
+
+    /// The id this side chose: the connection id (ctp wire) or socket id (UDT4) the peer
+    /// addresses every packet to.
+    fn local_id(&self) -> u32;
+    /// The peer's address.
+    fn remote(&self) -> SocketAddr;
+    /// Where the connection is in its life.
+    fn state(&self) -> &ConnectionState;
+    /// True (once) when something changed for the application since the last call.
+    fn take_activity(&mut self) -> bool;
+    /// The negotiated microprotocols (for UDT4, what UDT is made of).
+    fn micros(&self) -> MicroSet;
+    /// The negotiated parameters.
+    fn params(&self) -> &Params;
+
+    // ---- network side ----
+
+    /// Handles a datagram routed to this connection (the whole datagram, opened in place
+    /// where the wire protects packets).
+    fn handle_datagram(&mut self, now: Instant, datagram: &mut [u8]) -> Result<(), Dropped>;
+    /// Fires due timers.
+    fn handle_timeout(&mut self, now: Instant);
+    /// The earliest deadline.
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// Appends the next datagram to send to `out`; false, leaving `out` as it was, when
+    /// there is nothing to send now.
+    fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool;
+    /// Appends the farewell the connection still owes its peer when it is forgotten (a
+    /// CLOSE not yet sent), if any.
+    fn take_farewell(&mut self, _out: &mut Vec<u8>) -> bool {
+        false
+    }
+
+    // ---- application side ----
+
+    /// Queues bytes of the ordered byte stream; returns how many were accepted.
+    fn stream_write(&mut self, now: Instant, data: &[u8]) -> Result<usize, WriteError>;
+    /// Queues bytes of the byte stream without copying them where the core can keep a
+    /// reference to `data` until they are acknowledged (a copy otherwise); returns how
+    /// many were accepted, a prefix of `data`.
+    fn stream_write_bytes(&mut self, now: Instant, data: &Bytes) -> Result<usize, WriteError> {
+        self.stream_write(now, data)
+    }
+    /// Ends the byte stream.
+    fn stream_finish(&mut self, now: Instant) -> Result<(), WriteError>;
+    /// Reads from the byte stream; `Ok(0)` at its end.
+    fn stream_read(&mut self, now: Instant, buf: &mut [u8]) -> Result<usize, ReadError>;
+    /// Reads the next received chunk (at most `max` bytes) without copying; empty at the
+    /// end of the stream.
+    fn stream_read_chunk(&mut self, now: Instant, max: usize) -> Result<Bytes, ReadError>;
+    /// Queues one message with per-message options (a core without them ignores them).
+    fn send_msg(&mut self, now: Instant, data: Bytes, opts: MsgOptions) -> Result<(), WriteError>;
+    /// Queues one message delivered only after the earlier messages `after`; returns its
+    /// id (0 on a core without message ids).
+    fn send_msg_after(
+        &mut self,
+        now: Instant,
+        data: Bytes,
+        after: &[u64],
+    ) -> Result<u64, WriteError>;
+    /// Queues one urgent (out-of-band) message (a plain message on a core without them).
+    fn send_urgent(&mut self, now: Instant, data: Bytes) -> Result<(), WriteError>;
+    /// Takes the next received message.
+    fn recv_msg(&mut self, now: Instant) -> Result<Bytes, ReadError>;
+    /// Bytes that can be written now without blocking.
+    fn send_room(&self) -> usize;
+    /// Bytes written and not yet sent.
+    fn unsent_bytes(&self) -> usize;
+    /// Bytes of data held in buffers.
+    fn buffered_bytes(&self) -> u64;
+    /// True when everything written was acknowledged (or, unreliably, sent).
+    fn is_flushed(&self) -> bool;
+    /// True when the peer ended its byte stream and the end was read in order.
+    fn peer_finished(&self) -> bool;
+    /// Hands a custom control message to the congestion controller; false when there is
+    /// none to take it.
+    fn congestion_message(&mut self, now: Instant, msg: &[u8]) -> bool;
+
+    // ---- end and reports ----
+
+    /// Orderly close: outstanding data is delivered first.
+    fn close(&mut self, now: Instant);
+    /// Aborts at once; buffered data is discarded.
+    fn abort(&mut self, now: Instant, reason: &str);
+    /// The close reason once closed.
+    fn close_reason(&self) -> Option<&CloseReason> {
+        match self.state() {
+            ConnectionState::Closed(r) => Some(r),
+            _ => None,
+        }
+    }
+    /// Snapshot of every counter.
+    fn stats(&self) -> ConnectionStats;
+    /// The performance monitor (UDT's `perfmon`); with `clear` the next interval starts now.
+    fn perfmon(&mut self, now: Instant, clear: bool) -> PerfMon;
+}

@@ -1,0 +1,796 @@
+//! The composed connection core: a connection on ctp's wire — its handshake state, its
+//! packet protection, the composed engine once negotiated — and the application-facing
+//! operations (byte stream, messages, close), behind [`ConnectionCore`].
+
+use crate::composed::Engine;
+use crate::conn_core::{ConnectionCore, Dropped};
+use crate::engine::app::Outgoing;
+use crate::engine::event::Event;
+use crate::engine::session::CloseReason;
+use crate::handshake::state::InitAckError;
+use crate::handshake::{CookieContents, Handshake};
+use crate::packet::{open_short, Opened};
+use crate::perfmon::PerfMon;
+use crate::profile::{compose, Isn, MicroId, MicroSet, Params};
+use crate::protection::{Crc32c, PacketProtection};
+use crate::stats::ConnectionStats;
+use crate::time::Instant;
+use crate::wire::frame::{close_code, MAX_DEPS};
+use crate::wire::header::ConnectionId;
+use crate::wire::truncated::Truncated;
+use bytes::Bytes;
+use core::time::Duration;
+use std::net::SocketAddr;
+
+use crate::conn_state::{ConnectionState, MsgOptions, ReadError, WriteError, STREAM_CHUNK};
+
+/// A connection on ctp's wire: handshake, protection and the composed engine.
+pub struct ComposedConnection {
+    pub(crate) local_cid: ConnectionId,
+    pub(crate) peer_cid: ConnectionId,
+    pub(crate) remote: SocketAddr,
+    pub(crate) state: ConnectionState,
+    pub(crate) engine: Option<Engine>,
+    /// Seals this connection's short packets and opens the peer's.
+    pub(crate) protection: Box<dyn PacketProtection>,
+    pub(crate) micros: MicroSet,
+    pub(crate) params: Params,
+    pub(crate) local_isn: Isn,
+    /// This side of the handshake.
+    pub(crate) hs: Handshake,
+    pub(crate) close_frame: Option<(u64, String)>,
+    pub(crate) close_after_drain: Option<CloseReason>,
+    pub(crate) drain_until: Option<Instant>,
+    pub(crate) stream_finished: bool,
+    pub(crate) activity: bool,
+    pub(crate) malformed: u64,
+    pub(crate) peer_pn_isn: u64,
+    pub(crate) largest_peer_pn: Option<u64>,
+    /// Id of the last byte-stream chunk queued (causal ordering chains the chunks).
+    pub(crate) last_stream_msg: Option<u64>,
+    /// The performance monitor's memory (composed connections; a `udt` one keeps its own).
+    pub(crate) perf: crate::perfmon::PerfMonitor,
+}
+
+/// A packet number further than this beyond the largest seen (or the peer's initial one)
+/// is rejected: no real sender loses that many packets in a row, and accepting it would
+/// let one stray packet poison the acknowledgement state.
+pub const MAX_PN_JUMP: u64 = 1 << 22;
+
+impl ComposedConnection {
+    /// True once data can flow.
+    pub fn is_established(&self) -> bool {
+        matches!(
+            self.state,
+            ConnectionState::Established | ConnectionState::Closing
+        )
+    }
+
+    /// The initiator's handling of INIT_ACK: the responder's narrowed offer and cookie.
+    /// The offer may only narrow what was asked for; then the engine is composed and the
+    /// cookie echoed. False when the packet is to be dropped.
+    pub(crate) fn on_init_ack(&mut self, now: Instant, scid: ConnectionId, body: &[u8]) -> bool {
+        let offer = match self.hs.check_init_ack(body) {
+            Ok(offer) => offer,
+            Err(InitAckError::Malformed) => return false,
+            Err(InitAckError::Wider) => {
+                self.terminate(CloseReason::Handshake(
+                    "responder answered with a profile wider than requested".into(),
+                ));
+                return false;
+            }
+        };
+        let Ok(engine) = compose(offer.micros, &offer.params, self.local_isn, offer.peer_isn)
+        else {
+            return false;
+        };
+        self.engine = Some(engine);
+        self.peer_pn_isn = offer.peer_isn.pn;
+        self.micros = offer.micros;
+        self.params = offer.params;
+        self.peer_cid = scid;
+        self.state = ConnectionState::Echoing;
+        self.hs.echo(now, offer.cookie);
+        true
+    }
+
+    /// The initiator's handling of REFUSE: the handshake fails with the responder's reason.
+    /// False when the packet is to be dropped (malformed).
+    pub(crate) fn on_refuse(&mut self, from: SocketAddr, body: &[u8]) -> bool {
+        let Some(reason) = crate::handshake::state::refusal(body) else {
+            return false;
+        };
+        self.terminate(CloseReason::Handshake(format!(
+            "refused by {from}: {reason}"
+        )));
+        true
+    }
+
+    /// Responder: a repeated COOKIE_ECHO shows that the first packet was lost.
+    pub(crate) fn on_repeated_echo(&mut self) {
+        self.hs.owe_first_packet();
+    }
+
+    /// A connection this side initiates; it starts by sending INIT.
+    pub(crate) fn initiator(
+        now: Instant,
+        local_cid: ConnectionId,
+        remote: SocketAddr,
+        profile: &crate::profile::Profile,
+        local_isn: Isn,
+        handshake_timeout: Duration,
+    ) -> Self {
+        let params = profile.params.for_peer(remote).fit_recv_buffer();
+        ComposedConnection {
+            local_cid,
+            peer_cid: 0,
+            remote,
+            state: ConnectionState::Initiating,
+            engine: None,
+            protection: Box::new(Crc32c),
+            micros: profile.micros,
+            params,
+            local_isn,
+            hs: Handshake::initiator(now, profile.micros, params, handshake_timeout),
+            close_frame: None,
+            close_after_drain: None,
+            drain_until: None,
+            stream_finished: false,
+            activity: false,
+            malformed: 0,
+            peer_pn_isn: 0,
+            largest_peer_pn: None,
+            last_stream_msg: None,
+            perf: crate::perfmon::PerfMonitor::new(now),
+        }
+    }
+
+    /// A connection created by the responder from a valid cookie; established at once.
+    pub(crate) fn responder(remote: SocketAddr, k: &CookieContents, engine: Engine) -> Self {
+        ComposedConnection {
+            local_cid: k.local_cid,
+            peer_cid: k.peer_cid,
+            remote,
+            state: ConnectionState::Established,
+            engine: Some(engine),
+            protection: Box::new(Crc32c),
+            micros: k.micros,
+            params: k.params,
+            local_isn: k.local_isn,
+            hs: Handshake::responder(k.minted, k.micros, k.params),
+            close_frame: None,
+            close_after_drain: None,
+            drain_until: None,
+            stream_finished: false,
+            activity: false,
+            malformed: 0,
+            peer_pn_isn: k.peer_isn.pn,
+            largest_peer_pn: None,
+            last_stream_msg: None,
+            perf: crate::perfmon::PerfMonitor::new(k.minted),
+        }
+    }
+
+    fn open_engine<'e>(
+        state: &ConnectionState,
+        engine: &'e mut Option<Engine>,
+    ) -> Result<&'e mut Engine, WriteError> {
+        if !matches!(state, ConnectionState::Established) {
+            return Err(WriteError::NotOpen(format!("{state:?}")));
+        }
+        engine
+            .as_mut()
+            .ok_or_else(|| WriteError::NotOpen("no engine".into()))
+    }
+
+    /// Queues the first bytes of a stream write of `len` bytes, as many as there is room
+    /// for; `take(n)` yields those `n` bytes.
+    fn stream_write_with(
+        &mut self,
+        now: Instant,
+        len: usize,
+        take: impl FnOnce(usize) -> Bytes,
+    ) -> Result<usize, WriteError> {
+        if self.stream_finished {
+            return Err(WriteError::Finished);
+        }
+        let causal = self.micros.has(MicroId::Causal);
+        let e = Self::open_engine(&self.state, &mut self.engine)?;
+        let room = e.state().app.tx_room();
+        // Sender-side silly-window avoidance (as Linux wakes a TCP writer only once a third
+        // of its buffer is free): a write waits until it can queue a good part of itself,
+        // not a sliver freed by one acknowledgement. Slivers cost a copied piece and a
+        // short message each, on both sides.
+        let low_water = (e.state().app.tx_limit / 4).clamp(1, STREAM_CHUNK);
+        if room == 0 || room < len.min(low_water) {
+            return Err(WriteError::Blocked);
+        }
+        let n = len.min(room);
+        if n == 0 {
+            return Ok(0);
+        }
+        // One buffer for the whole write, shared by chunks of at most STREAM_CHUNK bytes
+        // (and never more than the agreed largest message): the receiver delivers a stream
+        // chunk once it is complete, so small chunks keep delivery prompt and the receive
+        // buffer's accounting fine-grained.
+        let chunk = STREAM_CHUNK.min(self.params.max_message as usize);
+        let bytes = take(n);
+        let stamp = e.state().session.stamp_messages.then_some(now.as_micros());
+        let mut at = 0;
+        while at < n {
+            let end = (at + chunk).min(n);
+            let out = Outgoing::new(bytes.slice(at..end), true, false, stamp);
+            Self::push_tx(e, out, causal, &mut self.last_stream_msg);
+            at = end;
+        }
+        e.dispatch(now, Event::UserData);
+        Ok(n)
+    }
+
+    /// Queues a send-queue entry (the engine numbers it); a byte-stream chunk names the
+    /// previous chunk as its predecessor when the profile orders causally, so the stream
+    /// stays in order.
+    fn push_tx(
+        e: &mut Engine,
+        mut out: Outgoing,
+        causal: bool,
+        last_stream: &mut Option<u64>,
+    ) -> u64 {
+        if out.stream {
+            if causal {
+                out.deps.extend(last_stream.iter().copied());
+            }
+            *last_stream = Some(e.next_msg_id());
+        }
+        e.queue(out)
+    }
+
+    fn queue_msg(
+        &mut self,
+        now: Instant,
+        data: Bytes,
+        urgent: bool,
+        after: &[u64],
+    ) -> Result<u64, WriteError> {
+        let max = self.params.max_message as usize;
+        if data.len() > max {
+            return Err(WriteError::TooLarge {
+                len: data.len(),
+                max,
+            });
+        }
+        let causal = self.micros.has(MicroId::Causal);
+        let first_id = self.local_isn.msg;
+        if after.len() > MAX_DEPS {
+            return Err(WriteError::BadDependency(format!(
+                "{} predecessors named, at most {MAX_DEPS}",
+                after.len()
+            )));
+        }
+        let e = Self::open_engine(&self.state, &mut self.engine)?;
+        let next = e.next_msg_id();
+        if let Some(&bad) = after.iter().find(|&&d| d < first_id || d >= next) {
+            return Err(WriteError::BadDependency(format!(
+                "message {bad} was not sent on this connection before (ids {first_id}..{next})"
+            )));
+        }
+        if data.len() > e.state().app.tx_room() && !e.state().app.tx.is_empty() {
+            return Err(WriteError::Blocked);
+        }
+        let mut out = Outgoing::new(
+            data,
+            false,
+            false,
+            e.state().session.stamp_messages.then_some(now.as_micros()),
+        );
+        out.urgent = urgent;
+        if causal {
+            out.deps.extend_from_slice(after);
+        }
+        let id = Self::push_tx(e, out, causal, &mut self.last_stream_msg);
+        e.dispatch(now, Event::UserData);
+        Ok(id)
+    }
+
+    fn read_gate(&self) -> ReadError {
+        match &self.state {
+            ConnectionState::Closed(r) => ReadError::Closed(r.clone()),
+            _ => ReadError::Blocked,
+        }
+    }
+
+    /// Takes stream bytes with `take` (which returns what it took and how many bytes);
+    /// nothing taken is the end of the stream once the peer finished it, or when nothing
+    /// was asked for, and otherwise a wait.
+    fn stream_take<T>(
+        &mut self,
+        now: Instant,
+        asked_nothing: bool,
+        take: impl FnOnce(&mut std::collections::VecDeque<Bytes>) -> (T, usize),
+    ) -> Result<T, ReadError> {
+        let gate = self.read_gate();
+        let Some(e) = self.engine.as_mut() else {
+            return Err(gate);
+        };
+        let (got, n) = e.read_stream(now, take);
+        if n > 0 {
+            return Ok(got);
+        }
+        if e.peer_finished() || asked_nothing {
+            return Ok(got);
+        }
+        Err(gate)
+    }
+
+    fn drain_time(&self) -> Duration {
+        let rto = self
+            .engine
+            .as_ref()
+            .map_or(200_000, |e| e.state().session.rto_us);
+        Duration::from_micros(3 * rto).max(Duration::from_millis(30))
+    }
+
+    fn enter_draining(&mut self, now: Instant, reason: CloseReason) {
+        self.drain_until = Some(now + self.drain_time());
+        self.close_after_drain = Some(reason);
+        self.state = ConnectionState::Draining;
+    }
+
+    /// Ends the drain period: the connection closes with the reason it entered it for.
+    fn end_drain(&mut self) {
+        self.drain_until = None;
+        let r = self
+            .close_after_drain
+            .take()
+            .unwrap_or(CloseReason::Graceful);
+        self.terminate(r);
+    }
+
+    /// Advances a graceful close once everything was delivered.
+    pub(crate) fn progress_close(&mut self, now: Instant) {
+        if self.state == ConnectionState::Closing && self.is_flushed() {
+            self.close_frame = Some((close_code::GRACEFUL, String::new()));
+            self.enter_draining(now, CloseReason::Graceful);
+        }
+    }
+
+    /// Ends the connection with `reason` (no CLOSE sent).
+    pub(crate) fn terminate(&mut self, reason: CloseReason) {
+        self.hs.stop();
+        if !matches!(self.state, ConnectionState::Closed(_)) {
+            self.state = ConnectionState::Closed(reason);
+            self.activity = true;
+        }
+    }
+
+    /// Handles a received short packet (the whole datagram): opens it with the connection's
+    /// protection, then hands its frames to the engine. [`Dropped::Unopened`] when it does not
+    /// open: it was corrupted, forged, or is a late copy recovered to a number it was not
+    /// sent with — and nothing of it was parsed.
+    fn on_short_packet(&mut self, now: Instant, packet: &mut [u8]) -> Result<(), Dropped> {
+        let wire_len = packet.len();
+        if matches!(self.state, ConnectionState::Closed(_)) {
+            return Ok(());
+        }
+        let Some(e) = self.engine.as_mut() else {
+            return Ok(());
+        };
+        let (isn, largest) = (self.peer_pn_isn, self.largest_peer_pn);
+        let recover = |t: Truncated| {
+            let pn = t.expand(largest.map_or(isn, |l| l + 1));
+            // A number no packet of this connection can have: corrupted in flight.
+            let limit = largest.unwrap_or(isn).saturating_add(MAX_PN_JUMP);
+            (isn..=limit).contains(&pn).then_some(pn)
+        };
+        let Ok(Opened { pn, frames }) = open_short(packet, &mut *self.protection, recover) else {
+            return Err(Dropped::Unopened);
+        };
+        if self.state == ConnectionState::Draining {
+            if e.peer_close(frames).is_some() {
+                // The peer closed too: neither side has anything more to say, so the
+                // rest of the drain period would only delay the end.
+                self.end_drain();
+            } else if self.close_frame.is_none() {
+                // The peer has not seen our CLOSE yet: say it again.
+                if let Some(r) = &self.close_after_drain {
+                    let code = match r {
+                        CloseReason::Graceful => close_code::GRACEFUL,
+                        CloseReason::ProtocolViolation(_) => close_code::PROTOCOL,
+                        _ => close_code::ABORT,
+                    };
+                    self.close_frame = Some((code, r.to_string()));
+                }
+            }
+            return Ok(());
+        }
+        match e.receive(now, pn, frames, wire_len) {
+            Ok(rx) => {
+                self.largest_peer_pn = Some(self.largest_peer_pn.map_or(pn, |l| l.max(pn)));
+                self.activity = true;
+                if self.state == ConnectionState::Echoing {
+                    self.state = ConnectionState::Established;
+                    self.hs.complete();
+                }
+                if let Some((code, reason)) = rx.close {
+                    let r = if code == close_code::GRACEFUL {
+                        // One CLOSE in reply lets the peer end its drain period now
+                        // instead of waiting it out.
+                        self.close_frame = Some((close_code::GRACEFUL, String::new()));
+                        CloseReason::Graceful
+                    } else {
+                        CloseReason::Peer { code, reason }
+                    };
+                    self.terminate(r);
+                }
+            }
+            Err(_) => self.malformed += 1,
+        }
+        self.after_engine(now);
+        Ok(())
+    }
+
+    /// Checks what the microprotocols decided (idle timeout, close progress).
+    pub(crate) fn after_engine(&mut self, now: Instant) {
+        match self.engine.as_mut().and_then(Engine::take_close) {
+            Some(CloseReason::ProtocolViolation(what)) => {
+                // The peer is told why, as QUIC's CONNECTION_CLOSE with a transport error.
+                tracing::debug!(remote = %self.remote, "protocol violation: {what}");
+                self.close_frame = Some((close_code::PROTOCOL, what.clone()));
+                self.enter_draining(now, CloseReason::ProtocolViolation(what));
+                self.activity = true;
+            }
+            Some(r) => self.terminate(r),
+            None => {}
+        }
+        self.progress_close(now);
+    }
+
+    /// Appends the CLOSE this connection still owes its peer, if any: a packet with only
+    /// CLOSE, never held back by congestion control.
+    pub(crate) fn build_close(&mut self, out: &mut Vec<u8>) -> bool {
+        let Some(e) = self.engine.as_mut() else {
+            return false;
+        };
+        let Some((code, reason)) = self.close_frame.take() else {
+            return false;
+        };
+        e.build_close(self.peer_cid, code, &reason, out, &mut *self.protection);
+        true
+    }
+
+    /// Appends the next short packet, if any, to `out`.
+    pub(crate) fn build_short(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        let max = self.params.max_udp_payload as usize;
+        if self.build_close(out) {
+            return true;
+        }
+        let Some(e) = self.engine.as_mut() else {
+            return false;
+        };
+        if !matches!(
+            self.state,
+            ConnectionState::Established | ConnectionState::Closing
+        ) {
+            return false;
+        }
+        if self.hs.take_first_packet() {
+            // The responder's first short packet tells the initiator that the connection
+            // exists; make sure one goes out (and is acknowledged) even without data.
+            e.owe_ping();
+        }
+        let room = e.state().app.tx_room();
+        let built = e.build_packet(now, self.peer_cid, max, out, &mut *self.protection);
+        if e.state().app.tx_room() > room {
+            // Writers blocked on a full send buffer can go on.
+            self.activity = true;
+        }
+        self.after_engine(now);
+        built
+    }
+}
+
+impl ConnectionCore for ComposedConnection {
+    /// Current state.
+    fn state(&self) -> &ConnectionState {
+        &self.state
+    }
+
+    fn take_activity(&mut self) -> bool {
+        core::mem::take(&mut self.activity)
+    }
+
+    /// A short packet (the whole datagram), opened in place by the connection's protection.
+    fn handle_datagram(&mut self, now: Instant, datagram: &mut [u8]) -> Result<(), Dropped> {
+        self.on_short_packet(now, datagram)
+    }
+
+    /// The handshake packet due (INIT or COOKIE_ECHO), else the next short packet.
+    fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        if self.hs.take_due()
+            && self.hs.packet(
+                &self.state,
+                self.local_cid,
+                self.peer_cid,
+                &self.local_isn,
+                out,
+            )
+        {
+            return true;
+        }
+        self.build_short(now, out)
+    }
+
+    fn take_farewell(&mut self, out: &mut Vec<u8>) -> bool {
+        self.build_close(out)
+    }
+
+    /// Hands a custom control message (e.g. a [`crate::cc::RateMessage`] from a
+    /// [`crate::cc::group::GroupBudget`], or a new `blast` rate) to the congestion-control
+    /// algorithm; false when the connection is not open or composes no `cc`.
+    fn congestion_message(&mut self, now: Instant, msg: &[u8]) -> bool {
+        self.engine
+            .as_mut()
+            .is_some_and(|e| e.congestion_message(now, msg))
+    }
+
+    /// The connection id this side chose (carried in every packet sent to it).
+    fn local_id(&self) -> ConnectionId {
+        self.local_cid
+    }
+
+    /// The peer's address.
+    fn remote(&self) -> SocketAddr {
+        self.remote
+    }
+
+    /// The negotiated microprotocols.
+    fn micros(&self) -> MicroSet {
+        self.micros
+    }
+
+    /// The negotiated parameters.
+    fn params(&self) -> &Params {
+        &self.params
+    }
+
+    /// Snapshot of every counter.
+    fn stats(&self) -> ConnectionStats {
+        let Some(e) = &self.engine else {
+            return ConnectionStats {
+                malformed_dropped: self.malformed,
+                ..Default::default()
+            };
+        };
+        let s = &e.state().session;
+        let mut st = e.state().stats;
+        st.malformed_dropped += self.malformed;
+        st.srtt_us = s.srtt_us;
+        st.rttvar_us = s.rttvar_us;
+        st.min_rtt_us = if s.min_rtt_us == u64::MAX {
+            0
+        } else {
+            s.min_rtt_us
+        };
+        st.rto_us = s.rto_us;
+        st.cwnd = if s.cwnd == u64::MAX { 0 } else { s.cwnd };
+        st.bytes_in_flight = s.bytes_in_flight;
+        st.pacing_rate = s.pacing_rate;
+        st.buffered_bytes = self.buffered_bytes();
+        st.path_mtu = s.plpmtu as u64;
+        st
+    }
+
+    /// The performance monitor (UDT's `perfmon(u, &perf, clear)`): UDT's counters as
+    /// totals, since the last clearing query, and the values of the moment; with `clear`
+    /// the next interval starts now. A `udt` connection has every field; a composed one
+    /// derives them from its counters, with no flow window, bandwidth estimate, receive
+    /// buffer room, receiver loss, received-data, received-ACK or send-duration counts (0).
+    fn perfmon(&mut self, now: Instant, clear: bool) -> PerfMon {
+        let s = self.stats();
+        let payload = self
+            .engine
+            .as_ref()
+            .map_or(1, |e| e.state().session.max_segment_payload as u64);
+        let room = self
+            .engine
+            .as_ref()
+            .map_or(0, |e| e.state().app.tx_room() as u64);
+        let instant = crate::perfmon::instant_from_stats(&s, payload, room);
+        self.perf.query(now, &s, instant, clear)
+    }
+
+    /// Bytes of data held in buffers (send queue, live segments at their largest size,
+    /// reassembled messages waiting for ordering, receive queue): a gauge of the memory the
+    /// connection uses for data.
+    fn buffered_bytes(&self) -> u64 {
+        let Some(e) = &self.engine else { return 0 };
+        let st = e.state();
+        let app = &st.app;
+        let segs = st.segs.live() * st.session.max_segment_payload;
+        (app.tx_bytes + app.rx_bytes + app.parked_bytes + segs) as u64
+    }
+
+    /// Queues bytes of the ordered byte stream; returns how many were accepted.
+    fn stream_write(&mut self, now: Instant, data: &[u8]) -> Result<usize, WriteError> {
+        self.stream_write_with(now, data.len(), |n| Bytes::copy_from_slice(&data[..n]))
+    }
+
+    /// Queues bytes of the ordered byte stream without copying them (the connection keeps
+    /// a reference to `data` until they are acknowledged); returns how many were accepted,
+    /// a prefix of `data`.
+    fn stream_write_bytes(&mut self, now: Instant, data: &Bytes) -> Result<usize, WriteError> {
+        self.stream_write_with(now, data.len(), |n| data.slice(..n))
+    }
+
+    /// Ends the byte stream: the peer reads end-of-stream after everything written before.
+    fn stream_finish(&mut self, now: Instant) -> Result<(), WriteError> {
+        if self.stream_finished {
+            return Ok(());
+        }
+        let causal = self.micros.has(MicroId::Causal);
+        let e = Self::open_engine(&self.state, &mut self.engine)?;
+        let out = Outgoing::new(Bytes::new(), true, true, None);
+        Self::push_tx(e, out, causal, &mut self.last_stream_msg);
+        e.dispatch(now, Event::UserData);
+        self.stream_finished = true;
+        Ok(())
+    }
+
+    /// Queues one message. A message larger than the send buffer is accepted when the
+    /// buffer is empty, so any message up to the negotiated maximum can be sent.
+    /// Composed profiles have no per-message options (their microprotocols decide
+    /// reliability and order): `_opts` is ignored.
+    fn send_msg(&mut self, now: Instant, data: Bytes, _opts: MsgOptions) -> Result<(), WriteError> {
+        self.queue_msg(now, data, false, &[]).map(|_| ())
+    }
+
+    /// Queues one message that the receiver delivers only after the earlier messages `after`
+    /// (ids returned by previous calls) were delivered; returns the new message's id. With
+    /// the `causal` microprotocol a message naming no predecessor is delivered as soon as it
+    /// is complete; other profiles ignore the list (their own order applies).
+    fn send_msg_after(
+        &mut self,
+        now: Instant,
+        data: Bytes,
+        after: &[u64],
+    ) -> Result<u64, WriteError> {
+        self.queue_msg(now, data, false, after)
+    }
+
+    /// Queues one urgent (out-of-band) message: with the `urgent` microprotocol the receiver
+    /// delivers it as soon as it is complete, ahead of the ordering in force.
+    fn send_urgent(&mut self, now: Instant, data: Bytes) -> Result<(), WriteError> {
+        self.queue_msg(now, data, true, &[]).map(|_| ())
+    }
+
+    /// Reads from the byte stream. `Ok(0)` means the peer finished the stream.
+    fn stream_read(&mut self, now: Instant, buf: &mut [u8]) -> Result<usize, ReadError> {
+        let asked_nothing = buf.is_empty();
+        self.stream_take(now, asked_nothing, |q| {
+            let n = crate::chunk_queue::read_into(q, buf);
+            (n, n)
+        })
+    }
+
+    /// Reads from the byte stream without copying: the next received chunk, at most `max`
+    /// bytes of it. An empty chunk means the peer finished the stream.
+    fn stream_read_chunk(&mut self, now: Instant, max: usize) -> Result<Bytes, ReadError> {
+        self.stream_take(now, max == 0, |q| {
+            let chunk = crate::chunk_queue::take_front(q, max);
+            let n = chunk.len();
+            (chunk, n)
+        })
+    }
+
+    /// Takes the next received message.
+    fn recv_msg(&mut self, now: Instant) -> Result<Bytes, ReadError> {
+        let gate = self.read_gate();
+        let Some(e) = self.engine.as_mut() else {
+            return Err(gate);
+        };
+        e.recv_msg(now).ok_or(gate)
+    }
+
+    /// Bytes that can be written now without blocking.
+    fn send_room(&self) -> usize {
+        self.engine.as_ref().map_or(0, |e| e.state().app.tx_room())
+    }
+
+    /// Bytes written and not yet sent: what a sender that writes just in time (like TCP's
+    /// `TCP_NOTSENT_LOWAT`) keeps small, so the data it writes is still in cache when it goes
+    /// out. On the ctp wire these are the bytes not yet cut into segments (the segmenter
+    /// cuts up to `CUT_AHEAD` segments before they leave); on the UDT4 wire, packets never
+    /// sent, each counted at the full payload size.
+    fn unsent_bytes(&self) -> usize {
+        self.engine.as_ref().map_or(0, |e| e.state().app.tx_bytes)
+    }
+
+    /// True when the peer ended its byte stream ([`ConnectionCore::stream_finish`]) and the
+    /// end reached the receive queue in order, after every byte before it. A graceful close
+    /// without it reads as the end of the stream too, but proves nothing about the stream
+    /// being whole. Always false on the UDT4 wire, which has no end-of-stream mark.
+    fn peer_finished(&self) -> bool {
+        self.engine.as_ref().is_some_and(Engine::peer_finished)
+    }
+
+    /// True when everything written was acknowledged (or, unreliably, sent).
+    fn is_flushed(&self) -> bool {
+        self.engine
+            .as_ref()
+            .is_none_or(|e| e.state().app.tx.is_empty() && e.state().segs.live() == 0)
+    }
+
+    /// Asks for an orderly close: outstanding data is delivered first, then CLOSE is sent.
+    fn close(&mut self, now: Instant) {
+        match self.state {
+            ConnectionState::Established => {
+                self.state = ConnectionState::Closing;
+                self.progress_close(now);
+            }
+            ConnectionState::Initiating | ConnectionState::Echoing => {
+                self.state = ConnectionState::Closed(CloseReason::LocalAbort(
+                    "closed before set-up finished".into(),
+                ))
+            }
+            _ => {}
+        }
+    }
+
+    /// Aborts at once: the peer is told the reason; buffered data is discarded.
+    fn abort(&mut self, now: Instant, reason: &str) {
+        if matches!(
+            self.state,
+            ConnectionState::Closed(_) | ConnectionState::Draining
+        ) {
+            return;
+        }
+        if self.engine.is_some() {
+            self.close_frame = Some((close_code::ABORT, reason.to_string()));
+            self.enter_draining(now, CloseReason::LocalAbort(reason.to_string()));
+        } else {
+            self.state = ConnectionState::Closed(CloseReason::LocalAbort(reason.to_string()));
+        }
+        self.activity = true;
+    }
+
+    /// Fires due timers.
+    fn handle_timeout(&mut self, now: Instant) {
+        if !self.hs.handle_timeout(now) {
+            self.terminate(CloseReason::Handshake(format!(
+                "no answer from {} (handshake timed out)",
+                self.remote
+            )));
+            return;
+        }
+        if let Some(d) = self.drain_until {
+            if d <= now {
+                self.end_drain();
+                return;
+            }
+        }
+        if matches!(
+            self.state,
+            ConnectionState::Established | ConnectionState::Closing
+        ) {
+            if let Some(e) = self.engine.as_mut() {
+                e.handle_timeout(now);
+                self.activity = true;
+            }
+            self.after_engine(now);
+        }
+    }
+
+    /// The earliest deadline of this connection.
+    fn poll_timeout(&self) -> Option<Instant> {
+        let engine = match self.state {
+            ConnectionState::Established | ConnectionState::Closing => {
+                self.engine.as_ref().and_then(|e| e.next_timeout())
+            }
+            _ => None,
+        };
+        [engine, self.hs.poll_timeout(), self.drain_until]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+}

@@ -1,0 +1,319 @@
+//! One connection of an [`crate::Endpoint`]: a [`ConnectionCore`] — the composed one
+//! ([`composed::ComposedConnection`], ctp's wire) or the UDT4 one
+//! ([`crate::udt::conn::UdtConnection`]) — behind the application-facing operations (byte
+//! stream, messages, close, reports).
+//!
+//! The two cores are an enum, not a `Box<dyn ConnectionCore>`: the composed core stays
+//! inline in the endpoint's table (no pointer to follow per packet), and the few
+//! operations only one core has (the UDT4 connection's own API, the composed handshake)
+//! reach it without downcasting. Every call is one match and one call through the trait.
+
+pub mod composed;
+
+use crate::conn_core::{ConnectionCore, Dropped};
+use crate::engine::session::CloseReason;
+use crate::perfmon::PerfMon;
+use crate::profile::{MicroSet, Params};
+use crate::stats::ConnectionStats;
+use crate::time::Instant;
+use crate::udt::conn::UdtConnection;
+use crate::wire::header::ConnectionId;
+use bytes::Bytes;
+use std::net::SocketAddr;
+
+pub use self::composed::{ComposedConnection, MAX_PN_JUMP};
+pub use crate::conn_state::{ConnectionState, MsgOptions, ReadError, WriteError, STREAM_CHUNK};
+pub use crate::handshake::{HANDSHAKE_MAX_RTO, HANDSHAKE_RTO};
+
+/// The core of a connection.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the composed core stays inline in the endpoint's table, as it was before \
+              the interface: boxing it would add a pointer to follow on every packet"
+)]
+enum Core {
+    /// ctp's wire: handshake, protection and the composed engine.
+    Composed(ComposedConnection),
+    /// UDT4's wire (the `udt` profiles); boxed, the rarer and larger of the two.
+    Udt(Box<UdtConnection>),
+}
+
+/// One connection of an [`crate::Endpoint`].
+pub struct Connection {
+    core: Core,
+}
+
+impl From<ComposedConnection> for Connection {
+    fn from(c: ComposedConnection) -> Self {
+        Connection {
+            core: Core::Composed(c),
+        }
+    }
+}
+
+impl From<UdtConnection> for Connection {
+    fn from(u: UdtConnection) -> Self {
+        Connection {
+            core: Core::Udt(Box::new(u)),
+        }
+    }
+}
+
+impl Connection {
+    /// The core, whichever it is.
+    pub fn core(&self) -> &dyn ConnectionCore {
+        match &self.core {
+            Core::Composed(c) => c,
+            Core::Udt(u) => &**u,
+        }
+    }
+
+    /// The core, whichever it is, mutably.
+    pub fn core_mut(&mut self) -> &mut dyn ConnectionCore {
+        match &mut self.core {
+            Core::Composed(c) => c,
+            Core::Udt(u) => &mut **u,
+        }
+    }
+
+    /// The composed core behind a connection on ctp's wire.
+    pub fn composed(&self) -> Option<&ComposedConnection> {
+        match &self.core {
+            Core::Composed(c) => Some(c),
+            Core::Udt(_) => None,
+        }
+    }
+
+    /// The composed core behind a connection on ctp's wire, mutably.
+    pub fn composed_mut(&mut self) -> Option<&mut ComposedConnection> {
+        match &mut self.core {
+            Core::Composed(c) => Some(c),
+            Core::Udt(_) => None,
+        }
+    }
+
+    /// The UDT connection behind a `udt`-profile connection.
+    pub fn udt(&self) -> Option<&UdtConnection> {
+        match &self.core {
+            Core::Udt(u) => Some(u),
+            Core::Composed(_) => None,
+        }
+    }
+
+    /// Mutable access to the UDT connection behind a `udt`-profile connection (message
+    /// TTL and in-order flag: [`UdtConnection::send_msg`]).
+    pub fn udt_mut(&mut self) -> Option<&mut UdtConnection> {
+        match &mut self.core {
+            Core::Udt(u) => Some(u),
+            Core::Composed(_) => None,
+        }
+    }
+
+    /// Current state.
+    pub fn state(&self) -> &ConnectionState {
+        self.core().state()
+    }
+
+    /// True once data can flow.
+    pub fn is_established(&self) -> bool {
+        matches!(
+            self.state(),
+            ConnectionState::Established | ConnectionState::Closing
+        )
+    }
+
+    /// Hands a custom control message (e.g. a [`crate::cc::RateMessage`] from a
+    /// [`crate::cc::group::GroupBudget`], or a new `blast` rate) to the congestion-control
+    /// algorithm; false when the connection is not open or composes no `cc`.
+    pub fn congestion_message(&mut self, now: Instant, msg: &[u8]) -> bool {
+        self.core_mut().congestion_message(now, msg)
+    }
+
+    /// The close reason once closed.
+    pub fn close_reason(&self) -> Option<&CloseReason> {
+        self.core().close_reason()
+    }
+
+    /// The connection id this side chose (carried in every packet sent to it; the socket
+    /// id on the UDT4 wire).
+    pub fn local_cid(&self) -> ConnectionId {
+        self.core().local_id()
+    }
+
+    /// The peer's address.
+    pub fn remote(&self) -> SocketAddr {
+        self.core().remote()
+    }
+
+    /// The negotiated microprotocols.
+    pub fn micros(&self) -> MicroSet {
+        self.core().micros()
+    }
+
+    /// The negotiated parameters.
+    pub fn params(&self) -> &Params {
+        self.core().params()
+    }
+
+    /// Snapshot of every counter.
+    pub fn stats(&self) -> ConnectionStats {
+        self.core().stats()
+    }
+
+    /// The performance monitor (UDT's `perfmon(u, &perf, clear)`): UDT's counters as
+    /// totals, since the last clearing query, and the values of the moment; with `clear`
+    /// the next interval starts now. A `udt` connection has every field; a composed one
+    /// derives them from its counters, with no flow window, bandwidth estimate, receive
+    /// buffer room, receiver loss, received-data, received-ACK or send-duration counts (0).
+    pub fn perfmon(&mut self, now: Instant, clear: bool) -> PerfMon {
+        self.core_mut().perfmon(now, clear)
+    }
+
+    /// Bytes of data held in buffers (send queue, live segments at their largest size,
+    /// reassembled messages waiting for ordering, receive queue): a gauge of the memory the
+    /// connection uses for data.
+    pub fn buffered_bytes(&self) -> u64 {
+        self.core().buffered_bytes()
+    }
+
+    /// Queues bytes of the ordered byte stream; returns how many were accepted.
+    pub fn stream_write(&mut self, now: Instant, data: &[u8]) -> Result<usize, WriteError> {
+        self.core_mut().stream_write(now, data)
+    }
+
+    /// Queues bytes of the ordered byte stream without copying them (the connection keeps
+    /// a reference to `data` until they are acknowledged); returns how many were accepted,
+    /// a prefix of `data`.
+    pub fn stream_write_bytes(&mut self, now: Instant, data: &Bytes) -> Result<usize, WriteError> {
+        self.core_mut().stream_write_bytes(now, data)
+    }
+
+    /// Ends the byte stream: the peer reads end-of-stream after everything written before.
+    pub fn stream_finish(&mut self, now: Instant) -> Result<(), WriteError> {
+        self.core_mut().stream_finish(now)
+    }
+
+    /// Queues one message. A message larger than the send buffer is accepted when the
+    /// buffer is empty, so any message up to the negotiated maximum can be sent.
+    pub fn send_msg(&mut self, now: Instant, data: Bytes) -> Result<(), WriteError> {
+        self.core_mut().send_msg(now, data, MsgOptions::default())
+    }
+
+    /// Queues one message with per-message options (UDT's `sendmsg(data, ttl, inorder)`).
+    /// On a `udt` connection the time-to-live and the in-order flag travel as UDT4 does: a
+    /// message still unacknowledged when its TTL ran out is not retransmitted but dropped
+    /// with a drop request. Composed profiles have no per-message options (their
+    /// microprotocols decide reliability and order): there the options are ignored and this
+    /// is [`Connection::send_msg`].
+    pub fn send_msg_with(
+        &mut self,
+        now: Instant,
+        data: Bytes,
+        opts: MsgOptions,
+    ) -> Result<(), WriteError> {
+        self.core_mut().send_msg(now, data, opts)
+    }
+
+    /// Queues one message that the receiver delivers only after the earlier messages `after`
+    /// (ids returned by previous calls) were delivered; returns the new message's id. With
+    /// the `causal` microprotocol a message naming no predecessor is delivered as soon as it
+    /// is complete; other profiles ignore the list (their own order applies). On the UDT4
+    /// wire it is a plain message and its id 0.
+    pub fn send_msg_after(
+        &mut self,
+        now: Instant,
+        data: Bytes,
+        after: &[u64],
+    ) -> Result<u64, WriteError> {
+        self.core_mut().send_msg_after(now, data, after)
+    }
+
+    /// Queues one urgent (out-of-band) message: with the `urgent` microprotocol the receiver
+    /// delivers it as soon as it is complete, ahead of the ordering in force.
+    pub fn send_urgent(&mut self, now: Instant, data: Bytes) -> Result<(), WriteError> {
+        self.core_mut().send_urgent(now, data)
+    }
+
+    /// Reads from the byte stream. `Ok(0)` means the peer finished the stream.
+    pub fn stream_read(&mut self, now: Instant, buf: &mut [u8]) -> Result<usize, ReadError> {
+        self.core_mut().stream_read(now, buf)
+    }
+
+    /// Reads from the byte stream without copying: the next received chunk, at most `max`
+    /// bytes of it. An empty chunk means the peer finished the stream.
+    pub fn stream_read_chunk(&mut self, now: Instant, max: usize) -> Result<Bytes, ReadError> {
+        self.core_mut().stream_read_chunk(now, max)
+    }
+
+    /// Takes the next received message.
+    pub fn recv_msg(&mut self, now: Instant) -> Result<Bytes, ReadError> {
+        self.core_mut().recv_msg(now)
+    }
+
+    /// Bytes that can be written now without blocking.
+    pub fn send_room(&self) -> usize {
+        self.core().send_room()
+    }
+
+    /// Bytes written and not yet sent: what a sender that writes just in time (like TCP's
+    /// `TCP_NOTSENT_LOWAT`) keeps small, so the data it writes is still in cache when it goes
+    /// out. On the ctp wire these are the bytes not yet cut into segments (the segmenter
+    /// cuts up to `CUT_AHEAD` segments before they leave); on the UDT4 wire, packets never
+    /// sent, each counted at the full payload size.
+    pub fn unsent_bytes(&self) -> usize {
+        self.core().unsent_bytes()
+    }
+
+    /// True when the peer ended its byte stream ([`Connection::stream_finish`]) and the
+    /// end reached the receive queue in order, after every byte before it. A graceful close
+    /// without it reads as the end of the stream too, but proves nothing about the stream
+    /// being whole. Always false on the UDT4 wire, which has no end-of-stream mark.
+    pub fn peer_finished(&self) -> bool {
+        self.core().peer_finished()
+    }
+
+    /// True when everything written was acknowledged (or, unreliably, sent).
+    pub fn is_flushed(&self) -> bool {
+        self.core().is_flushed()
+    }
+
+    /// Asks for an orderly close: outstanding data is delivered first, then CLOSE is sent.
+    pub fn close(&mut self, now: Instant) {
+        self.core_mut().close(now)
+    }
+
+    /// Aborts at once: the peer is told the reason; buffered data is discarded.
+    pub fn abort(&mut self, now: Instant, reason: &str) {
+        self.core_mut().abort(now, reason)
+    }
+
+    /// Handles a datagram the endpoint routed to this connection.
+    pub(crate) fn handle_datagram(&mut self, now: Instant, data: &mut [u8]) -> Result<(), Dropped> {
+        self.core_mut().handle_datagram(now, data)
+    }
+
+    /// Fires due timers.
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        self.core_mut().handle_timeout(now)
+    }
+
+    /// The earliest deadline of this connection.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        self.core().poll_timeout()
+    }
+
+    /// Appends the next datagram to send to `out`, if any.
+    pub(crate) fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        self.core_mut().poll_transmit(now, out)
+    }
+
+    /// True (once) when something changed for the application.
+    pub(crate) fn take_activity(&mut self) -> bool {
+        self.core_mut().take_activity()
+    }
+
+    /// Appends what the connection still owes its peer as it is forgotten, if anything.
+    pub(crate) fn take_farewell(&mut self, out: &mut Vec<u8>) -> bool {
+        self.core_mut().take_farewell(out)
+    }
+}

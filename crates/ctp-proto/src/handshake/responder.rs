@@ -1,0 +1,143 @@
+//! The responder's side, stateless: an INIT is answered with INIT_ACK (the negotiated
+//! offer and a cookie) or REFUSE, without keeping anything; a COOKIE_ECHO whose cookie
+//! opens creates the connection.
+
+use super::cookie::{self, CookieContents, MAX_COOKIE};
+use super::MIN_INIT_SIZE;
+use crate::composed::Engine;
+use crate::packet::long_packet;
+use crate::profile::{
+    self, compose, decode_offer, encode_offer, Isn, MicroSet, Negotiated, Params,
+};
+use crate::time::Instant;
+use crate::wire::header::{ConnectionId, LongType};
+use crate::wire::{varint, Reader};
+use std::net::SocketAddr;
+
+/// What a responder brings to the handshake: its cookie secret, the microprotocols it
+/// runs and its local parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct Responder<'a> {
+    /// Secret keying the cookie.
+    pub secret: &'a [u8; 32],
+    /// Microprotocols this side will run for a peer that asks.
+    pub supported: MicroSet,
+    /// Local limits and defaults (requests are narrowed to these).
+    pub params: &'a Params,
+}
+
+/// A received INIT: who sent it, and what.
+#[derive(Clone, Copy, Debug)]
+pub struct Init<'a> {
+    /// The initiator's address.
+    pub from: SocketAddr,
+    /// The initiator's connection id.
+    pub peer_cid: ConnectionId,
+    /// The offer (after the long header).
+    pub body: &'a [u8],
+    /// Size of the whole datagram (anti-amplification).
+    pub size: usize,
+}
+
+/// The answer to an INIT.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InitAnswer {
+    /// INIT_ACK: the negotiated offer and a cookie.
+    Accept(Vec<u8>),
+    /// REFUSE, with the reason.
+    Refuse(Vec<u8>),
+}
+
+impl InitAnswer {
+    /// The packet to send.
+    pub fn into_packet(self) -> Vec<u8> {
+        match self {
+            InitAnswer::Accept(p) | InitAnswer::Refuse(p) => p,
+        }
+    }
+}
+
+impl Responder<'_> {
+    /// Answers `init`. `admitted` is whether the endpoint has room for the connection (else why
+    /// not); `fresh` draws the connection id and initial numbers of an accepted one. `None`
+    /// when the INIT is to be dropped: too small, malformed, or an answer larger than three
+    /// times it (anti-amplification).
+    pub fn answer_init(
+        &self,
+        now: Instant,
+        init: Init<'_>,
+        admitted: Result<(), &str>,
+        fresh: impl FnOnce() -> (ConnectionId, Isn),
+    ) -> Option<InitAnswer> {
+        let Init {
+            from,
+            peer_cid,
+            body,
+            size,
+        } = init;
+        if size < MIN_INIT_SIZE || peer_cid == 0 {
+            return None;
+        }
+        let mut r = Reader::new(body);
+        let (micros, asked, peer_isn) = decode_offer(&mut r, self.params).ok()?;
+        if r.rest().iter().any(|&b| b != 0) {
+            return None;
+        }
+        let local = self.params.for_peer(from).fit_recv_buffer();
+        let negotiated = match admitted {
+            Ok(()) => profile::negotiate(micros, &asked, self.supported, &local),
+            Err(full) => Negotiated::Refuse(full.to_string()),
+        };
+        let answer = match negotiated {
+            Negotiated::Refuse(reason) => {
+                let mut b = Vec::new();
+                varint::put(&mut b, reason.len() as u64);
+                b.extend_from_slice(reason.as_bytes());
+                InitAnswer::Refuse(long_packet(LongType::Refuse, peer_cid, 0, &b, 0))
+            }
+            Negotiated::Accept(set, params) => {
+                let (local_cid, local_isn) = fresh();
+                let contents = CookieContents {
+                    local_cid,
+                    peer_cid,
+                    micros: set,
+                    params,
+                    local_isn,
+                    peer_isn,
+                    minted: now,
+                };
+                let cookie = cookie::mint(self.secret, &contents, from);
+                let mut b = Vec::new();
+                encode_offer(&mut b, set, &params, &local_isn);
+                varint::put(&mut b, cookie.len() as u64);
+                b.extend_from_slice(&cookie);
+                InitAnswer::Accept(long_packet(LongType::InitAck, peer_cid, local_cid, &b, 0))
+            }
+        };
+        // Anti-amplification: never more than 3× what the unvalidated address sent.
+        let len = match &answer {
+            InitAnswer::Accept(p) | InitAnswer::Refuse(p) => p.len(),
+        };
+        (len <= 3 * size).then_some(answer)
+    }
+
+    /// Opens the cookie a COOKIE_ECHO (to connection id `dcid`, `body`) carries and
+    /// composes the connection's engine; `None` when the echo is to be dropped (malformed,
+    /// forged, expired, or for another connection id).
+    pub fn accept_echo(
+        &self,
+        now: Instant,
+        from: SocketAddr,
+        dcid: ConnectionId,
+        body: &[u8],
+    ) -> Option<(CookieContents, Engine)> {
+        let mut r = Reader::new(body);
+        let cookie = r.length_prefixed(MAX_COOKIE, "cookie").ok()?;
+        let k = cookie::open(self.secret, cookie, from, now, self.params).ok()?;
+        if k.local_cid != dcid {
+            return None;
+        }
+        let engine = compose(k.micros, &k.params, k.local_isn, k.peer_isn).ok()?;
+        Some((k, engine))
+    }
+}

@@ -1,0 +1,212 @@
+//! A connection's side of the handshake. The initiator sends INIT with the profile it
+//! requests, checks that INIT_ACK only narrows it, echoes the cookie, and retransmits
+//! either on a doubling timer until it hears from the responder or gives up. The responder
+//! owes one short packet that tells the initiator the connection exists (again whenever a
+//! repeated COOKIE_ECHO shows that it was lost).
+
+use super::{MAX_COOKIE, MIN_INIT_SIZE};
+use crate::conn_state::ConnectionState;
+use crate::packet::long_packet;
+use crate::profile::{self, decode_offer, encode_offer, Isn, MicroId, MicroSet, Params};
+use crate::time::Instant;
+use crate::wire::frame::MAX_REASON;
+use crate::wire::header::{ConnectionId, LongType};
+use crate::wire::{varint, Reader};
+use core::time::Duration;
+
+/// Handshake retransmission: first timeout, doubled on each retry up to [`HANDSHAKE_MAX_RTO`].
+pub const HANDSHAKE_RTO: Duration = Duration::from_millis(250);
+/// Longest wait between two handshake retransmissions.
+pub const HANDSHAKE_MAX_RTO: Duration = Duration::from_secs(1);
+
+/// What the responder's INIT_ACK offered, once checked against the request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Offer<'b> {
+    /// The negotiated microprotocols.
+    pub micros: MicroSet,
+    /// The negotiated parameters (the keep-alive interval stays the initiator's own).
+    pub params: Params,
+    /// The responder's initial sequence numbers.
+    pub peer_isn: Isn,
+    /// The cookie to echo.
+    pub cookie: &'b [u8],
+}
+
+/// Why an INIT_ACK was not taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InitAckError {
+    /// It does not parse: dropped, the handshake goes on.
+    Malformed,
+    /// It offers more than was requested: the handshake fails.
+    Wider,
+}
+
+/// A connection's side of the handshake.
+#[derive(Clone, Debug)]
+pub struct Handshake {
+    /// Initiator: the requested profile; responder: the negotiated one.
+    requested: (MicroSet, Params),
+    /// Initiator: the responder's cookie, once INIT_ACK came.
+    cookie: Vec<u8>,
+    /// When the handshake packet goes out again.
+    deadline: Option<Instant>,
+    /// When the initiator gives up.
+    give_up: Instant,
+    rto: Duration,
+    /// A handshake packet is due now.
+    due: bool,
+    /// Responder: the first short packet (it tells the initiator that the connection
+    /// exists) is still owed.
+    owe_first: bool,
+}
+
+impl Handshake {
+    /// The initiator's side, requesting `micros` and `params`: INIT is due at once.
+    pub fn initiator(now: Instant, micros: MicroSet, params: Params, timeout: Duration) -> Self {
+        Handshake {
+            requested: (micros, params),
+            cookie: Vec::new(),
+            deadline: Some(now + HANDSHAKE_RTO),
+            give_up: now + timeout,
+            rto: HANDSHAKE_RTO,
+            due: true,
+            owe_first: false,
+        }
+    }
+
+    /// The responder's side of a connection created from a cookie minted at `minted`
+    /// for `micros` and `params`: only its first short packet is owed.
+    pub fn responder(minted: Instant, micros: MicroSet, params: Params) -> Self {
+        Handshake {
+            requested: (micros, params),
+            cookie: Vec::new(),
+            deadline: None,
+            give_up: minted,
+            rto: HANDSHAKE_RTO,
+            due: false,
+            owe_first: true,
+        }
+    }
+
+    /// Checks an INIT_ACK's `body` against the request: the responder may only narrow it.
+    pub fn check_init_ack<'b>(&self, body: &'b [u8]) -> Result<Offer<'b>, InitAckError> {
+        let (asked_set, asked) = self.requested;
+        let mut r = Reader::new(body);
+        let (set, params, peer_isn) =
+            decode_offer(&mut r, &asked).map_err(|_| InitAckError::Malformed)?;
+        let cookie = r
+            .length_prefixed(MAX_COOKIE, "cookie")
+            .map_err(|_| InitAckError::Malformed)?;
+        let narrowed = set.0 & !asked_set.0 == 0
+            && params.max_udp_payload <= asked.max_udp_payload
+            && params.flow_window <= asked.flow_window
+            && params.max_message <= asked.max_message
+            && (!set.has(MicroId::Cc)
+                || (params.cc == asked.cc && params.cc_rate_kbps == asked.cc_rate_kbps));
+        if !narrowed || profile::check_micros(set).is_err() || params.check().is_err() {
+            return Err(InitAckError::Wider);
+        }
+        Ok(Offer {
+            micros: set,
+            params: Params {
+                keepalive_ms: asked.keepalive_ms,
+                ..params
+            },
+            peer_isn,
+            cookie,
+        })
+    }
+
+    /// The initiator took INIT_ACK: COOKIE_ECHO with `cookie` is due now, on a fresh timer.
+    pub fn echo(&mut self, now: Instant, cookie: &[u8]) {
+        self.cookie = cookie.to_vec();
+        self.due = true;
+        self.rto = HANDSHAKE_RTO;
+        self.deadline = Some(now + HANDSHAKE_RTO);
+    }
+
+    /// Takes the due flag: true when a handshake packet should go out now.
+    pub fn take_due(&mut self) -> bool {
+        core::mem::take(&mut self.due)
+    }
+
+    /// Appends the handshake packet of `state` (INIT, or COOKIE_ECHO) to `out`; false in
+    /// any other state.
+    pub fn packet(
+        &self,
+        state: &ConnectionState,
+        local_cid: ConnectionId,
+        peer_cid: ConnectionId,
+        local_isn: &Isn,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let packet = match state {
+            ConnectionState::Initiating => {
+                let mut b = Vec::new();
+                encode_offer(&mut b, self.requested.0, &self.requested.1, local_isn);
+                long_packet(LongType::Init, 0, local_cid, &b, MIN_INIT_SIZE)
+            }
+            ConnectionState::Echoing => {
+                let mut b = Vec::new();
+                varint::put(&mut b, self.cookie.len() as u64);
+                b.extend_from_slice(&self.cookie);
+                long_packet(LongType::CookieEcho, peer_cid, local_cid, &b, 0)
+            }
+            _ => return false,
+        };
+        out.extend_from_slice(&packet);
+        true
+    }
+
+    /// The retransmission deadline.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Fires the retransmission timer if due: the packet is due again after a doubled wait.
+    /// Returns false when the handshake timed out (the timer is then stopped).
+    pub fn handle_timeout(&mut self, now: Instant) -> bool {
+        let Some(d) = self.deadline else {
+            return true;
+        };
+        if d > now {
+            return true;
+        }
+        if now >= self.give_up {
+            self.deadline = None;
+            return false;
+        }
+        self.due = true;
+        self.rto = (self.rto * 2).min(HANDSHAKE_MAX_RTO);
+        self.deadline = Some(now + self.rto);
+        true
+    }
+
+    /// The initiator heard from the responder: nothing more to retransmit.
+    pub fn complete(&mut self) {
+        self.deadline = None;
+    }
+
+    /// The connection ended: nothing more to send.
+    pub fn stop(&mut self) {
+        self.deadline = None;
+        self.due = false;
+    }
+
+    /// Responder: a repeated COOKIE_ECHO shows the first packet was lost; owe another.
+    pub fn owe_first_packet(&mut self) {
+        self.owe_first = true;
+    }
+
+    /// Responder: true (once) when the first short packet is owed.
+    pub fn take_first_packet(&mut self) -> bool {
+        core::mem::take(&mut self.owe_first)
+    }
+}
+
+/// The reason a REFUSE's `body` gives, made printable; `None` when it does not parse.
+pub fn refusal(body: &[u8]) -> Option<String> {
+    let mut r = Reader::new(body);
+    let reason = r.length_prefixed(MAX_REASON, "reason").ok()?;
+    Some(crate::text::peer_text(reason))
+}
