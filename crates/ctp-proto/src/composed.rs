@@ -15,11 +15,11 @@ use crate::engine::{
 use crate::micro::AnyMicro;
 use crate::packet::ShortPacket;
 use crate::protection::PacketProtection;
-use crate::time::Instant;
 use crate::wire::frame::{CompressedFrame, DataFrame, Frame};
 use crate::wire::header::ConnectionId;
 use crate::wire::{varint, Reader, WireError};
 use bytes::Bytes;
+use ctp_cc::time::Instant;
 use std::collections::VecDeque;
 
 /// What a received packet carried that the connection (not a microprotocol) handles.

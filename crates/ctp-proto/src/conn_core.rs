@@ -13,8 +13,8 @@ use crate::engine::session::CloseReason;
 use crate::perfmon::PerfMon;
 use crate::profile::{MicroSet, Params};
 use crate::stats::{ConnectionStats, EndpointStats};
-use crate::time::Instant;
 use bytes::Bytes;
+use ctp_cc::time::Instant;
 use std::net::SocketAddr;
 
 /// Why a core dropped a datagram routed to it without processing it.

@@ -8,10 +8,10 @@ use crate::profile::{self, Isn, MicroSet, Params, Profile, ProfileError};
 use crate::protection::crc32c;
 use crate::schedule::Schedule;
 use crate::stats::EndpointStats;
-use crate::time::Instant;
 use crate::wire::header::{self, ConnectionId, Header, LongType};
 use crate::wire::{Reader, WireError};
 use core::time::Duration;
+use ctp_cc::time::Instant;
 use rand_chacha::rand_core::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
@@ -682,11 +682,11 @@ mod tests {
             }
             matches!(
                 p.client.connection(c).map(|x| x.state()),
-                Some(crate::ConnectionState::Closed(_))
+                Some(crate::conn_state::ConnectionState::Closed(_))
             )
         });
         match p.client.connection(c).unwrap().state() {
-            crate::ConnectionState::Closed(CloseReason::Peer { code, reason }) => {
+            crate::conn_state::ConnectionState::Closed(CloseReason::Peer { code, reason }) => {
                 assert_eq!(*code, close_code::PROTOCOL);
                 assert!(reason.contains("flow credit"), "{reason}");
             }

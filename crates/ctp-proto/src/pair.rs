@@ -6,8 +6,8 @@
 //! reordering (extra random delay) and corruption.
 
 use crate::endpoint::{Endpoint, EndpointConfig, EndpointEvent};
-use crate::time::Instant;
 use core::time::Duration;
+use ctp_cc::time::Instant;
 use rand_chacha::rand_core::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;

@@ -6,7 +6,7 @@
 //! [`PerfMonitor`] only remembers the snapshot and time of the last clearing query.
 
 use crate::stats::ConnectionStats;
-use crate::time::Instant;
+use ctp_cc::time::Instant;
 
 /// UDT's cumulative counters, over some period.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]

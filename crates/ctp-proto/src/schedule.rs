@@ -8,7 +8,7 @@
 //! to be polled for datagrams (round robin among those with something to send) and to be
 //! checked for events.
 
-use crate::time::Instant;
+use ctp_cc::time::Instant;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 

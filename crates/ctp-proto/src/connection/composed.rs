@@ -14,12 +14,12 @@ use crate::perfmon::PerfMon;
 use crate::profile::{compose, Isn, MicroId, MicroSet, Params};
 use crate::protection::{Crc32c, PacketProtection};
 use crate::stats::ConnectionStats;
-use crate::time::Instant;
 use crate::wire::frame::{close_code, MAX_DEPS};
 use crate::wire::header::ConnectionId;
 use crate::wire::truncated::Truncated;
 use bytes::Bytes;
 use core::time::Duration;
+use ctp_cc::time::Instant;
 use std::net::SocketAddr;
 
 use crate::conn_state::{ConnectionState, MsgOptions, ReadError, WriteError, STREAM_CHUNK};
@@ -524,8 +524,8 @@ impl ConnectionCore for ComposedConnection {
         self.build_close(out)
     }
 
-    /// Hands a custom control message (e.g. a [`crate::cc::RateMessage`] from a
-    /// [`crate::cc::group::GroupBudget`], or a new `blast` rate) to the congestion-control
+    /// Hands a custom control message (e.g. a [`ctp_cc::RateMessage`] from a
+    /// [`ctp_cc::group::GroupBudget`], or a new `blast` rate) to the congestion-control
     /// algorithm; false when the connection is not open or composes no `cc`.
     fn congestion_message(&mut self, now: Instant, msg: &[u8]) -> bool {
         self.engine

@@ -15,10 +15,10 @@ use crate::engine::session::CloseReason;
 use crate::perfmon::PerfMon;
 use crate::profile::{MicroSet, Params};
 use crate::stats::ConnectionStats;
-use crate::time::Instant;
 use crate::udt::conn::UdtConnection;
 use crate::wire::header::ConnectionId;
 use bytes::Bytes;
+use ctp_cc::time::Instant;
 use std::net::SocketAddr;
 
 pub use self::composed::{ComposedConnection, MAX_PN_JUMP};
@@ -122,8 +122,8 @@ impl Connection {
         )
     }
 
-    /// Hands a custom control message (e.g. a [`crate::cc::RateMessage`] from a
-    /// [`crate::cc::group::GroupBudget`], or a new `blast` rate) to the congestion-control
+    /// Hands a custom control message (e.g. a [`ctp_cc::RateMessage`] from a
+    /// [`ctp_cc::group::GroupBudget`], or a new `blast` rate) to the congestion-control
     /// algorithm; false when the connection is not open or composes no `cc`.
     pub fn congestion_message(&mut self, now: Instant, msg: &[u8]) -> bool {
         self.core_mut().congestion_message(now, msg)

@@ -7,8 +7,8 @@
 //! allocates.
 
 use super::segment::SegId;
-use crate::time::Instant;
 use crate::wire::frame::{AckFrame, DataFrame, NakFrame, RepairFrame};
+use ctp_cc::time::Instant;
 use std::collections::VecDeque;
 
 pub use super::hold::HoldBit;

@@ -15,11 +15,11 @@ pub mod session;
 pub mod timer;
 
 use crate::stats::ConnectionStats;
-use crate::time::Instant;
 use crate::wire::frame::{CompressedFrame, DataFrame};
 use crate::wire::truncated::Truncated;
 use crate::wire::WireError;
 use app::AppIo;
+use ctp_cc::time::Instant;
 use event::{Event, EventKind, OwnedEvents};
 use hold::{Barrier, HoldRegistry, Rearm, Release};
 use segment::{SegId, SegmentStore};

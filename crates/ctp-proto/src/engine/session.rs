@@ -4,8 +4,8 @@
 //! the RTT estimator owns `srtt`/`rto`), policies only change them. Keeping them in one
 //! plain struct makes the coupling visible and cheap.
 
-use crate::time::Instant;
 use core::time::Duration;
+use ctp_cc::time::Instant;
 
 /// Why a connection ended, as seen by this side.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Delayed events: each microprotocol registers named timers at set-up; setting a timer again
 //! moves it, cancelling clears it. A fired timer is delivered to the microprotocol that owns it.
 
-use crate::time::Instant;
+use ctp_cc::time::Instant;
 
 /// Most timers one connection may register.
 pub const MAX_TIMERS: usize = 16;

@@ -3,10 +3,10 @@
 //! that received the INIT_ACK at its claimed address can produce it.
 
 use crate::profile::{decode_offer, encode_offer, Isn, MicroSet, Params};
-use crate::time::Instant;
 use crate::wire::header::ConnectionId;
 use crate::wire::{varint, Reader, WireError};
 use core::time::Duration;
+use ctp_cc::time::Instant;
 use std::net::SocketAddr;
 
 /// How long a cookie stays valid.

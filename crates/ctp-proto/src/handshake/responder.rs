@@ -9,9 +9,9 @@ use crate::packet::long_packet;
 use crate::profile::{
     self, compose, decode_offer, encode_offer, Isn, MicroSet, Negotiated, Params,
 };
-use crate::time::Instant;
 use crate::wire::header::{ConnectionId, LongType};
 use crate::wire::{varint, Reader};
+use ctp_cc::time::Instant;
 use std::net::SocketAddr;
 
 /// What a responder brings to the handshake: its cookie secret, the microprotocols it

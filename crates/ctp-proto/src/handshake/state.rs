@@ -8,11 +8,11 @@ use super::{MAX_COOKIE, MIN_INIT_SIZE};
 use crate::conn_state::ConnectionState;
 use crate::packet::long_packet;
 use crate::profile::{self, decode_offer, encode_offer, Isn, MicroId, MicroSet, Params};
-use crate::time::Instant;
 use crate::wire::frame::MAX_REASON;
 use crate::wire::header::{ConnectionId, LongType};
 use crate::wire::{varint, Reader};
 use core::time::Duration;
+use ctp_cc::time::Instant;
 
 /// Handshake retransmission: first timeout, doubled on each retry up to [`HANDSHAKE_MAX_RTO`].
 pub const HANDSHAKE_RTO: Duration = Duration::from_millis(250);

@@ -13,9 +13,9 @@ use super::decl::{MicroDecl, MicroId, Need};
 use crate::engine::event::{Event, EventKind, PacketInfo};
 use crate::engine::timer::TimerId;
 use crate::engine::{Cx, FrameWriter, Microprotocol, Setup, SetupError, State};
-use crate::time::Instant;
 use crate::wire::frame::{ty, AckFrame, Frame, NakFrame, PnRange, MAX_RANGES};
 use core::time::Duration;
+use ctp_cc::time::Instant;
 use std::collections::VecDeque;
 
 /// The declaration of [`MicroId::AckTracking`]: what it needs, excludes and reads.

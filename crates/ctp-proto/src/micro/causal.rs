@@ -27,8 +27,8 @@ use crate::engine::event::{Event, EventKind, HoldBit};
 use crate::engine::hold::{Barrier, Rearm};
 use crate::engine::timer::TimerId;
 use crate::engine::{Cx, Microprotocol, Setup, SetupError};
-use crate::time::Instant;
 use core::time::Duration;
+use ctp_cc::time::Instant;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The declaration of [`MicroId::Causal`]: what it needs, excludes and reads.

@@ -1,4 +1,4 @@
-//! The congestion-policy microprotocol that runs any algorithm of the [`crate::cc`] library
+//! The congestion-policy microprotocol that runs any algorithm of the [`ctp_cc`] library
 //! (also the `newreno` microprotocol of the built-in profiles, with the library's NewReno).
 //!
 //! It adapts engine events to the algorithm's hooks — `PacketSent` → `on_packet_sent`,
@@ -15,13 +15,13 @@
 //! that read per-packet events.
 
 use super::decl::{Group, MicroDecl, MicroId, Need};
-use crate::cc::rate::{Acks, DeliveryRate};
-use crate::cc::{Ack, AnyCc, CcKind, Config, CongestionControl, Loss, Sent, MAX_CC_MSG};
 use crate::engine::event::{Event, EventKind, PacketInfo};
 use crate::engine::session::Session;
 use crate::engine::{Cx, FrameWriter, Microprotocol};
-use crate::time::Instant;
 use crate::wire::frame::Frame;
+use ctp_cc::rate::{Acks, DeliveryRate};
+use ctp_cc::time::Instant;
+use ctp_cc::{Ack, AnyCc, CcKind, Config, CongestionControl, Loss, Sent, MAX_CC_MSG};
 
 /// The declaration of [`MicroId::Cc`]: what it needs, excludes and reads.
 pub const DECL: MicroDecl = MicroDecl {

@@ -3,17 +3,17 @@
 //! retransmission timeout. It changes only the shared `cwnd` (and, for pacing, the rate of
 //! 1.25 × cwnd / srtt — 2 × in slow start); the window and pacing mechanisms enforce them.
 //!
-//! The arithmetic is the congestion-control library's [`crate::cc::newreno::NewReno`]; this
+//! The arithmetic is the congestion-control library's [`ctp_cc::newreno::NewReno`]; this
 //! microprotocol is its lean binding for the built-in profiles: it listens to
 //! acknowledgements, losses and timeouts only (no per-packet sent/received events, no
 //! delivery-rate samples), and publishes a pacing rate only once the RTT is known.
 
 use super::cc::{ack, loss};
 use super::decl::{Group, MicroDecl, MicroId, Need};
-use crate::cc::{self, CongestionControl};
 use crate::engine::event::{Event, EventKind};
 use crate::engine::session::Session;
 use crate::engine::{Cx, Microprotocol};
+use ctp_cc::{self as cc, CongestionControl};
 
 /// The declaration of [`MicroId::NewReno`]: what it needs, excludes and reads.
 pub const DECL: MicroDecl = MicroDecl {

@@ -4,7 +4,7 @@
 //! segment (`HoldLast`), so pacing spaces the packets that are otherwise ready to leave
 //! instead of banking credit for segments that are still blocked elsewhere.
 //!
-//! Credit and trains follow [`crate::pace`]: up to one quantum of credit, and a fast flow
+//! Credit and trains follow [`ctp_cc::pace`]: up to one quantum of credit, and a fast flow
 //! wakes only once a train's worth (250 µs) has built up — except under UDT's rate control,
 //! whose packets are spaced one by one.
 //!
@@ -19,8 +19,8 @@ use crate::engine::hold::{Barrier, Rearm};
 use crate::engine::segment::SegId;
 use crate::engine::timer::TimerId;
 use crate::engine::{Cx, Microprotocol, Setup, SetupError};
-use crate::pace::{PaceClock, Spacing};
 use crate::wire::sizes::PACKET_OVERHEAD;
+use ctp_cc::pace::{PaceClock, Spacing};
 use std::collections::VecDeque;
 
 /// The declaration of [`MicroId::Pacing`]: what it needs, excludes and reads.

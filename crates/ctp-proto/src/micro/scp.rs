@@ -23,7 +23,7 @@ use super::decl::{Group, MicroDecl, MicroId, Need};
 use crate::engine::event::{Event, EventKind};
 use crate::engine::session::Session;
 use crate::engine::{Cx, Microprotocol};
-use crate::time::Instant;
+use ctp_cc::time::Instant;
 
 /// The declaration of [`MicroId::Scp`]: what it needs, excludes and reads.
 pub const DECL: MicroDecl = MicroDecl {

@@ -7,12 +7,12 @@ use crate::engine::event::{Event, PacketInfo};
 use crate::engine::session::{CloseReason, Session};
 use crate::profile::{compose, Isn, MicroId, MicroSet, Params, MANDATORY};
 use crate::protection::{Crc32c, PacketProtection};
-use crate::time::Instant;
 use crate::wire::frame::{ty, AckFrame, Deps, Frame, Piece, PieceFlags, PnRange};
 use crate::wire::header::Header;
 use crate::wire::{varint, Reader};
 use bytes::Bytes;
 use core::time::Duration;
+use ctp_cc::time::Instant;
 use MicroId::*;
 
 const LOCAL: Isn = Isn {
@@ -1514,10 +1514,10 @@ fn cc_policy(e: &Engine) -> &crate::micro::cc::CcPolicy {
 
 #[test]
 fn cc_feeds_delivery_rate_samples_and_custom_messages() {
-    use crate::cc::{AnyCc, RateMessage};
+    use ctp_cc::{AnyCc, RateMessage};
     let set = cc_set();
     let params = Params {
-        cc: crate::cc::CcKind::Blast,
+        cc: ctp_cc::CcKind::Blast,
         cc_rate_kbps: 8_000,
         ..Params::default()
     };
@@ -1533,7 +1533,7 @@ fn cc_feeds_delivery_rate_samples_and_custom_messages() {
     // BBR learns its bottleneck bandwidth from the adapter's rate samples: ten packets sent
     // 1 ms apart, acknowledged 100 ms later 1 ms apart = 1 packet of 1000 bytes per ms.
     let params = Params {
-        cc: crate::cc::CcKind::Bbr,
+        cc: ctp_cc::CcKind::Bbr,
         ..Params::default()
     };
     let mut e = compose(set, &params, LOCAL, PEER).unwrap();
@@ -1551,30 +1551,30 @@ fn cc_feeds_delivery_rate_samples_and_custom_messages() {
     assert_eq!(b.btl_bw(), 10_000 * 1_000_000 / 109_000);
     assert_eq!(
         e.state().session.pacing_rate,
-        (crate::cc::bbr::HIGH_GAIN * b.btl_bw() as f64) as u64
+        (ctp_cc::bbr::HIGH_GAIN * b.btl_bw() as f64) as u64
     );
 }
 #[test]
 fn the_rate_ring_grows_with_the_flight_and_keeps_every_sample() {
     let set = cc_set();
     let params = Params {
-        cc: crate::cc::CcKind::Bbr,
+        cc: ctp_cc::CcKind::Bbr,
         ..Params::default()
     };
     let mut e = compose(set, &params, LOCAL, PEER).unwrap();
     let ring = |e: &Engine| cc_policy(e).ring_len();
-    assert_eq!(ring(&e), crate::cc::rate::RATE_SLOTS, "small at set-up");
+    assert_eq!(ring(&e), ctp_cc::rate::RATE_SLOTS, "small at set-up");
     // 3000 packets in flight, one every 100 µs: the ring doubles twice to hold them all.
     let at = |i: u64| Instant::from_micros(1_000 + 100 * i);
     for i in 0..3000 {
         e.dispatch(at(i), Event::PacketSent(sent(i, at(i))));
     }
-    assert_eq!(ring(&e), 4 * crate::cc::rate::RATE_SLOTS);
+    assert_eq!(ring(&e), 4 * ctp_cc::rate::RATE_SLOTS);
     // The first packet's slot survived: its acknowledgement is a rate sample (1000 bytes
     // delivered since it left, over the time since), and BBR learns a bandwidth from it.
     e.dispatch(at(3000), Event::PacketAcked(sent(0, at(0))));
     let c = cc_policy(&e);
-    let crate::cc::AnyCc::Bbr(b) = c.algorithm() else {
+    let ctp_cc::AnyCc::Bbr(b) = c.algorithm() else {
         panic!("not bbr");
     };
     assert_eq!(b.btl_bw(), 1000 * 1_000_000 / 300_000);
@@ -1584,7 +1584,7 @@ fn the_rate_ring_grows_with_the_flight_and_keeps_every_sample() {
         e.dispatch(at(i), Event::PacketAcked(sent(i - 2999, at(i - 2999))));
         e.dispatch(at(i), Event::PacketSent(sent(i, at(i))));
     }
-    assert_eq!(ring(&e), 4 * crate::cc::rate::RATE_SLOTS);
+    assert_eq!(ring(&e), 4 * ctp_cc::rate::RATE_SLOTS);
 }
 
 /// A DATA frame from `LOCAL` (segment `seg`, absolute) carrying message `msg` that names

@@ -18,7 +18,7 @@ use super::decl::{Group, MicroDecl, MicroId, Need};
 use crate::engine::event::{Event, EventKind};
 use crate::engine::session::Session;
 use crate::engine::{Cx, Microprotocol};
-use crate::time::Instant;
+use ctp_cc::time::Instant;
 use std::collections::VecDeque;
 
 /// The declaration of [`MicroId::Tfrc`]: what it needs, excludes and reads.

@@ -5,7 +5,7 @@ use super::catalogue::{Group, MicroId, MicroSet};
 use super::error::ProfileError;
 use super::params::Params;
 use super::rules::check_micros;
-use crate::cc::CcKind;
+use ctp_cc::CcKind;
 
 /// A named composition: microprotocols plus parameters.
 #[derive(Clone, Debug, PartialEq, Eq)]

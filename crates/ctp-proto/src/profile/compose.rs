@@ -15,8 +15,8 @@ use crate::wire::sizes::SEGMENT_OVERHEAD;
 use core::time::Duration;
 
 /// The congestion-control library's configuration from a profile's parameters.
-fn cc_config(p: &Params) -> crate::cc::Config {
-    crate::cc::Config {
+fn cc_config(p: &Params) -> ctp_cc::Config {
+    ctp_cc::Config {
         mss: p.max_udp_payload as u64,
         initial_window: p.initial_window as u64,
         rate: p.cc_rate_kbps as u64 * 125,

@@ -17,7 +17,7 @@
 //! key and the line; the resulting composition is checked like any profile.
 
 use super::{MicroId, MicroSet, Params, Profile, ProfileError};
-use crate::cc::CcKind;
+use ctp_cc::CcKind;
 use serde::Deserialize;
 
 /// A profile file that could not be used.
@@ -175,12 +175,8 @@ pub fn parse(text: &str, origin: &str) -> Result<Profile, ProfileFileError> {
     };
     if let Some(name) = &f.cc {
         let line = key_line(text, "cc");
-        let kind = CcKind::from_name(name).ok_or_else(|| {
-            err(
-                line,
-                crate::cc::UnknownCc { name: name.clone() }.to_string(),
-            )
-        })?;
+        let kind = CcKind::from_name(name)
+            .ok_or_else(|| err(line, ctp_cc::UnknownCc { name: name.clone() }.to_string()))?;
         profile = profile
             .with_cc(kind)
             .map_err(|e| err(line, e.to_string()))?;

@@ -4,8 +4,8 @@
 use super::catalogue::{MicroId, MicroSet, OPTIONAL};
 use super::params::Params;
 use super::rules::check_micros;
-use crate::cc::CcKind;
 use crate::wire::{Reader, WireError};
+use ctp_cc::CcKind;
 
 /// Initial sequence numbers one side chose in the handshake.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -2,8 +2,8 @@
 //! checked against.
 
 use super::error::ProfileError;
-use crate::cc::CcKind;
 use crate::wire::sizes::MIN_UDP_PAYLOAD;
+use ctp_cc::CcKind;
 
 /// Tunable parameters of a profile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -19,11 +19,11 @@
 //!   packets whose sequence number is a multiple of 16 leave back to back with their
 //!   successor (the receiver's packet-pair capacity probe).
 //!
-//! Congestion control is any algorithm of the [`crate::cc`] library (UDT native by default):
+//! Congestion control is any algorithm of the [`ctp_cc`] library (UDT native by default):
 //! its window (bytes → packets) and pacing period drive the sender, its `on_ack` sees one
 //! event per ACK with the newly acknowledged bytes and a delivery rate — for UDT native the
 //! receiver's arrival speed, as in UDT4; for the others (BBR) the sender's own sample
-//! ([`crate::cc::rate`]: packets a token bucket releases in clumps make the receiver's
+//! ([`ctp_cc::rate`]: packets a token bucket releases in clumps make the receiver's
 //! intervals read ten times the link) — `on_loss` one event per NAK range, `on_timeout`
 //! each EXP expiry with data in flight. Their window counts only the packets whose fate
 //! is unknown ([`Sender::unsettled`]); UDT native counts every unacknowledged one.
@@ -44,18 +44,18 @@ use super::packet::{
 use super::receiver::Receiver;
 use super::sender::{Next, Sender};
 use super::seq;
-use crate::cc::rate::{Acks, DeliveryRate};
-use crate::cc::{self, Ack, AnyCc, CcKind, CongestionControl, Loss, Sent};
 use crate::conn_core::{ConnectionCore, Dropped};
 use crate::conn_state::{ConnectionState, MsgOptions, ReadError, WriteError, STREAM_CHUNK};
 use crate::engine::session::CloseReason;
-use crate::pace::{PaceClock, Spacing};
 use crate::perfmon::{PerfInstant, PerfMon, PerfMonitor};
 use crate::profile::{MicroSet, Params, Profile};
 use crate::stats::ConnectionStats;
-use crate::time::Instant;
 use bytes::Bytes;
 use core::time::Duration;
+use ctp_cc::pace::{PaceClock, Spacing};
+use ctp_cc::rate::{Acks, DeliveryRate};
+use ctp_cc::time::Instant;
+use ctp_cc::{self as cc, Ack, AnyCc, CcKind, CongestionControl, Loss, Sent};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 
@@ -185,7 +185,7 @@ pub struct UdtConnection {
     exp_base: Instant,
     last_rsp: Instant,
     last_sent: Instant,
-    /// When the next data packet may leave (trains at high rates, see [`crate::pace`]).
+    /// When the next data packet may leave (trains at high rates, see [`ctp_cc::pace`]).
     pace: PaceClock,
     linger_until: Option<Instant>,
     shutdown_at: Option<Instant>,

@@ -10,7 +10,7 @@ use super::WireFormat;
 use crate::connection::Connection;
 use crate::endpoint::{ConnectionHandle, Endpoint, EndpointEvent};
 use crate::profile::{Profile, ProfileError};
-use crate::time::Instant;
+use ctp_cc::time::Instant;
 use rand_chacha::rand_core::Rng;
 use std::net::SocketAddr;
 
@@ -20,7 +20,7 @@ impl Profile {
     /// native congestion control); the UDT connection implements them on UDT4's packets.
     pub fn udt() -> Self {
         let mut p = Profile::reliable()
-            .with_cc(crate::cc::CcKind::Udt)
+            .with_cc(ctp_cc::CcKind::Udt)
             .expect("reliable takes any cc");
         p.name = "udt".into();
         // MSS 1500 as UDT4: 1472 bytes of UDP payload.

@@ -20,7 +20,7 @@
 //! client repeats its socket id in the echo (`m_ConnReq` is sent twice), as ctp's does.
 
 use super::packet::{sock, Handshake};
-use crate::time::Instant;
+use ctp_cc::time::Instant;
 use std::net::SocketAddr;
 
 /// UDT version spoken.

@@ -9,7 +9,7 @@
 //! Ranges merge only with neighbours whose tag is equal, and a range split by a removal
 //! keeps its tag on both sides.
 
-use crate::time::Instant;
+use ctp_cc::time::Instant;
 use std::collections::BTreeMap;
 
 /// A set of sequence numbers as disjoint inclusive ranges, each with a tag `T`; touching

@@ -7,8 +7,8 @@
 
 use super::loss::{Feedback, RcvLossList, Wait};
 use super::packet::Boundary;
-use crate::time::Instant;
 use bytes::{Bytes, BytesMut};
+use ctp_cc::time::Instant;
 use std::collections::{BTreeMap, VecDeque};
 
 /// Samples in the arrival-interval and packet-pair median filters (UDT4: 16).

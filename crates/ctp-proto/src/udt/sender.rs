@@ -6,8 +6,8 @@
 
 use super::loss::LossList;
 use super::packet::{Boundary, MAX_MSG};
-use crate::time::Instant;
 use bytes::Bytes;
+use ctp_cc::time::Instant;
 use std::collections::VecDeque;
 
 /// One packet of the send buffer.

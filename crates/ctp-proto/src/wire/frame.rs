@@ -45,7 +45,7 @@ pub mod ty {
 }
 
 /// Largest custom congestion-control message.
-pub use crate::cc::MAX_CC_MSG;
+pub use ctp_cc::MAX_CC_MSG;
 
 /// Close codes carried by `CLOSE`.
 pub mod close_code {
