@@ -98,8 +98,9 @@ fn main() -> ExitCode {
         Failure::Interrupted => ("interrupted", "interrupted".to_string(), 130),
     };
     eprintln!("ctp: {message}");
-    if json {
-        // A script reads the failure where it reads results: stable `error` and `kind`.
+    if json && !output::wrote() {
+        // A script reads the failure where it reads results: stable `error` and `kind`
+        // (unless the command already printed its own report there).
         outln!(
             "{}",
             serde_json::json!({ "error": message, "kind": kind, "exit_status": status })
