@@ -85,6 +85,28 @@ mod tests {
     use crate::profile::*;
     use MicroId::*;
 
+    /// Every pair of microprotocols that conflict (the central table's pairs before
+    /// conflicts became exclusive groups), each in catalogue order.
+    const CONFLICTING_PAIRS: [(MicroId, MicroId); 17] = [
+        (Fifo, Unordered),
+        (Fifo, LossyFifo),
+        (Unordered, LossyFifo),
+        (NewReno, Scp),
+        (Fec, Compression),
+        (Fifo, Causal),
+        (LossyFifo, Causal),
+        (Unordered, Causal),
+        (FlowWindow, XonXoff),
+        (FlowWindow, RtsCts),
+        (XonXoff, RtsCts),
+        (FixedInterval, Playout),
+        (NewReno, Tfrc),
+        (Scp, Tfrc),
+        (NewReno, Cc),
+        (Scp, Cc),
+        (Tfrc, Cc),
+    ];
+
     /// Each dependency rule, provoked by removing what it needs.
     /// Each dependency, alternative and conflict rule, provoked by the smallest set that
     /// breaks it (the mandatory microprotocols, the rule's members, a delivery order), and
@@ -142,26 +164,7 @@ mod tests {
             );
             assert!(!problems(with(broken, needs)).iter().any(is_rule));
         }
-        let conflicts = [
-            (Fifo, Unordered),
-            (Fifo, LossyFifo),
-            (Unordered, LossyFifo),
-            (NewReno, Scp),
-            (Fec, Compression),
-            (Fifo, Causal),
-            (LossyFifo, Causal),
-            (Unordered, Causal),
-            (FlowWindow, XonXoff),
-            (FlowWindow, RtsCts),
-            (XonXoff, RtsCts),
-            (FixedInterval, Playout),
-            (NewReno, Tfrc),
-            (Scp, Tfrc),
-            (NewReno, Cc),
-            (Scp, Cc),
-            (Tfrc, Cc),
-        ];
-        for (a, b) in conflicts {
+        for (a, b) in CONFLICTING_PAIRS {
             let is_rule = |e: &ProfileError| matches!(e, ProfileError::Conflict { a: x, b: y, .. } if *x == a && *y == b);
             let found = problems(set(&[a, b]));
             let e = found
@@ -392,31 +395,12 @@ mod tests {
         .unwrap();
     }
 
-    /// The pairs the central conflict table listed before conflicts became exclusive groups,
-    /// as it listed them: each is still refused, by a conflict that names both and a group
+    /// The pairs the central conflict table listed before conflicts became exclusive groups
+    /// ([`CONFLICTING_PAIRS`]): each is still refused, by a conflict that names both and a group
     /// both declare, with the group's reason.
     #[test]
     fn every_pair_the_old_conflicts_table_listed_is_still_refused() {
-        let old = [
-            (Fifo, Unordered),
-            (Fifo, LossyFifo),
-            (LossyFifo, Unordered),
-            (NewReno, Scp),
-            (Compression, Fec),
-            (Causal, Fifo),
-            (Causal, LossyFifo),
-            (Causal, Unordered),
-            (FlowWindow, XonXoff),
-            (FlowWindow, RtsCts),
-            (XonXoff, RtsCts),
-            (FixedInterval, Playout),
-            (NewReno, Tfrc),
-            (Scp, Tfrc),
-            (NewReno, Cc),
-            (Scp, Cc),
-            (Tfrc, Cc),
-        ];
-        for (x, y) in old {
+        for (x, y) in CONFLICTING_PAIRS {
             let set = MicroSet::of(&[MANDATORY, &[x, y]].concat());
             let e = problems(set)
                 .into_iter()
@@ -450,6 +434,6 @@ mod tests {
                     .any(|e| matches!(e, ProfileError::Conflict { .. }))
             })
             .count();
-        assert_eq!(refused, old.len());
+        assert_eq!(refused, CONFLICTING_PAIRS.len());
     }
 }
