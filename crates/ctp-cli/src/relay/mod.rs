@@ -187,7 +187,9 @@ impl Relay {
         Ok(Some(i))
     }
 
-    fn schedule(&mut self, upstream: bool, client: usize, data: &[u8]) {
+    /// Queues `data` for release at the times its direction's impairments give (none when
+    /// lost, two when duplicated); a duplicate is the only copy made.
+    fn schedule(&mut self, upstream: bool, client: usize, data: Vec<u8>) {
         let now = self.now_us();
         let dir = if upstream {
             &mut self.up
@@ -195,14 +197,22 @@ impl Relay {
             &mut self.down
         };
         if let Verdict::Forward(times) = dir.admit(now, data.len()) {
-            for at in times {
+            let last = times.len().saturating_sub(1);
+            let mut data = Some(data);
+            for (i, at) in times.into_iter().enumerate() {
                 if self.pending.len() >= MAX_PENDING {
                     dir.counters.dropped_queue += 1;
                     continue;
                 }
+                let copy = if i == last { data.take() } else { data.clone() };
                 self.seq += 1;
-                self.pending
-                    .push(Reverse((at, self.seq, upstream, client, data.to_vec())));
+                self.pending.push(Reverse((
+                    at,
+                    self.seq,
+                    upstream,
+                    client,
+                    copy.unwrap_or_default(),
+                )));
             }
         }
     }
@@ -247,14 +257,14 @@ impl Relay {
                 r = self.front.recv_from(&mut a) => {
                     if let Ok((n, from)) = r {
                         match self.client(from).await {
-                            Ok(Some(c)) => self.schedule(true, c, &a[..n]),
+                            Ok(Some(c)) => self.schedule(true, c, a[..n].to_vec()),
                             Ok(None) => {}
                             // No socket for it (descriptors exhausted): like a loss.
                             Err(e) => tracing::warn!("relay: {e:#}"),
                         }
                     }
                 }
-                Some((c, data)) = self.answered.recv() => self.schedule(false, c, &data),
+                Some((c, data)) = self.answered.recv() => self.schedule(false, c, data),
                 _ = sleep => {}
             }
             self.release_due().await;
