@@ -211,16 +211,16 @@ impl Endpoint {
     /// bind a server with [`EndpointOptions::server`].
     pub async fn accept(&self) -> Option<Connection> {
         let shared = &self.inner.shared;
-        if !shared.lock().accepting {
-            tracing::warn!(
-                "Endpoint::accept on an endpoint that does not accept connections: bind it \
-                 with EndpointOptions::server() (or `accept: true`)"
-            );
-            return None;
-        }
         poll_fn(|cx| {
             let mut st = shared.lock();
-            if st.closed.is_some() || !st.accepting {
+            if !st.accepting {
+                tracing::warn!(
+                    "Endpoint::accept on an endpoint that does not accept connections: bind \
+                     it with EndpointOptions::server() (or `accept: true`)"
+                );
+                return Poll::Ready(None);
+            }
+            if st.closed.is_some() {
                 return Poll::Ready(None);
             }
             match st.accept_queue.pop_front() {
