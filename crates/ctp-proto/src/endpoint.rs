@@ -336,12 +336,12 @@ impl Endpoint {
         let mut r = Reader::new(packet);
         let (ty, dcid, scid) = match Header::parse(&mut r) {
             Ok(Header::Long { ty, dcid, scid, .. }) => (ty, dcid, scid),
-            Ok(Header::Short { .. }) => unreachable!("the first byte says long"),
             Err(WireError::UnsupportedVersion(_)) => {
                 self.stats.unknown_version += 1;
                 return;
             }
-            Err(_) => {
+            // (A short header cannot parse from a long first byte; counted, not trusted.)
+            Ok(Header::Short { .. }) | Err(_) => {
                 self.stats.bad_header += 1;
                 return;
             }
