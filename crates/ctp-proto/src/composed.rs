@@ -418,7 +418,7 @@ impl Engine {
         }
         let path_limit = self
             .st
-            .session
+            .path
             .plpmtu
             .min(max_len)
             .saturating_sub(seal_overhead);
@@ -500,6 +500,7 @@ impl Engine {
             seg: carried,
             in_flight: ack_eliciting,
             probe,
+            path: self.st.path.id,
         };
         self.owned.push(Event::PacketSent(info));
         self.run(now, &mut ring);

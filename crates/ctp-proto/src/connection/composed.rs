@@ -326,7 +326,7 @@ impl ComposedConnection {
         let rto = self
             .engine
             .as_ref()
-            .map_or(200_000, |e| e.state().session.rto_us);
+            .map_or(200_000, |e| e.state().path.rto_us);
         Duration::from_micros(3 * rto).max(Duration::from_millis(30))
     }
 
@@ -561,7 +561,7 @@ impl ConnectionCore for ComposedConnection {
                 ..Default::default()
             };
         };
-        let s = &e.state().session;
+        let s = &e.state().path;
         let mut st = e.state().stats;
         st.malformed_dropped += self.malformed;
         st.srtt_us = s.srtt_us;

@@ -252,6 +252,8 @@ pub struct PacketInfo {
     pub in_flight: bool,
     /// A path-MTU probe: its loss says nothing about congestion.
     pub probe: bool,
+    /// The path it left on.
+    pub path: super::path::PathId,
 }
 
 /// A reassembled message waiting in the connection's message store.

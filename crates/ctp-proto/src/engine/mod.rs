@@ -10,6 +10,7 @@ pub mod admission;
 pub mod app;
 pub mod event;
 pub mod hold;
+pub mod path;
 pub mod segment;
 pub mod session;
 pub mod timer;
@@ -22,6 +23,7 @@ use app::AppIo;
 use ctp_cc::time::Instant;
 use event::{Event, EventKind, OwnedEvents};
 use hold::{Barrier, HoldRegistry, Rearm, Release};
+use path::PathVars;
 use segment::{SegId, SegmentStore};
 use session::Session;
 use timer::{TimerId, Timers};
@@ -118,8 +120,10 @@ impl Setup<'_> {
 /// Everything the microprotocols of one connection share.
 #[derive(Debug, Default)]
 pub struct State {
-    /// Shared variables.
+    /// Shared variables of the connection.
     pub session: Session,
+    /// Transport variables of the path packets leave on.
+    pub path: PathVars,
     /// Segments being sent.
     pub segs: SegmentStore,
     /// Registered hold bits.

@@ -75,22 +75,6 @@ pub struct Session {
     /// The largest of our packet numbers the peer acknowledged: the peer expects at least
     /// the one after it, which bounds how short our packet numbers may be on the wire.
     pub peer_acked_pn: Option<u64>,
-    /// Smoothed round-trip time, microseconds (0 until the first sample).
-    pub srtt_us: u64,
-    /// Round-trip-time variation, microseconds.
-    pub rttvar_us: u64,
-    /// Smallest round-trip time seen, microseconds.
-    pub min_rtt_us: u64,
-    /// Latest round-trip sample, microseconds.
-    pub latest_rtt_us: u64,
-    /// Retransmission timeout before back-off, microseconds.
-    pub rto_us: u64,
-    /// Congestion window, bytes.
-    pub cwnd: u64,
-    /// Bytes sent and not yet acknowledged or declared lost.
-    pub bytes_in_flight: u64,
-    /// Pacing rate in bytes per second; 0 means unpaced.
-    pub pacing_rate: u64,
     /// Flow-control credit from the peer: segments below this may be sent.
     pub peer_max_seg: u64,
     /// Flow-control credit given to the peer: a segment at or beyond it breaks the
@@ -110,12 +94,6 @@ pub struct Session {
     /// Largest segment body a received compressed segment may inflate to; 0 when
     /// compression was not negotiated (a compressed segment is then malformed).
     pub inflate_limit: usize,
-    /// Largest UDP payload known to cross the path (path MTU discovery publishes it).
-    pub plpmtu: usize,
-    /// Pacing sends every 16th packet right behind the one before (UDT's packet pairs).
-    pub pacing_pairs: bool,
-    /// The congestion policy stopped sending until this time (UDT's freeze).
-    pub paused_until: Option<Instant>,
 }
 
 impl Default for Session {
@@ -129,14 +107,6 @@ impl Default for Session {
             peer_msg_isn: 0,
             recv_seg_cum: 0,
             peer_acked_pn: None,
-            srtt_us: 0,
-            rttvar_us: 0,
-            min_rtt_us: u64::MAX,
-            latest_rtt_us: 0,
-            rto_us: 200_000,
-            cwnd: u64::MAX,
-            bytes_in_flight: 0,
-            pacing_rate: 0,
             peer_max_seg: u64::MAX,
             recv_credit: u64::MAX,
             peer_segment_max: 1472,
@@ -145,9 +115,6 @@ impl Default for Session {
             last_heard: Instant::ZERO,
             stamp_messages: false,
             inflate_limit: 0,
-            plpmtu: 1200,
-            pacing_pairs: false,
-            paused_until: None,
         }
     }
 }

@@ -146,7 +146,7 @@ impl AckTracking {
     }
 
     fn rto(&self, cx: &Cx<'_, '_>) -> Duration {
-        Duration::from_micros(cx.st.session.rto_us) * (1 << self.backoff.min(MAX_BACKOFF))
+        Duration::from_micros(cx.st.path.rto_us) * (1 << self.backoff.min(MAX_BACKOFF))
     }
 
     fn arm_rto(&mut self, cx: &mut Cx<'_, '_>) {
@@ -225,7 +225,9 @@ impl AckTracking {
         }
         let newly_largest = self.largest_acked.is_none_or(|l| ack.largest > l);
         if let Some(s) = self.entry(ack.largest) {
-            if newly_largest && s.state == SentState::Outstanding && s.info.in_flight {
+            // A round trip of a path the connection left says nothing about this one.
+            let this_path = s.info.path == cx.st.path.id;
+            if newly_largest && s.state == SentState::Outstanding && s.info.in_flight && this_path {
                 let rtt = cx.now.saturating_since(s.info.sent_at);
                 cx.raise(Event::RttSample {
                     rtt_us: rtt.as_micros() as u64,
@@ -276,7 +278,7 @@ impl AckTracking {
     }
 
     fn loss_delay(cx: &Cx<'_, '_>) -> Duration {
-        let s = &cx.st.session;
+        let s = &cx.st.path;
         let rtt = s.srtt_us.max(s.latest_rtt_us).max(1000);
         Duration::from_micros(rtt * 9 / 8)
     }

@@ -16,7 +16,7 @@
 
 use super::decl::{Group, MicroDecl, MicroId, Need};
 use crate::engine::event::{Event, EventKind, PacketInfo};
-use crate::engine::session::Session;
+use crate::engine::path::PathVars;
 use crate::engine::{Cx, FrameWriter, Microprotocol};
 use crate::wire::frame::Frame;
 use ctp_cc::rate::{Acks, DeliveryRate};
@@ -41,7 +41,7 @@ pub const DECL: MicroDecl = MicroDecl {
 };
 
 /// The library's view of an acknowledged packet.
-pub(crate) fn ack(now: Instant, p: PacketInfo, s: &Session, delivery_rate: u64) -> Ack {
+pub(crate) fn ack(now: Instant, p: PacketInfo, s: &PathVars, delivery_rate: u64) -> Ack {
     Ack {
         now,
         pn: p.pn,
@@ -56,7 +56,7 @@ pub(crate) fn ack(now: Instant, p: PacketInfo, s: &Session, delivery_rate: u64) 
 }
 
 /// The library's view of a lost packet.
-pub(crate) fn loss(now: Instant, p: PacketInfo, s: &Session, largest_sent_pn: u64) -> Loss {
+pub(crate) fn loss(now: Instant, p: PacketInfo, s: &PathVars, largest_sent_pn: u64) -> Loss {
     Loss {
         now,
         first_pn: p.pn,
@@ -78,7 +78,7 @@ pub struct CcPolicy {
 
 impl CcPolicy {
     /// Builds `kind` from `cfg` and publishes its initial window and rate.
-    pub fn new(kind: CcKind, cfg: &Config, s: &mut Session) -> Self {
+    pub fn new(kind: CcKind, cfg: &Config, s: &mut PathVars) -> Self {
         let algo = kind.build(cfg);
         let wants = algo.wants_packet_events();
         s.cwnd = algo.cwnd();
@@ -105,7 +105,7 @@ impl CcPolicy {
         &mut self.algo
     }
 
-    fn publish(&self, s: &mut Session) -> bool {
+    fn publish(&self, s: &mut PathVars) -> bool {
         let (cwnd, rate) = (self.algo.cwnd(), self.algo.pacing_rate());
         let paused_until = self.algo.paused_until();
         let changed = s.cwnd != cwnd || s.pacing_rate != rate || s.paused_until != paused_until;
@@ -160,18 +160,17 @@ impl Microprotocol for CcPolicy {
                     now,
                     pn: p.pn,
                     bytes: p.bytes as u64,
-                    bytes_in_flight: cx.st.session.bytes_in_flight,
+                    bytes_in_flight: cx.st.path.bytes_in_flight,
                 });
             }
             Event::PacketAcked(p) if p.in_flight => {
                 let delivery_rate = self.rate.on_acked(p.pn, p.bytes as u64, now);
-                self.algo
-                    .on_ack(&ack(now, p, &cx.st.session, delivery_rate));
+                self.algo.on_ack(&ack(now, p, &cx.st.path, delivery_rate));
             }
             Event::PacketLost(p) if p.in_flight => {
                 self.rate.on_lost(p.pn);
                 self.algo
-                    .on_loss(&loss(now, p, &cx.st.session, self.largest_sent));
+                    .on_loss(&loss(now, p, &cx.st.path, self.largest_sent));
             }
             Event::RtoExpired { backoff } => self.algo.on_timeout(now, backoff),
             Event::PacketReceived { bytes, .. } => self.algo.on_packet_received(now, bytes as u64),
@@ -179,7 +178,7 @@ impl Microprotocol for CcPolicy {
             Event::CcMessage(msg) | Event::CongestionMessage(msg) => self.algo.on_custom(now, msg),
             _ => return,
         }
-        if self.publish(&mut cx.st.session) {
+        if self.publish(&mut cx.st.path) {
             cx.raise(Event::CongestionChanged);
         }
     }

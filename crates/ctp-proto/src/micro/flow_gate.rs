@@ -62,7 +62,7 @@ impl FlowGate {
         if self.blocked.is_empty() {
             cx.cancel_timer(self.probe);
         } else if cx.st.timers.deadline(self.probe).is_none() {
-            let at = cx.now + Duration::from_micros(cx.st.session.rto_us);
+            let at = cx.now + Duration::from_micros(cx.st.path.rto_us);
             cx.set_timer(self.probe, at);
         }
     }
@@ -73,7 +73,7 @@ impl FlowGate {
             return false;
         }
         cx.st.session.ping_owed = true;
-        let at = cx.now + Duration::from_micros(cx.st.session.rto_us);
+        let at = cx.now + Duration::from_micros(cx.st.path.rto_us);
         cx.set_timer(self.probe, at);
         true
     }

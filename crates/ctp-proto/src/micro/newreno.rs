@@ -11,7 +11,7 @@
 use super::cc::{ack, loss};
 use super::decl::{Group, MicroDecl, MicroId, Need};
 use crate::engine::event::{Event, EventKind};
-use crate::engine::session::Session;
+use crate::engine::path::PathVars;
 use crate::engine::{Cx, Microprotocol};
 use ctp_cc::{self as cc, CongestionControl};
 
@@ -40,7 +40,7 @@ pub struct NewReno {
 
 impl NewReno {
     /// A policy with an initial window of `initial_packets` segments of `mss` bytes.
-    pub fn new(mss: u64, initial_packets: u64, s: &mut Session) -> Self {
+    pub fn new(mss: u64, initial_packets: u64, s: &mut PathVars) -> Self {
         let algo = cc::newreno::NewReno::new(&cc::Config {
             mss,
             initial_window: initial_packets,
@@ -56,7 +56,7 @@ impl NewReno {
     }
 
     fn publish(&self, cx: &mut Cx<'_, '_>) {
-        let s = &mut cx.st.session;
+        let s = &mut cx.st.path;
         s.cwnd = self.algo.cwnd();
         if s.srtt_us > 0 {
             s.pacing_rate = self.algo.pacing_rate();
@@ -76,7 +76,7 @@ impl Microprotocol for NewReno {
 
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
         let now = cx.now;
-        let s = &cx.st.session;
+        let s = &cx.st.path;
         match *ev {
             Event::PacketAcked(p) if p.in_flight => self.algo.on_ack(&ack(now, p, s, 0)),
             Event::PacketLost(p) if p.in_flight => self.algo.on_loss(&loss(now, p, s, 0)),

@@ -8,7 +8,7 @@
 //! wakes only once a train's worth (250 µs) has built up — except under UDT's rate control,
 //! whose packets are spaced one by one.
 //!
-//! When the congestion policy asks for packet pairs (`Session::pacing_pairs`, UDT), every
+//! When the congestion policy asks for packet pairs (`PathVars::pacing_pairs`, UDT), every
 //! 16th packet leaves right behind the 15th and the gap it skipped is added after it: the
 //! rate is unchanged, and the receiver sees one back-to-back pair in 16 packets, spaced by
 //! the bottleneck alone.
@@ -60,15 +60,15 @@ impl Pacing {
     }
 
     fn pump(&mut self, cx: &mut Cx<'_, '_>) {
-        let rate = cx.st.session.pacing_rate;
+        let rate = cx.st.path.pacing_rate;
         let mss = cx.st.session.max_segment_payload as u64 + PACKET_OVERHEAD;
         // UDT's rate control (it asks for packet pairs) wants its packets evenly spaced.
-        let spacing = if cx.st.session.pacing_pairs {
+        let spacing = if cx.st.path.pacing_pairs {
             Spacing::Packets
         } else {
             Spacing::Trains
         };
-        if let Some(until) = cx.st.session.paused_until {
+        if let Some(until) = cx.st.path.paused_until {
             self.clock.hold_until(until);
         }
         while let Some(&seg) = self.queue.front() {
@@ -85,7 +85,7 @@ impl Pacing {
             self.queue.pop_front();
             self.released += 1;
             if let Some(gap) = self.clock.gap_us(size, rate) {
-                if cx.st.session.pacing_pairs && self.released % 16 == 15 {
+                if cx.st.path.pacing_pairs && self.released % 16 == 15 {
                     self.pair_debt = gap;
                 } else {
                     self.clock.delay(gap + core::mem::take(&mut self.pair_debt));

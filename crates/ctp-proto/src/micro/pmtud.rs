@@ -70,11 +70,12 @@ impl Pmtud {
     pub fn new(
         setup: &mut Setup<'_>,
         max: usize,
-        s: &mut crate::engine::session::Session,
+        session: &mut crate::engine::session::Session,
+        path: &mut crate::engine::path::PathVars,
     ) -> Result<Self, SetupError> {
         let max = max.max(BASE_PLPMTU);
-        s.max_segment_payload = BASE_PLPMTU - SEGMENT_OVERHEAD;
-        s.plpmtu = BASE_PLPMTU;
+        session.max_segment_payload = BASE_PLPMTU - SEGMENT_OVERHEAD;
+        path.plpmtu = BASE_PLPMTU;
         Ok(Pmtud {
             lo: BASE_PLPMTU,
             hi: max,
@@ -93,9 +94,8 @@ impl Pmtud {
     }
 
     fn publish(&self, cx: &mut Cx<'_, '_>) {
-        let s = &mut cx.st.session;
-        s.plpmtu = self.lo;
-        s.max_segment_payload = self.lo - SEGMENT_OVERHEAD;
+        cx.st.path.plpmtu = self.lo;
+        cx.st.session.max_segment_payload = self.lo - SEGMENT_OVERHEAD;
     }
 
     fn candidate(&self) -> usize {
@@ -195,7 +195,7 @@ impl Microprotocol for Pmtud {
             return;
         }
         let size = self.candidate();
-        let s = &cx.st.session;
+        let s = &cx.st.path;
         // Probes are subject to congestion control like any packet (RFC 8899 §4.4).
         if s.cwnd != u64::MAX && s.bytes_in_flight + size as u64 > s.cwnd {
             return;

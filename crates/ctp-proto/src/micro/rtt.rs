@@ -41,7 +41,7 @@ impl RttEstimator {
     }
 
     /// Applies one sample to the session variables.
-    pub fn sample(&self, rtt_us: u64, ack_delay_us: u64, s: &mut crate::engine::session::Session) {
+    pub fn sample(&self, rtt_us: u64, ack_delay_us: u64, s: &mut crate::engine::path::PathVars) {
         s.min_rtt_us = s.min_rtt_us.min(rtt_us);
         let delay = ack_delay_us.min(self.max_ack_delay_us);
         let r = if rtt_us >= s.min_rtt_us + delay {
@@ -74,7 +74,7 @@ impl Microprotocol for RttEstimator {
             ack_delay_us,
         } = *ev
         {
-            self.sample(rtt_us, ack_delay_us, &mut cx.st.session);
+            self.sample(rtt_us, ack_delay_us, &mut cx.st.path);
         }
     }
 }
@@ -82,12 +82,12 @@ impl Microprotocol for RttEstimator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::session::Session;
+    use crate::engine::path::PathVars;
 
     #[test]
     fn follows_rfc6298() {
         let e = RttEstimator::new(0, u64::MAX, 0);
-        let mut s = Session::default();
+        let mut s = PathVars::default();
         e.sample(100_000, 0, &mut s);
         assert_eq!(
             (s.srtt_us, s.rttvar_us, s.rto_us),
@@ -102,11 +102,11 @@ mod tests {
     #[test]
     fn rto_is_clamped_and_granularity_applies() {
         let e = RttEstimator::new(10_000, 60_000_000, 25_000);
-        let mut s = Session::default();
+        let mut s = PathVars::default();
         e.sample(50, 0, &mut s);
         assert_eq!(s.rto_us, 10_000, "a 50 µs path still gets the minimum RTO");
         let e = RttEstimator::new(0, 60_000_000, 25_000);
-        let mut s = Session::default();
+        let mut s = PathVars::default();
         for _ in 0..50 {
             e.sample(2_000, 0, &mut s);
         }
@@ -120,7 +120,7 @@ mod tests {
     #[test]
     fn ack_delay_is_subtracted_only_above_min_rtt() {
         let e = RttEstimator::new(0, u64::MAX, 25_000);
-        let mut s = Session::default();
+        let mut s = PathVars::default();
         e.sample(10_000, 0, &mut s);
         e.sample(30_000, 5_000, &mut s);
         assert_eq!(s.latest_rtt_us, 25_000);

@@ -21,7 +21,7 @@
 
 use super::decl::{Group, MicroDecl, MicroId, Need};
 use crate::engine::event::{Event, EventKind};
-use crate::engine::session::Session;
+use crate::engine::path::PathVars;
 use crate::engine::{Cx, Microprotocol};
 use ctp_cc::time::Instant;
 
@@ -102,7 +102,7 @@ impl AckRate {
 impl Scp {
     /// A policy starting at `initial_packets` packets of `mss` bytes per initial RTT guess
     /// (100 ms until measured).
-    pub fn new(mss: u64, initial_packets: u64, s: &mut Session) -> Self {
+    pub fn new(mss: u64, initial_packets: u64, s: &mut PathVars) -> Self {
         let initial_rate = mss * initial_packets.max(2) * 10; // per 100 ms
         s.pacing_rate = initial_rate;
         s.cwnd = mss * initial_packets.max(2);
@@ -118,7 +118,7 @@ impl Scp {
         }
     }
 
-    fn srtt_us(s: &Session) -> u64 {
+    fn srtt_us(s: &PathVars) -> u64 {
         if s.srtt_us == 0 {
             100_000
         } else {
@@ -126,14 +126,14 @@ impl Scp {
         }
     }
 
-    fn set_window(&self, s: &mut Session) {
+    fn set_window(&self, s: &mut PathVars) {
         let w = (s.pacing_rate as u128 * Self::srtt_us(s) as u128 * 3 / 2 / 1_000_000) as u64;
         s.cwnd = w.max(2 * self.mss);
     }
 
     /// Leaves start-up for the measured bottleneck rate (or half the current rate before
     /// anything was measured), draining at half that for one round trip first.
-    fn leave_startup(&mut self, now: Instant, s: &mut Session) {
+    fn leave_startup(&mut self, now: Instant, s: &mut PathVars) {
         self.startup = false;
         self.last_decrease = Some(now);
         let floor = self.mss * 1_000_000 / Self::srtt_us(s);
@@ -152,7 +152,7 @@ impl Scp {
 
     fn on_ack(&mut self, bytes: usize, cx: &mut Cx<'_, '_>) {
         let now = cx.now;
-        let s = &mut cx.st.session;
+        let s = &mut cx.st.path;
         if s.min_rtt_us == u64::MAX {
             return; // nothing to judge a queue or a rate against yet
         }
@@ -182,7 +182,7 @@ impl Scp {
     }
 
     /// Start-up: leave on a queue, otherwise grow the rate by what this ack carried.
-    fn startup_ack(&mut self, now: Instant, bytes: u64, s: &mut Session) -> bool {
+    fn startup_ack(&mut self, now: Instant, bytes: u64, s: &mut PathVars) -> bool {
         // HyStart++'s delay threshold: min RTT / 8, clamped to 4..16 ms.
         let threshold = (s.min_rtt_us / 8).clamp(4_000, 16_000);
         if s.latest_rtt_us > s.min_rtt_us + threshold {
@@ -216,7 +216,7 @@ impl Scp {
     }
 
     /// The round trip after start-up: half rate until it ends, then the cruise rate.
-    fn drain_ack(&mut self, now: Instant, s: &mut Session) -> bool {
+    fn drain_ack(&mut self, now: Instant, s: &mut PathVars) -> bool {
         let Some((end, cruise)) = self.drain else {
             return false;
         };
@@ -234,7 +234,7 @@ impl Scp {
     /// of its minimum; otherwise, while the rate is not below what comes back, the queue is
     /// not draining (holding would let it grow until it overflows): step to a sixteenth
     /// under the measured rate, then hold.
-    fn steady_ack(&mut self, now: Instant, s: &mut Session) -> bool {
+    fn steady_ack(&mut self, now: Instant, s: &mut PathVars) -> bool {
         let srtt = Self::srtt_us(s);
         if !self.new_round(now, srtt) {
             return false;
@@ -257,7 +257,7 @@ impl Scp {
         }
         let now = cx.now;
         self.last_decrease = Some(now);
-        let s = &mut cx.st.session;
+        let s = &mut cx.st.path;
         if self.startup {
             self.leave_startup(now, s);
         } else if let Some((end, cruise)) = self.drain {
@@ -294,8 +294,8 @@ impl Microprotocol for Scp {
                 self.queued_acks = 0;
                 self.drain = None;
                 self.last_decrease = Some(cx.now);
-                cx.st.session.pacing_rate = self.initial_rate;
-                self.set_window(&mut cx.st.session);
+                cx.st.path.pacing_rate = self.initial_rate;
+                self.set_window(&mut cx.st.path);
                 cx.raise(Event::CongestionChanged);
             }
             _ => {}

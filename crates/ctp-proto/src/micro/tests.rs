@@ -4,7 +4,7 @@
 use crate::composed::Engine;
 use crate::engine::app::Outgoing;
 use crate::engine::event::{Event, PacketInfo};
-use crate::engine::session::{CloseReason, Session};
+use crate::engine::session::CloseReason;
 use crate::profile::{compose, Isn, MicroId, MicroSet, Params, MANDATORY};
 use crate::protection::{Crc32c, PacketProtection};
 use crate::wire::frame::{ty, AckFrame, Deps, Frame, Piece, PieceFlags, PnRange};
@@ -170,6 +170,7 @@ fn sent(pn: u64, at: Instant) -> PacketInfo {
         seg: None,
         in_flight: true,
         probe: false,
+        path: Default::default(),
     }
 }
 
@@ -220,7 +221,7 @@ fn fragmentation_coalesces_small_messages_and_splits_large_ones() {
 #[test]
 fn bulk_data_fills_packets_but_for_the_control_reserve() {
     let mut tx = reliable();
-    tx.state_mut().session.cwnd = u64::MAX / 4;
+    tx.state_mut().path.cwnd = u64::MAX / 4;
     queue(&mut tx, t(0), &vec![9u8; 100_000], true);
     let max = Params::default().max_udp_payload as usize;
     assert_eq!(
@@ -250,7 +251,7 @@ fn bulk_data_fills_packets_but_for_the_control_reserve() {
 #[test]
 fn packets_append_to_a_batch_and_seal_on_their_own_bytes() {
     let mut tx = reliable();
-    tx.state_mut().session.cwnd = u64::MAX / 4;
+    tx.state_mut().path.cwnd = u64::MAX / 4;
     let data: Vec<u8> = (0..2500u32).map(|i| i as u8).collect();
     queue(&mut tx, t(0), &data, true);
     let mut batch = vec![0xee; 7]; // bytes of an earlier datagram
@@ -277,7 +278,7 @@ fn packets_append_to_a_batch_and_seal_on_their_own_bytes() {
 fn a_large_write_is_cut_as_packets_leave_not_all_at_once() {
     use crate::engine::CUT_AHEAD;
     let mut tx = reliable();
-    tx.state_mut().session.cwnd = u64::MAX / 4;
+    tx.state_mut().path.cwnd = u64::MAX / 4;
     let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
     queue(&mut tx, t(0), &data, true);
     assert_eq!(
@@ -312,7 +313,7 @@ fn a_large_write_is_cut_as_packets_leave_not_all_at_once() {
 #[test]
 fn bulk_segments_reference_the_application_buffer() {
     let mut tx = reliable();
-    tx.state_mut().session.cwnd = u64::MAX / 4;
+    tx.state_mut().path.cwnd = u64::MAX / 4;
     let chunk: Vec<u8> = (0..50_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
     let chunk = Bytes::from(chunk);
     let range = chunk.as_ptr_range();
@@ -346,7 +347,7 @@ fn bulk_segments_reference_the_application_buffer() {
 #[test]
 fn a_chunk_ending_inside_a_segment_is_referenced_too() {
     let mut tx = reliable();
-    tx.state_mut().session.cwnd = u64::MAX / 4;
+    tx.state_mut().path.cwnd = u64::MAX / 4;
     // The first chunk ends some 450 bytes into its seventh segment.
     let chunks: Vec<Bytes> = [9_000u32, 7_000]
         .iter()
@@ -423,7 +424,7 @@ fn numbered_packet(e: &mut Engine, now: Instant, expected_pn: u64) -> (u64, usiz
 fn numbers_shorten_once_acknowledged_and_an_aliased_late_copy_fails_to_open() {
     let mut tx = reliable();
     let mut rx = compose(reliable_set(), &Params::default(), PEER, LOCAL).unwrap();
-    tx.state_mut().session.cwnd = u64::MAX / 4;
+    tx.state_mut().path.cwnd = u64::MAX / 4;
     queue(&mut tx, t(0), &vec![1u8; 20_000], true);
     // Nothing acknowledged yet: a 30-bit (4-byte) packet number; the first segment's
     // offset is 0 (one byte).
@@ -608,7 +609,7 @@ fn congestion_window_bounds_bytes_in_flight() {
     ]);
     queue(&mut tx, t(0), &vec![1u8; 200_000], true);
     let sent_packets = data_packets(&drain(&mut tx, t(0))).len();
-    let cwnd = tx.state().session.cwnd;
+    let cwnd = tx.state().path.cwnd;
     assert_eq!(cwnd, 10 * 1472, "initial window of 10 packets");
     let per_packet =
         (tx.state().session.max_segment_payload + crate::profile::SEGMENT_OVERHEAD) as u64;
@@ -617,7 +618,7 @@ fn congestion_window_bounds_bytes_in_flight() {
         cwnd / per_packet,
         "window allows exactly what fits"
     );
-    assert!(tx.state().session.bytes_in_flight <= cwnd + per_packet);
+    assert!(tx.state().path.bytes_in_flight <= cwnd + per_packet);
     // Nothing more leaves until something is acknowledged.
     assert!(data_packets(&drain(&mut tx, t(1))).is_empty());
     assert_eq!(tx.state().stats.cwnd_peak, cwnd);
@@ -636,7 +637,7 @@ fn congestion_window_bounds_bytes_in_flight() {
     assert_eq!(tx.state().stats.packets_lost, 3);
     drain(&mut tx, t(2));
     let s = tx.state();
-    let flight = s.session.bytes_in_flight;
+    let flight = s.path.bytes_in_flight;
     assert!(
         s.stats.cwnd_peak > cwnd,
         "the window grew before the losses"
@@ -646,10 +647,7 @@ fn congestion_window_bounds_bytes_in_flight() {
         "{flight} > {}",
         s.stats.cwnd_peak
     );
-    assert!(
-        s.session.cwnd < s.stats.cwnd_peak,
-        "the losses cut the window"
-    );
+    assert!(s.path.cwnd < s.stats.cwnd_peak, "the losses cut the window");
 }
 
 /// Departure times (µs) of the data packets a paced sender (one 1414-byte packet per
@@ -668,7 +666,11 @@ fn paced_departures_at(rate: u64, pairs: bool, segments: usize, ms: u64) -> Vec<
 
 /// Departure times (µs) of `segments` full segments for `ms`, the window open and the
 /// session's pacing set by `pace`.
-fn paced_departures_with(segments: usize, ms: u64, pace: impl FnOnce(&mut Session)) -> Vec<u64> {
+fn paced_departures_with(
+    segments: usize,
+    ms: u64,
+    pace: impl FnOnce(&mut crate::engine::path::PathVars),
+) -> Vec<u64> {
     let mut tx = engine(&[
         Sequencing,
         AckTracking,
@@ -679,8 +681,8 @@ fn paced_departures_with(segments: usize, ms: u64, pace: impl FnOnce(&mut Sessio
         Pacing,
         NewReno,
     ]);
-    tx.state_mut().session.cwnd = u64::MAX / 4;
-    pace(&mut tx.state_mut().session);
+    tx.state_mut().path.cwnd = u64::MAX / 4;
+    pace(&mut tx.state_mut().path);
     queue(&mut tx, t(0), &vec![2u8; segments * 1374], true);
     let mut now = t(0);
     let mut times = Vec::new();
@@ -777,19 +779,19 @@ fn newreno_grows_halves_once_per_window_and_collapses_on_timeout() {
         CongestionWindow,
         NewReno,
     ]);
-    let w0 = tx.state().session.cwnd;
+    let w0 = tx.state().path.cwnd;
     tx.dispatch(t(1), Event::PacketAcked(sent(1, t(0))));
     assert_eq!(
-        tx.state().session.cwnd,
+        tx.state().path.cwnd,
         w0 + 1000,
         "slow start adds the acked bytes"
     );
     tx.dispatch(t(2), Event::PacketLost(sent(2, t(1))));
     let halved = (w0 + 1000) / 2;
-    assert_eq!(tx.state().session.cwnd, halved);
+    assert_eq!(tx.state().path.cwnd, halved);
     tx.dispatch(t(3), Event::PacketLost(sent(3, t(1))));
     assert_eq!(
-        tx.state().session.cwnd,
+        tx.state().path.cwnd,
         halved,
         "one decrease per recovery period"
     );
@@ -797,10 +799,10 @@ fn newreno_grows_halves_once_per_window_and_collapses_on_timeout() {
     for i in 0..halved.div_ceil(1000) {
         tx.dispatch(t(4), Event::PacketAcked(sent(10 + i, t(3))));
     }
-    assert_eq!(tx.state().session.cwnd, halved + 1472);
+    assert_eq!(tx.state().path.cwnd, halved + 1472);
     tx.dispatch(t(5), Event::RtoExpired { backoff: 1 });
     assert_eq!(
-        tx.state().session.cwnd,
+        tx.state().path.cwnd,
         2 * 1472,
         "timeout collapses to the minimum window"
     );
@@ -877,9 +879,9 @@ fn ack_tracking_reports_acks_losses_and_naks_holes() {
         "pn+4 is three packets behind the largest acked"
     );
     assert!(
-        tx.state().session.srtt_us >= 19_000,
+        tx.state().path.srtt_us >= 19_000,
         "an RTT sample was taken: {}",
-        tx.state().session.srtt_us
+        tx.state().path.srtt_us
     );
     // Receiver side: a hole is NAKed once three later packets arrived.
     let mut rx = reliable();
@@ -1018,7 +1020,7 @@ fn segments_held_by_flow_control_take_no_room_in_the_congestion_window() {
     // before the lost segment arrives, so only the retransmission can break the stall.
     nak_first_packet(&mut tx, t(1));
     assert!(
-        tx.state().session.cwnd < 10 * 1472,
+        tx.state().path.cwnd < 10 * 1472,
         "the loss shrank the window"
     );
     let again = data_packets(&drain(&mut tx, t(1)));
@@ -1045,7 +1047,7 @@ fn a_retransmission_made_unnecessary_while_paced_releases_its_window_reservation
         NewReno,
     ]);
     // A slow pacing rate: the next packet may leave only ~1.3 s after this one.
-    tx.state_mut().session.pacing_rate = 1_000;
+    tx.state_mut().path.pacing_rate = 1_000;
     queue(&mut tx, t(0), &[1u8; 1300], false);
     assert_eq!(data_packets(&drain(&mut tx, t(0))).len(), 1);
     // The first is declared lost (NAK) and requeued; pacing holds the retransmission.
@@ -1067,12 +1069,12 @@ fn a_retransmission_made_unnecessary_while_paced_releases_its_window_reservation
     );
     tx.receive(t(2), PEER.pn + 1, &f, 20).unwrap();
     assert_eq!(tx.state().segs.live(), 0);
-    assert_eq!(tx.state().session.bytes_in_flight, 0);
+    assert_eq!(tx.state().path.bytes_in_flight, 0);
     // Pacing drops the stale segment; the window must not stay reserved for it.
-    tx.state_mut().session.pacing_rate = 0;
+    tx.state_mut().path.pacing_rate = 0;
     tx.dispatch(t(3), Event::CongestionChanged);
     assert!(data_packets(&drain(&mut tx, t(3))).is_empty());
-    tx.state_mut().session.cwnd = 2 * (tx.state().session.max_segment_payload as u64 + 40);
+    tx.state_mut().path.cwnd = 2 * (tx.state().session.max_segment_payload as u64 + 40);
     queue(&mut tx, t(4), &vec![5u8; 10 * 1374], true);
     assert_eq!(
         data_packets(&drain(&mut tx, t(4))).len(),
@@ -1216,30 +1218,30 @@ fn scp_sender() -> Engine {
 #[test]
 fn scp_drives_rate_and_window_from_rtt() {
     let mut tx = scp_sender();
-    let r0 = tx.state().session.pacing_rate;
+    let r0 = tx.state().path.pacing_rate;
     assert!(r0 > 0);
     // RTT samples of 10 ms: in start-up each acknowledged byte adds a byte per round trip.
-    tx.state_mut().session.srtt_us = 10_000;
-    tx.state_mut().session.min_rtt_us = 10_000;
-    tx.state_mut().session.latest_rtt_us = 10_000;
+    tx.state_mut().path.srtt_us = 10_000;
+    tx.state_mut().path.min_rtt_us = 10_000;
+    tx.state_mut().path.latest_rtt_us = 10_000;
     tx.dispatch(t(0), Event::PacketAcked(sent(1, t(0))));
-    assert_eq!(tx.state().session.pacing_rate, r0 + 100_000);
+    assert_eq!(tx.state().path.pacing_rate, r0 + 100_000);
     tx.dispatch(t(1), Event::PacketAcked(sent(2, t(0))));
-    assert_eq!(tx.state().session.pacing_rate, r0 + 200_000);
+    assert_eq!(tx.state().path.pacing_rate, r0 + 200_000);
     // Acknowledgements came back at 2 kB in 11 ms (182 kB/s): the rate may not grow past
     // 1.5 × that, so this one adds nothing.
     tx.dispatch(t(11), Event::PacketAcked(sent(3, t(1))));
-    let r = tx.state().session.pacing_rate;
+    let r = tx.state().path.pacing_rate;
     assert_eq!(r, r0 + 200_000);
     assert_eq!(
-        tx.state().session.cwnd,
+        tx.state().path.cwnd,
         (r as u128 * 10_000 * 3 / 2 / 1_000_000) as u64,
         "window = 1.5 × rate × srtt"
     );
     // Acknowledgements of 1000 bytes every 2.5 ms (400 kB/s, below the rate sent) that see
     // a queue (RTT +5 ms, over the 4 ms threshold): the third in a row ends start-up at the
     // rate they arrive at.
-    tx.state_mut().session.latest_rtt_us = 15_000;
+    tx.state_mut().path.latest_rtt_us = 15_000;
     let mut now_us = t(11).as_micros();
     for i in 0..3 {
         now_us += 2_500;
@@ -1248,57 +1250,57 @@ fn scp_drives_rate_and_window_from_rtt() {
             Event::PacketAcked(sent(10 + i, t(5))),
         );
     }
-    let draining = tx.state().session.pacing_rate;
+    let draining = tx.state().path.pacing_rate;
     assert!(
         (175_000..=225_000).contains(&draining),
         "drains at {draining} B/s, half the 400 kB/s the acks came at"
     );
     // A loss of a packet sent before start-up ended is part of the overshoot: ignored.
     tx.dispatch(t(19), Event::PacketLost(sent(4, t(13))));
-    assert_eq!(tx.state().session.pacing_rate, draining);
+    assert_eq!(tx.state().path.pacing_rate, draining);
     // One round trip later it cruises at the measured rate.
-    tx.state_mut().session.latest_rtt_us = 10_000;
+    tx.state_mut().path.latest_rtt_us = 10_000;
     tx.dispatch(t(30), Event::PacketAcked(sent(20, t(20))));
-    let measured = tx.state().session.pacing_rate;
+    let measured = tx.state().path.pacing_rate;
     assert!(
         (350_000..=450_000).contains(&measured),
         "cruises at {measured} B/s, the acks came at 400 kB/s"
     );
     // A loss in steady state halves the rate; a second loss in the same round trip does not.
     tx.dispatch(t(32), Event::PacketLost(sent(21, t(31))));
-    assert_eq!(tx.state().session.pacing_rate, measured / 2);
+    assert_eq!(tx.state().path.pacing_rate, measured / 2);
     tx.dispatch(t(33), Event::PacketLost(sent(22, t(31))));
-    assert_eq!(tx.state().session.pacing_rate, measured / 2);
+    assert_eq!(tx.state().path.pacing_rate, measured / 2);
     // Steady state: additive increase of one packet per RTT while the RTT stays low.
     tx.dispatch(t(45), Event::PacketAcked(sent(6, t(35))));
     assert_eq!(
-        tx.state().session.pacing_rate,
+        tx.state().path.pacing_rate,
         measured / 2 + 1472 * 1_000_000 / 10_000
     );
     // A queue (RTT +60%) with a rate above what comes back (these sparse acks): the rate
     // steps down to drain it instead of holding.
-    tx.state_mut().session.srtt_us = 16_000;
+    tx.state_mut().path.srtt_us = 16_000;
     tx.dispatch(t(62), Event::PacketAcked(sent(7, t(50))));
     let before = measured / 2 + 1472 * 100;
-    let after = tx.state().session.pacing_rate;
+    let after = tx.state().path.pacing_rate;
     assert!(
         after < before && after >= 1472 * 1_000_000 / 16_000,
         "{after} vs {before}"
     );
     // Below the rate acknowledgements come back at, it holds.
     tx.dispatch(t(80), Event::PacketAcked(sent(8, t(70))));
-    assert_eq!(tx.state().session.pacing_rate, after);
+    assert_eq!(tx.state().path.pacing_rate, after);
     // Timeout: back to the initial rate.
     tx.dispatch(t(70), Event::RtoExpired { backoff: 1 });
-    assert_eq!(tx.state().session.pacing_rate, r0);
+    assert_eq!(tx.state().path.pacing_rate, r0);
 }
 
 #[test]
 fn scp_start_up_stays_within_half_again_the_ack_rate_and_a_loss_drains_below_it() {
     let mut tx = scp_sender();
-    tx.state_mut().session.srtt_us = 10_000;
-    tx.state_mut().session.min_rtt_us = 10_000;
-    tx.state_mut().session.latest_rtt_us = 10_000;
+    tx.state_mut().path.srtt_us = 10_000;
+    tx.state_mut().path.min_rtt_us = 10_000;
+    tx.state_mut().path.latest_rtt_us = 10_000;
     // Acks at 4 MB/s (1000 bytes every 250 µs) for ten round trips: the rate would double
     // each round trip, but stops at 1.5 × what comes back.
     let mut now_us = 0;
@@ -1309,12 +1311,12 @@ fn scp_start_up_stays_within_half_again_the_ack_rate_and_a_loss_drains_below_it(
         );
         now_us += 250;
     }
-    let overshoot = tx.state().session.pacing_rate;
+    let overshoot = tx.state().path.pacing_rate;
     tx.dispatch(
         Instant::from_micros(now_us),
         Event::PacketLost(sent(500, Instant::from_micros(now_us))),
     );
-    let after = tx.state().session.pacing_rate;
+    let after = tx.state().path.pacing_rate;
     assert!(
         (5_500_000..=6_500_000).contains(&overshoot),
         "start-up reached {overshoot} B/s; acks came at 4 MB/s"
@@ -1335,18 +1337,18 @@ fn tfrc_slow_starts_then_follows_the_loss_event_rate() {
             | MicroSet::of(&[Tfrc]).0,
     );
     let mut tx = compose(set, &Params::default(), LOCAL, PEER).unwrap();
-    tx.state_mut().session.srtt_us = 100_000;
-    let r0 = tx.state().session.pacing_rate;
+    tx.state_mut().path.srtt_us = 100_000;
+    let r0 = tx.state().path.pacing_rate;
     // One round trip of acknowledgements (30 kB in 100 ms): slow start doubles the rate,
     // which stays under twice the receive rate.
     for i in 0..30 {
         tx.dispatch(t(i * 3), Event::PacketAcked(sent(i, t(0))));
     }
     tx.dispatch(t(100), Event::PacketAcked(sent(30, t(0))));
-    assert_eq!(tx.state().session.pacing_rate, 2 * r0);
+    assert_eq!(tx.state().path.pacing_rate, 2 * r0);
     // The first loss ends slow start at about half the rate.
     tx.dispatch(t(110), Event::PacketLost(sent(11, t(100))));
-    let after_first = tx.state().session.pacing_rate;
+    let after_first = tx.state().path.pacing_rate;
     assert!(
         after_first <= r0 + r0 / 2 && after_first >= r0 / 4,
         "{after_first} vs {}",
@@ -1365,7 +1367,7 @@ fn tfrc_slow_starts_then_follows_the_loss_event_rate() {
         tx.dispatch(t(now), Event::PacketLost(sent(200 + round, t(now - 1))));
         now += 1;
     }
-    let heavy = tx.state().session.pacing_rate;
+    let heavy = tx.state().path.pacing_rate;
     let expected = super::tfrc::throughput_equation(1472.0, 0.1, 1.0 / 5.0) as u64;
     assert!(
         heavy < after_first,
@@ -1471,17 +1473,17 @@ fn cc_running_newreno_matches_the_newreno_microprotocol() {
         v.push((6, Event::PacketAcked(sent(40, t(6)))));
         v
     };
-    assert_eq!(old.state().session.cwnd, new.state().session.cwnd);
+    assert_eq!(old.state().path.cwnd, new.state().path.cwnd);
     for (ms, ev) in script {
         old.dispatch(t(ms), ev);
         new.dispatch(t(ms), ev);
         assert_eq!(
-            (old.state().session.cwnd, old.state().session.pacing_rate),
-            (new.state().session.cwnd, new.state().session.pacing_rate),
+            (old.state().path.cwnd, old.state().path.pacing_rate),
+            (new.state().path.cwnd, new.state().path.pacing_rate),
             "after {ev:?}"
         );
     }
-    assert_eq!(new.state().session.cwnd, 2 * 1472 + 1000);
+    assert_eq!(new.state().path.cwnd, 2 * 1472 + 1000);
 }
 
 /// A reliable set whose congestion control is the `cc` microprotocol, paced.
@@ -1522,12 +1524,12 @@ fn cc_feeds_delivery_rate_samples_and_custom_messages() {
         ..Params::default()
     };
     let mut e = compose(set, &params, LOCAL, PEER).unwrap();
-    assert_eq!(e.state().session.pacing_rate, 1_000_000, "8 Mb/s = 1 MB/s");
-    assert_eq!(e.state().session.cwnd, u64::MAX);
+    assert_eq!(e.state().path.pacing_rate, 1_000_000, "8 Mb/s = 1 MB/s");
+    assert_eq!(e.state().path.cwnd, u64::MAX);
     assert!(e.congestion_message(t(1), &RateMessage(3_000_000).encode()));
-    assert_eq!(e.state().session.pacing_rate, 3_000_000);
+    assert_eq!(e.state().path.pacing_rate, 3_000_000);
     assert!(e.congestion_message(t(1), b"nonsense"));
-    assert_eq!(e.state().session.pacing_rate, 3_000_000);
+    assert_eq!(e.state().path.pacing_rate, 3_000_000);
     assert!(!reliable().congestion_message(t(1), &RateMessage(1).encode()));
 
     // BBR learns its bottleneck bandwidth from the adapter's rate samples: ten packets sent
@@ -1550,7 +1552,7 @@ fn cc_feeds_delivery_rate_samples_and_custom_messages() {
     // Last ACK: 10 000 bytes delivered since the 1st packet's send time (t = 0) over 109 ms.
     assert_eq!(b.btl_bw(), 10_000 * 1_000_000 / 109_000);
     assert_eq!(
-        e.state().session.pacing_rate,
+        e.state().path.pacing_rate,
         (ctp_cc::bbr::HIGH_GAIN * b.btl_bw() as f64) as u64
     );
 }
@@ -1856,7 +1858,7 @@ fn a_forged_compressed_segment_is_dropped_whole_and_counted() {
 fn pmtud_probes_are_padded_pings_and_their_loss_leaves_the_window_alone() {
     let set = MicroSet(reliable_set().0 | MicroSet::of(&[Pmtud]).0);
     let mut tx = compose(set, &Params::default(), LOCAL, PEER).unwrap();
-    assert_eq!(tx.state().session.plpmtu, 1200, "starts at the floor");
+    assert_eq!(tx.state().path.plpmtu, 1200, "starts at the floor");
     let mut buf = Vec::new();
     assert!(tx.build_packet(t(0), 9, 1472, &mut buf, &mut Crc32c));
     assert_eq!(
@@ -1870,21 +1872,17 @@ fn pmtud_probes_are_padded_pings_and_their_loss_leaves_the_window_alone() {
     let frames: Vec<_> =
         core::iter::from_fn(|| (!r.is_empty()).then(|| Frame::parse(&mut r, 0).unwrap())).collect();
     assert_eq!(frames, [Frame::Ping, Frame::Padding], "no data in a probe");
-    let cwnd = tx.state().session.cwnd;
+    let cwnd = tx.state().path.cwnd;
     let probe = PacketInfo {
         probe: true,
         bytes: buf.len(),
         ..sent(LOCAL.pn, t(0))
     };
     tx.dispatch(t(50), Event::ProbeLost(probe));
-    assert_eq!(
-        tx.state().session.cwnd,
-        cwnd,
-        "a lost probe is not congestion"
-    );
+    assert_eq!(tx.state().path.cwnd, cwnd, "a lost probe is not congestion");
     assert_eq!(tx.state().stats.packets_lost, 0);
     tx.dispatch(t(60), Event::PacketLost(sent(LOCAL.pn, t(10))));
-    assert!(tx.state().session.cwnd < cwnd, "a lost data packet is");
+    assert!(tx.state().path.cwnd < cwnd, "a lost data packet is");
 }
 
 /// `len` bytes of xorshift64 output from `seed`: data no compressor can shrink.

@@ -16,7 +16,7 @@
 
 use super::decl::{Group, MicroDecl, MicroId, Need};
 use crate::engine::event::{Event, EventKind};
-use crate::engine::session::Session;
+use crate::engine::path::PathVars;
 use crate::engine::{Cx, Microprotocol};
 use ctp_cc::time::Instant;
 use std::collections::VecDeque;
@@ -71,7 +71,7 @@ pub struct Tfrc {
 
 impl Tfrc {
     /// A policy for segments of `s` bytes starting at `initial_packets` per 100 ms.
-    pub fn new(s: u64, initial_packets: u64, session: &mut Session) -> Self {
+    pub fn new(s: u64, initial_packets: u64, session: &mut PathVars) -> Self {
         session.pacing_rate = s * initial_packets.max(2) * 10;
         Tfrc {
             s,
@@ -107,7 +107,7 @@ impl Tfrc {
         1.0 / mean
     }
 
-    fn srtt_s(s: &Session) -> f64 {
+    fn srtt_s(s: &PathVars) -> f64 {
         if s.srtt_us == 0 {
             0.1
         } else {
@@ -116,7 +116,7 @@ impl Tfrc {
     }
 
     fn update(&mut self, cx: &mut Cx<'_, '_>) {
-        let s = &mut cx.st.session;
+        let s = &mut cx.st.path;
         let rtt = Self::srtt_s(s);
         let cap = if self.x_recv > 0 {
             2 * self.x_recv
@@ -141,7 +141,7 @@ impl Tfrc {
         self.current += 1;
         self.round_bytes += bytes;
         let now = cx.now;
-        let rtt_us = (Self::srtt_s(&cx.st.session) * 1e6) as u64;
+        let rtt_us = (Self::srtt_s(&cx.st.path) * 1e6) as u64;
         let start = *self.round_start.get_or_insert(now);
         let elapsed = now.saturating_since(start).as_micros() as u64;
         if elapsed >= rtt_us.max(1) {
@@ -149,7 +149,7 @@ impl Tfrc {
             self.round_bytes = 0;
             self.round_start = Some(now);
             if self.slow_start {
-                cx.st.session.pacing_rate = cx.st.session.pacing_rate.saturating_mul(2);
+                cx.st.path.pacing_rate = cx.st.path.pacing_rate.saturating_mul(2);
             }
             self.update(cx);
         }
@@ -164,8 +164,8 @@ impl Tfrc {
         if self.slow_start {
             // RFC 5348 §6.3.1: seed the history with the interval that matches half the rate.
             self.slow_start = false;
-            let rtt = Self::srtt_s(&cx.st.session);
-            let target = (cx.st.session.pacing_rate / 2) as f64;
+            let rtt = Self::srtt_s(&cx.st.path);
+            let target = (cx.st.path.pacing_rate / 2) as f64;
             let mut seeded = 1u64;
             while seeded < 1 << 30
                 && throughput_equation(self.s as f64, rtt, 1.0 / seeded as f64) < target
@@ -197,7 +197,7 @@ impl Microprotocol for Tfrc {
             Event::PacketLost(p) if p.in_flight => self.on_loss(p.sent_at, cx),
             Event::RtoExpired { .. } => {
                 // No feedback for a timeout: halve (RFC 5348 §4.4, no-feedback timer).
-                let s = &mut cx.st.session;
+                let s = &mut cx.st.path;
                 s.pacing_rate = (s.pacing_rate / 2).max((self.s / 64).max(1));
                 self.x_recv /= 2;
                 cx.raise(Event::CongestionChanged);

@@ -65,15 +65,15 @@ impl CongestionWindow {
                 self.pop(from_retx);
                 continue;
             }
-            let used = cx.st.session.bytes_in_flight + self.reserved * per_segment;
+            let used = cx.st.path.bytes_in_flight + self.reserved * per_segment;
             // Always allow one packet when nothing is outstanding, so a tiny window still moves.
-            if used > 0 && used + per_segment > cx.st.session.cwnd {
+            if used > 0 && used + per_segment > cx.st.path.cwnd {
                 return;
             }
             self.pop(from_retx);
             self.reserved += 1;
             let peak = &mut cx.st.stats.cwnd_peak;
-            *peak = (*peak).max(cx.st.session.cwnd);
+            *peak = (*peak).max(cx.st.path.cwnd);
             cx.release(seg, Barrier::Send, self.bit);
         }
     }
@@ -114,13 +114,14 @@ impl Microprotocol for CongestionWindow {
                     self.reserved = self.reserved.saturating_sub(1);
                 }
                 if p.in_flight {
-                    cx.st.session.bytes_in_flight += p.bytes as u64;
+                    cx.st.path.bytes_in_flight += p.bytes as u64;
                 }
             }
             Event::SegmentDiscarded(_) => self.reserved = self.reserved.saturating_sub(1),
             Event::PacketAcked(p) | Event::PacketLost(p) | Event::ProbeLost(p) => {
-                if p.in_flight {
-                    let f = &mut cx.st.session.bytes_in_flight;
+                // A packet of a path the connection left counts on no path now.
+                if p.in_flight && p.path == cx.st.path.id {
+                    let f = &mut cx.st.path.bytes_in_flight;
                     *f = f.saturating_sub(p.bytes as u64);
                 }
             }

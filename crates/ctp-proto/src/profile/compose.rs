@@ -7,6 +7,7 @@ use super::negotiate::Isn;
 use super::params::Params;
 use crate::composed::Engine;
 use crate::engine::app::AppIo;
+use crate::engine::path::PathVars;
 use crate::engine::segment::SegmentStore;
 use crate::engine::session::Session;
 use crate::engine::{Setup, SetupError, State};
@@ -34,9 +35,12 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
         peer_msg_isn: peer.msg,
         recv_seg_cum: peer.seg,
         local_seg_isn: local.seg,
+        ..Session::default()
+    };
+    let mut path = PathVars {
         rto_us: 200_000.max(p.min_rto_us as u64),
         plpmtu: p.max_udp_payload as usize,
-        ..Session::default()
+        ..PathVars::default()
     };
     if set.has(MicroId::FlowWindow) {
         session.peer_max_seg = local.seg + p.flow_window as u64;
@@ -110,17 +114,17 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
             MicroId::NewReno => AnyMicro::NewReno(micro::newreno::NewReno::new(
                 p.max_udp_payload as u64,
                 p.initial_window as u64,
-                &mut session,
+                &mut path,
             )),
             MicroId::Scp => AnyMicro::Scp(micro::scp::Scp::new(
                 p.max_udp_payload as u64,
                 p.initial_window as u64,
-                &mut session,
+                &mut path,
             )),
             MicroId::Tfrc => AnyMicro::Tfrc(micro::tfrc::Tfrc::new(
                 p.max_udp_payload as u64,
                 p.initial_window as u64,
-                &mut session,
+                &mut path,
             )),
             MicroId::XonXoff => AnyMicro::XonXoff(micro::xon_xoff::XonXoff::new(&mut setup)?),
             MicroId::RtsCts => AnyMicro::RtsCts(micro::rts_cts::RtsCts::new(
@@ -138,12 +142,13 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
             MicroId::Cc => AnyMicro::Cc(Box::new(micro::cc::CcPolicy::new(
                 p.cc,
                 &cc_config(p),
-                &mut session,
+                &mut path,
             ))),
             MicroId::Pmtud => AnyMicro::Pmtud(micro::pmtud::Pmtud::new(
                 &mut setup,
                 p.max_udp_payload as usize,
                 &mut session,
+                &mut path,
             )?),
             MicroId::Compression => {
                 AnyMicro::Compression(micro::compression::Compression::new(&mut setup)?)
@@ -165,6 +170,7 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
         session.inflate_limit = p.max_udp_payload as usize;
     }
     st.session = session;
+    st.path = path;
     Engine::new(micros, st)
 }
 
