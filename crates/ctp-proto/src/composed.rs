@@ -27,6 +27,13 @@ use std::collections::VecDeque;
 pub struct Received {
     /// A CLOSE frame: code and reason.
     pub close: Option<(u64, String)>,
+    /// A PATH_CHALLENGE's token: the peer validates the path it came over.
+    pub challenge: Option<[u8; 8]>,
+    /// A PATH_RESPONSE's token: the peer answered a challenge.
+    pub response: Option<[u8; 8]>,
+    /// It carries a frame other than path validation and padding: a packet of this kind
+    /// from a new address shows the peer moved there (RFC 9000 §9.2).
+    pub non_probing: bool,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -52,6 +59,8 @@ pub struct Engine {
     /// reads it through [`Engine::state`] and changes it through the engine's operations.
     st: State,
     owned: OwnedEvents,
+    /// Path-validation frames owed to the peer: a challenge and a response token.
+    path_frames: [Option<[u8; 8]>; 2],
 }
 
 impl Engine {
@@ -85,6 +94,7 @@ impl Engine {
             st,
             // Grows to what bursts need; an idle connection keeps a few slots.
             owned: OwnedEvents::with_capacity(8),
+            path_frames: [None; 2],
         })
     }
 
@@ -92,6 +102,21 @@ impl Engine {
     /// the connection through the operations below).
     pub fn state(&self) -> &State {
         &self.st
+    }
+
+    /// Owes the peer a `PATH_CHALLENGE` (`response` false) or `PATH_RESPONSE` with `token`
+    /// in the next packet (a later one of the same kind replaces it).
+    pub fn owe_path_frame(&mut self, response: bool, token: [u8; 8]) {
+        self.path_frames[usize::from(response)] = Some(token);
+    }
+
+    /// Moves the connection to another path: `vars` become the variables packets leave
+    /// with, and the previous path's are returned.
+    pub fn switch_path(
+        &mut self,
+        vars: crate::engine::path::PathVars,
+    ) -> crate::engine::path::PathVars {
+        core::mem::replace(&mut self.st.path, vars)
     }
 
     /// The shared state, to write: tests set up situations with it.
@@ -262,7 +287,12 @@ impl Engine {
     ) -> Result<Received, WireError> {
         let seg_base = self.st.session.peer_seg_isn;
         let v = validate(frames, seg_base)?;
-        let out = Received { close: v.close };
+        let out = Received {
+            close: v.close,
+            challenge: v.challenge,
+            response: v.response,
+            non_probing: v.non_probing,
+        };
         // A compressed segment is inflated here, while the packet is validated: a bad one
         // drops the whole packet before anything (its acknowledgement included) happens.
         let mut inflated = Vec::new();
@@ -340,7 +370,10 @@ impl Engine {
                 Frame::CcMsg(m) => Event::CcMessage(m),
                 Frame::Cts(v) => Event::Cts(v),
                 Frame::Repair(f) => Event::RepairArrived(f),
-                Frame::Padding | Frame::Close { .. } => continue,
+                Frame::Padding
+                | Frame::Close { .. }
+                | Frame::PathChallenge(_)
+                | Frame::PathResponse(_) => continue,
             };
             ring.push(ev);
             self.run(now, &mut ring);
@@ -384,6 +417,7 @@ impl Engine {
     ) -> bool {
         let nothing_owed = self.st.segs.sendable.is_empty()
             && !self.st.session.ping_owed
+            && self.path_frames == [None; 2]
             && !self
                 .writers
                 .ids()
@@ -406,6 +440,11 @@ impl Engine {
             ack_eliciting: false,
             probe: false,
         };
+        for (kind, token) in self.path_frames.iter_mut().enumerate() {
+            if let Some(t) = token.take() {
+                Frame::emit_path(w.buf, kind == 1, t);
+            }
+        }
         let mut ring = BorrowedRing::default();
         for &i in self.writers.ids() {
             let mut cx = Cx {
@@ -512,8 +551,14 @@ impl Engine {
 struct Validated<'a> {
     /// It asks for an acknowledgement (data or PING).
     ack_eliciting: bool,
-    /// It is a path probe: PING and PADDING only.
+    /// It is a path-MTU probe: PING and PADDING only.
     probe: bool,
+    /// Its PATH_CHALLENGE token.
+    challenge: Option<[u8; 8]>,
+    /// Its PATH_RESPONSE token.
+    response: Option<[u8; 8]>,
+    /// It carries a frame other than path validation and padding.
+    non_probing: bool,
     /// Its compressed segment, inflated before anything happens.
     compressed: Option<CompressedFrame<'a>>,
     /// Its CLOSE frame: code and reason.
@@ -538,10 +583,13 @@ fn validate(frames: &[u8], seg_base: u64) -> Result<Validated<'_>, WireError> {
     if r.is_empty() {
         return Err(WireError::Invalid("empty packet"));
     }
-    let (mut ping, mut padding, mut other) = (false, false, false);
+    let (mut ping, mut padding, mut other, mut feedback) = (false, false, false, false);
     let mut out = Validated {
         ack_eliciting: false,
         probe: false,
+        challenge: None,
+        response: None,
+        non_probing: false,
         compressed: None,
         close: None,
         data: None,
@@ -559,7 +607,9 @@ fn validate(frames: &[u8], seg_base: u64) -> Result<Validated<'_>, WireError> {
         match f {
             Frame::Ping => ping = true,
             Frame::Padding => padding = true,
-            Frame::Ack(_) | Frame::Nak(_) | Frame::AckFloor(_) => {}
+            Frame::PathChallenge(t) => out.challenge = Some(t),
+            Frame::PathResponse(t) => out.response = Some(t),
+            Frame::Ack(_) | Frame::Nak(_) | Frame::AckFloor(_) => feedback = true,
             _ => other = true,
         }
         match f {
@@ -580,5 +630,6 @@ fn validate(frames: &[u8], seg_base: u64) -> Result<Validated<'_>, WireError> {
         }
     }
     out.probe = ping && padding && !other;
+    out.non_probing = ping || other || feedback;
     Ok(out)
 }

@@ -24,6 +24,8 @@ pub enum Dropped {
     Malformed,
     /// It parses but does not open: corrupted, forged, or a late copy (packet protection).
     Unopened,
+    /// It came from an address the connection is not at, and the core does not move.
+    Elsewhere,
 }
 
 impl Dropped {
@@ -32,6 +34,7 @@ impl Dropped {
         match self {
             Dropped::Malformed => stats.bad_header += 1,
             Dropped::Unopened => stats.bad_checksum += 1,
+            Dropped::Elsewhere => stats.unknown_connection += 1,
         }
     }
 }
@@ -46,6 +49,10 @@ pub trait ConnectionCore {
     fn local_id(&self) -> u32;
     /// The peer's address.
     fn remote(&self) -> SocketAddr;
+    /// The local address this connection sends from, when it is not the socket's own.
+    fn local(&self) -> Option<SocketAddr> {
+        None
+    }
     /// Where the connection is in its life.
     fn state(&self) -> &ConnectionState;
     /// True (once) when something changed for the application since the last call.
@@ -60,6 +67,18 @@ pub trait ConnectionCore {
     /// Handles a datagram routed to this connection (the whole datagram, opened in place
     /// where the wire protects packets).
     fn handle_datagram(&mut self, now: Instant, datagram: &mut [u8]) -> Result<(), Dropped>;
+    /// Handles a datagram for this connection from `from`, which is not the peer's
+    /// current address; `token` is fresh randomness for a path-validation challenge. A
+    /// core that does not move between addresses (UDT4) drops it.
+    fn handle_datagram_from(
+        &mut self,
+        _now: Instant,
+        _from: SocketAddr,
+        _datagram: &mut [u8],
+        _token: [u8; 8],
+    ) -> Result<(), Dropped> {
+        Err(Dropped::Elsewhere)
+    }
     /// Fires due timers.
     fn handle_timeout(&mut self, now: Instant);
     /// The earliest deadline.

@@ -45,6 +45,10 @@ pub struct EndpointConfig {
     /// The wire format every connection of this endpoint speaks (UDT4 for the `udt`
     /// profiles: the two formats cannot share a socket, UDT4 packets carry no marker).
     pub wire: crate::udt::WireFormat,
+    /// Addresses this endpoint can send from, the socket's own first (empty: only the
+    /// socket's). A connection it opens whose path fails — retransmission timeouts in a
+    /// row — moves to the next of them of the same family, and its peer follows.
+    pub local_addrs: Vec<SocketAddr>,
 }
 
 impl EndpointConfig {
@@ -60,6 +64,7 @@ impl EndpointConfig {
             max_connections: 4096,
             max_connections_per_address: 256,
             wire: crate::udt::WireFormat::Ctp,
+            local_addrs: Vec::new(),
         }
     }
 }
@@ -82,6 +87,9 @@ pub enum EndpointEvent {
 pub struct Transmit {
     /// Destination.
     pub destination: SocketAddr,
+    /// The local address to send from: one of [`EndpointConfig::local_addrs`], or `None`
+    /// for the socket's own.
+    pub src: Option<SocketAddr>,
     /// Bytes written into the caller's buffer.
     pub size: usize,
 }
@@ -108,6 +116,9 @@ pub struct Endpoint {
     pub(crate) stateless: VecDeque<(SocketAddr, Vec<u8>)>,
     pub(crate) stats: EndpointStats,
     reported_closed: Vec<bool>,
+    /// The peer address each connection was admitted under (and counted in
+    /// `per_address` by), whatever address it moved to since.
+    admitted_ip: Vec<IpAddr>,
     /// Which connections need attention (no call looks at all of them).
     pub(crate) schedule: Schedule,
     /// Connections per peer address.
@@ -142,6 +153,7 @@ impl Endpoint {
             stateless: VecDeque::new(),
             stats: EndpointStats::default(),
             reported_closed: Vec::new(),
+            admitted_ip: Vec::new(),
             schedule: Schedule::default(),
             per_address: HashMap::new(),
         }
@@ -211,16 +223,19 @@ impl Endpoint {
 
     pub(crate) fn insert(&mut self, c: Connection) -> ConnectionHandle {
         let cid = c.local_cid();
-        *self.per_address.entry(c.remote().ip()).or_default() += 1;
+        let ip = c.remote().ip();
+        *self.per_address.entry(ip).or_default() += 1;
         let idx = match self.free.pop() {
             Some(Reverse(i)) => {
                 self.conns[i] = Some(c);
                 self.reported_closed[i] = false;
+                self.admitted_ip[i] = ip;
                 i
             }
             None => {
                 self.conns.push(Some(c));
                 self.reported_closed.push(false);
+                self.admitted_ip.push(ip);
                 self.conns.len() - 1
             }
         };
@@ -246,13 +261,22 @@ impl Endpoint {
         }
         let local_cid = self.fresh_cid();
         let local_isn = self.fresh_isn();
-        let c = ComposedConnection::initiator(
+        let mut c = ComposedConnection::initiator(
             now,
             local_cid,
             remote,
             profile,
             local_isn,
             self.cfg.handshake_timeout,
+        );
+        let family = |a: &&SocketAddr| a.is_ipv4() == remote.is_ipv4();
+        c.paths.set_locals(
+            self.cfg
+                .local_addrs
+                .iter()
+                .filter(family)
+                .copied()
+                .collect(),
         );
         Ok(self.insert(c.into()))
     }
@@ -310,13 +334,18 @@ impl Endpoint {
         let Some(c) = self.conns[idx].as_mut() else {
             return false;
         };
-        if c.remote() != from {
-            self.stats.unknown_connection += 1;
-            return false;
-        }
         self.schedule.touch(idx);
         let was_open = c.is_established();
-        if let Err(dropped) = c.handle_datagram(now, data) {
+        let handled = if c.remote() == from {
+            c.handle_datagram(now, data)
+        } else {
+            // The peer may have moved (a NAT rebinding): the core decides, after opening
+            // the packet, and challenges the new address with fresh randomness.
+            let mut token = [0u8; 8];
+            self.rng.fill_bytes(&mut token);
+            c.handle_datagram_from(now, from, data, token)
+        };
+        if let Err(dropped) = handled {
             dropped.count(&mut self.stats);
             return false;
         }
@@ -461,7 +490,7 @@ impl Endpoint {
         if let Some(&idx) = self.by_cid.get(&dcid) {
             // A repeated echo: our first packet was lost; send one again.
             if let Some(c) = self.conns[idx].as_mut().and_then(Connection::composed_mut) {
-                if c.remote == from && c.is_established() {
+                if c.paths.current().remote == from && c.is_established() {
                     c.on_repeated_echo();
                     self.schedule.touch(idx);
                     return true;
@@ -521,13 +550,14 @@ impl Endpoint {
     /// nothing to send.
     pub fn poll_transmit_append(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         let start = buf.len();
-        let sent = |destination: SocketAddr, buf: &Vec<u8>| Transmit {
+        let sent = |destination: SocketAddr, src: Option<SocketAddr>, buf: &Vec<u8>| Transmit {
             destination,
+            src,
             size: buf.len() - start,
         };
         if let Some((to, p)) = self.stateless.pop_front() {
             buf.extend_from_slice(&p);
-            return Some(sent(to, buf));
+            return Some(sent(to, None, buf));
         }
         self.settle();
         while let Some(idx) = self.schedule.next_to_poll() {
@@ -538,7 +568,7 @@ impl Endpoint {
             if built {
                 // Polled again after the others (round robin).
                 self.schedule.touch(idx);
-                return Some(sent(c.remote(), buf));
+                return Some(sent(c.remote(), c.local(), buf));
             }
             self.schedule.set_deadline(idx, c.poll_timeout());
         }
@@ -579,10 +609,11 @@ impl Endpoint {
             let remote = c.remote();
             self.by_cid.remove(&c.local_cid());
             self.schedule.forget(h.0);
-            if let Some(n) = self.per_address.get_mut(&remote.ip()) {
+            let ip = self.admitted_ip[h.0];
+            if let Some(n) = self.per_address.get_mut(&ip) {
                 *n -= 1;
                 if *n == 0 {
-                    self.per_address.remove(&remote.ip());
+                    self.per_address.remove(&ip);
                 }
             }
             self.unindex(h.0, &c);

@@ -3,7 +3,8 @@
 //! Time is virtual: the pair jumps straight to the next deadline or delivery, so a transfer
 //! that would take minutes on a 100 ms path runs in milliseconds and identically every time
 //! for the same seed. Each direction has a propagation delay, random loss, duplication,
-//! reordering (extra random delay) and corruption.
+//! reordering (extra random delay) and corruption. The client can own several addresses,
+//! change its address (a NAT rebinding) and lose one (an interface going down).
 
 use crate::endpoint::{Endpoint, EndpointConfig, EndpointEvent};
 use core::time::Duration;
@@ -11,7 +12,7 @@ use ctp_cc::time::Instant;
 use rand_chacha::rand_core::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 use std::net::SocketAddr;
 
 /// Impairments of one direction.
@@ -47,8 +48,9 @@ impl Default for LinkModel {
     }
 }
 
-/// A datagram on the wire: delivery time, tie-breaking sequence, toward the server?, bytes.
-type InFlight = (Instant, u64, bool, Vec<u8>);
+/// A datagram on the wire: delivery time, tie-breaking sequence, toward the server?, the
+/// client's address it left from or goes to, bytes.
+type InFlight = (Instant, u64, bool, SocketAddr, Vec<u8>);
 
 /// Which endpoint of the pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,8 +67,19 @@ pub struct Pair {
     pub client: Endpoint,
     /// The accepting endpoint.
     pub server: Endpoint,
-    /// Client address.
+    /// Client address: where its datagrams come from unless it names another of its
+    /// addresses (change it for a NAT rebinding: the old one then receives nothing).
     pub client_addr: SocketAddr,
+    /// Further addresses the client owns (the client endpoint's `local_addrs`).
+    pub client_aliases: Vec<SocketAddr>,
+    /// Client addresses whose datagrams are lost both ways (an interface gone down).
+    pub down: Vec<SocketAddr>,
+    /// Bytes the server sent, by destination.
+    pub server_sent_to: HashMap<SocketAddr, u64>,
+    /// Bytes delivered to the server, by source.
+    pub server_received_from: HashMap<SocketAddr, u64>,
+    /// Datagrams to a client address it does not own (any more) or that is down.
+    pub misaddressed: u64,
     /// Server address.
     pub server_addr: SocketAddr,
     /// Client → server impairments.
@@ -116,6 +129,11 @@ impl Pair {
             client: Endpoint::new(client),
             server: Endpoint::new(server),
             client_addr: "10.0.0.1:1000".parse().expect("literal"),
+            client_aliases: Vec::new(),
+            down: Vec::new(),
+            server_sent_to: HashMap::new(),
+            server_received_from: HashMap::new(),
+            misaddressed: 0,
             server_addr: "10.0.0.2:2000".parse().expect("literal"),
             to_server: LinkModel::default(),
             to_client: LinkModel::default(),
@@ -142,8 +160,13 @@ impl Pair {
             Side::Client => (self.to_client.delay, false),
         };
         self.seq += 1;
-        self.in_flight
-            .push(Reverse((self.now + delay, self.seq, to_server, bytes)));
+        self.in_flight.push(Reverse((
+            self.now + delay,
+            self.seq,
+            to_server,
+            self.client_addr,
+            bytes,
+        )));
     }
 
     fn collect(&mut self) {
@@ -158,6 +181,12 @@ impl Pair {
                     break;
                 };
                 let mut bytes = self.buf[..t.size].to_vec();
+                let client_side = if from_client {
+                    t.src.unwrap_or(self.client_addr)
+                } else {
+                    *self.server_sent_to.entry(t.destination).or_default() += t.size as u64;
+                    t.destination
+                };
                 let link = if from_client {
                     self.to_server
                 } else {
@@ -183,8 +212,13 @@ impl Pair {
                         at += Duration::from_micros(extra);
                     }
                     self.seq += 1;
-                    self.in_flight
-                        .push(Reverse((at, self.seq, from_client, bytes.clone())));
+                    self.in_flight.push(Reverse((
+                        at,
+                        self.seq,
+                        from_client,
+                        client_side,
+                        bytes.clone(),
+                    )));
                 }
             }
         }
@@ -219,13 +253,21 @@ impl Pair {
             if *t > self.now {
                 break;
             }
-            let Some(Reverse((_, _, to_server, mut bytes))) = self.in_flight.pop() else {
+            let Some(Reverse((_, _, to_server, client_side, mut bytes))) = self.in_flight.pop()
+            else {
                 break;
             };
+            let owned =
+                client_side == self.client_addr || self.client_aliases.contains(&client_side);
+            if self.down.contains(&client_side) || (!to_server && !owned) {
+                self.misaddressed += 1;
+                continue;
+            }
             self.delivered += 1;
             if to_server {
+                *self.server_received_from.entry(client_side).or_default() += bytes.len() as u64;
                 self.server
-                    .handle_datagram(self.now, self.client_addr, &mut bytes);
+                    .handle_datagram(self.now, client_side, &mut bytes);
             } else {
                 self.client
                     .handle_datagram(self.now, self.server_addr, &mut bytes);

@@ -80,6 +80,15 @@ pub struct ConnectionStats {
     /// Data packets dropped because their payload exceeded what the negotiated maximum
     /// packet size allows (`udt` profiles).
     pub oversize_dropped: u64,
+    /// Moves to another peer or local address (a NAT rebinding, a path given up).
+    pub path_migrations: u64,
+    /// Moves undone because the new peer address never answered path validation.
+    pub path_validation_failures: u64,
+    /// Bytes sent to the current peer address while it is not validated (0 once it is):
+    /// never more than three times `path_unvalidated_received`.
+    pub path_unvalidated_sent: u64,
+    /// Bytes received from the current peer address while it is not validated.
+    pub path_unvalidated_received: u64,
     /// Smoothed RTT, microseconds.
     pub srtt_us: u64,
     /// RTT variation, microseconds.

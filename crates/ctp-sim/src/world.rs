@@ -7,7 +7,7 @@ use crate::attacker::{AttackConfig, AttackStats, Attacker, Injection};
 use crate::clock::{EventQueue, WakeTimes};
 use crate::link::{Carried, DropKind, Link};
 use crate::net::{Net, NetStats, Routed};
-use crate::topology::Topology;
+use crate::topology::{NodeNet, SourceChoice, Topology};
 use core::time::Duration;
 use ctp_proto::udt::WireFormat;
 use ctp_proto::{
@@ -120,11 +120,30 @@ struct Way {
     dst: u16,
 }
 
-/// The source address an endpoint chose for a datagram. `ctp_proto::Transmit` has no
-/// source yet, so none: the node's configured choice applies. Once it has one, return it
-/// here and the simulator honours it (a source the node does not own is a violation).
-fn transmit_source(_t: &Transmit) -> Option<SocketAddr> {
-    None
+/// The source address an endpoint chose for a datagram (a source the node does not own
+/// is a violation); none leaves it to the node's configured choice.
+fn transmit_source(t: &Transmit) -> Option<SocketAddr> {
+    t.src
+}
+
+/// The addresses a client endpoint may send from, the one it sends from by default first
+/// (none when it has one address, or spreads its datagrams over all of them).
+fn client_locals(net: &NodeNet) -> Vec<SocketAddr> {
+    let first = match net.source {
+        _ if net.addrs.len() < 2 => return Vec::new(),
+        SourceChoice::Alternate => return Vec::new(),
+        SourceChoice::Primary => 0,
+        SourceChoice::Address(i) => i,
+    };
+    let mut locals = vec![net.addrs[first]];
+    locals.extend(
+        net.addrs
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != first)
+            .map(|(_, &a)| a),
+    );
+    locals
 }
 
 struct FlowState {
@@ -201,6 +220,7 @@ impl World {
             let mut c = EndpointConfig::new(seed32(&mut master), seed32(&mut master));
             c.handshake_timeout = cfg.handshake_timeout;
             c.wire = spec.profile.wire();
+            c.local_addrs = client_locals(&cfg.topology.nodes[2 * i]);
             let mut s = EndpointConfig::new(seed32(&mut master), seed32(&mut master));
             s.accept = true;
             s.wire = spec.profile.wire();

@@ -51,6 +51,8 @@ const SHUTDOWN_DATAGRAMS: usize = 8192;
 #[derive(Clone, Copy, Debug)]
 struct Group {
     dest: SocketAddr,
+    /// The local address to send from (`None`: the socket's choice).
+    src: Option<SocketAddr>,
     start: usize,
     end: usize,
     /// Size of every datagram but possibly the last.
@@ -315,7 +317,7 @@ impl Driver {
                     ecn: None,
                     contents: &self.send_buf[g.start..g.end],
                     segment_size: (g.count > 1).then_some(g.seg),
-                    src_ip: None,
+                    src_ip: g.src.map(|a| a.ip()),
                 };
                 let (socket, udp) = (&self.socket, &self.udp);
                 match socket.try_io(Interest::WRITABLE, || udp.try_send(socket.into(), &t)) {
@@ -364,6 +366,7 @@ impl Driver {
                     if max_segments > 1
                         && !g.sealed
                         && g.dest == t.destination
+                        && g.src == t.src
                         && size > 0
                         && size <= g.seg
                         && g.count < max_segments
@@ -375,6 +378,7 @@ impl Driver {
                 }
                 _ => self.groups.push(Group {
                     dest: t.destination,
+                    src: t.src,
                     start,
                     end: start + size,
                     seg: size,
@@ -428,7 +432,7 @@ impl Driver {
                 ecn: None,
                 contents: &self.scratch[..t.size.min(self.scratch.len())],
                 segment_size: None,
-                src_ip: None,
+                src_ip: t.src.map(|a| a.ip()),
             };
             if let Err(e) = self.udp.try_send((&self.socket).into(), &tx) {
                 if e.kind() == io::ErrorKind::WouldBlock {

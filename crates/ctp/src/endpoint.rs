@@ -7,7 +7,7 @@ use crate::shared::{register, Shared, State};
 use ctp_proto::{ConnectionState, EndpointConfig, EndpointStats, Params, Profile};
 use std::future::{poll_fn, Future};
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -32,6 +32,11 @@ pub struct EndpointOptions {
     pub max_connections_per_address: usize,
     /// Wire format: ctp's own, or UDT4 for the `udt` profiles (see `Profile::wire`).
     pub wire: ctp_proto::udt::WireFormat,
+    /// Local IP addresses a socket bound to the unspecified address sends from (a host
+    /// with several interfaces): connections this endpoint opens start from the first
+    /// and, when their path stops answering, move to the next; the peer follows. Empty:
+    /// the socket's own choice.
+    pub local_ips: Vec<IpAddr>,
 }
 
 impl Default for EndpointOptions {
@@ -44,6 +49,7 @@ impl Default for EndpointOptions {
             max_connections: 4096,
             max_connections_per_address: 256,
             wire: ctp_proto::udt::WireFormat::Ctp,
+            local_ips: Vec::new(),
         }
     }
 }
@@ -98,6 +104,15 @@ impl Endpoint {
                 format!("invalid endpoint parameters: {e}"),
             )
         })?;
+        if !opts.local_ips.is_empty() && !addr.ip().is_unspecified() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "local_ips needs a socket bound to the unspecified address (0.0.0.0 or \
+                     [::]), not {addr}: a socket bound to one address cannot send from others"
+                ),
+            ));
+        }
         let std_socket = std::net::UdpSocket::bind(addr)?;
         std_socket.set_nonblocking(true)?;
         let socket = tokio::net::UdpSocket::from_std(std_socket)?;
@@ -112,6 +127,11 @@ impl Endpoint {
         cfg.max_connections = opts.max_connections;
         cfg.max_connections_per_address = opts.max_connections_per_address;
         cfg.wire = opts.wire;
+        cfg.local_addrs = opts
+            .local_ips
+            .iter()
+            .map(|&ip| SocketAddr::new(ip, local_addr.port()))
+            .collect();
         let state = State::new(ctp_proto::Endpoint::new(cfg), opts.accept);
         let shared = Arc::new(Shared::new(state, local_addr));
         tracing::debug!(%local_addr, gso = udp.max_gso_segments(), gro = udp.gro_segments(), "ctp endpoint bound");

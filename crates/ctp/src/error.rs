@@ -46,6 +46,9 @@ impl From<ConnectionError> for io::Error {
             ConnectionError::Closed(CloseReason::LocalAbort(_)) => io::ErrorKind::ConnectionAborted,
             ConnectionError::Closed(CloseReason::Peer { .. }) => io::ErrorKind::ConnectionReset,
             ConnectionError::Closed(CloseReason::IdleTimeout(_)) => io::ErrorKind::TimedOut,
+            ConnectionError::Closed(CloseReason::PathFailed(_)) => {
+                io::ErrorKind::NetworkUnreachable
+            }
             ConnectionError::Closed(CloseReason::Handshake(_)) => io::ErrorKind::ConnectionRefused,
             ConnectionError::Closed(CloseReason::ProtocolViolation(_)) => {
                 io::ErrorKind::InvalidData

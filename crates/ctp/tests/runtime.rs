@@ -760,3 +760,39 @@ async fn accept_needs_a_server_endpoint_and_says_so_at_once() {
     assert!(conn.is_ok(), "the client connects");
     assert!(matches!(accepted, Ok(Some(_))), "the server accepts it");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_sends_from_the_local_address_it_was_given() {
+    // A socket on the unspecified address, told it may send from 127.0.0.2: the server
+    // sees the connection come from there (the source chosen per datagram), and data flows.
+    let (server, addr) = server().await;
+    let opts = EndpointOptions {
+        local_ips: vec!["127.0.0.2".parse().unwrap()],
+        ..Default::default()
+    };
+    let c = Endpoint::bind("0.0.0.0:0".parse().unwrap(), opts)
+        .await
+        .expect("bind on the unspecified address");
+    let (conn, acc) = timeout(Duration::from_secs(20), async {
+        tokio::join!(c.connect(addr, &Profile::reliable()), server.accept())
+    })
+    .await
+    .expect("connects in time");
+    let (conn, acc) = (conn.expect("connect"), acc.expect("accept"));
+    assert_eq!(acc.remote_addr().ip().to_string(), "127.0.0.2");
+    let payload = data(1 << 20, 7);
+    let got = timeout(Duration::from_secs(60), stream(conn, acc, payload.clone()))
+        .await
+        .expect("in time");
+    assert!(got == payload);
+
+    // Bound to one address, the socket cannot send from others: refused with the reason.
+    let opts = EndpointOptions {
+        local_ips: vec!["127.0.0.2".parse().unwrap()],
+        ..Default::default()
+    };
+    let Err(err) = Endpoint::bind(LOCAL.parse().unwrap(), opts).await else {
+        panic!("a socket bound to 127.0.0.1 was given other addresses to send from");
+    };
+    assert!(err.to_string().contains("unspecified address"), "{err}");
+}

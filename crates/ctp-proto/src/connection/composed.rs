@@ -2,6 +2,7 @@
 //! packet protection, the composed engine once negotiated — and the application-facing
 //! operations (byte stream, messages, close), behind [`ConnectionCore`].
 
+use super::paths::{PathAction, Paths};
 use crate::composed::Engine;
 use crate::conn_core::{ConnectionCore, Dropped};
 use crate::engine::app::Outgoing;
@@ -28,7 +29,8 @@ use crate::conn_state::{ConnectionState, MsgOptions, ReadError, WriteError, STRE
 pub struct ComposedConnection {
     pub(crate) local_cid: ConnectionId,
     pub(crate) peer_cid: ConnectionId,
-    pub(crate) remote: SocketAddr,
+    /// Where packets go: the peer's address, validated or being validated.
+    pub(crate) paths: Paths,
     pub(crate) state: ConnectionState,
     pub(crate) engine: Option<Engine>,
     /// Seals this connection's short packets and opens the peer's.
@@ -51,6 +53,14 @@ pub struct ComposedConnection {
     /// The performance monitor's memory (composed connections; a `udt` one keeps its own).
     pub(crate) perf: crate::perfmon::PerfMonitor,
 }
+
+/// Retransmission timeouts in a row after which a connection with another local address
+/// gives its path up (the first may be a burst of loss; two are a path that stopped).
+const FAIL_OVER_AFTER: u32 = 2;
+
+/// Smallest packet worth building: room for a header, a path-validation frame and the
+/// seal (what an unvalidated address's budget must at least allow).
+const MIN_PACKET: usize = 48;
 
 /// A packet number further than this beyond the largest seen (or the peer's initial one)
 /// is rejected: no real sender loses that many packets in a row, and accepting it would
@@ -124,7 +134,7 @@ impl ComposedConnection {
         ComposedConnection {
             local_cid,
             peer_cid: 0,
-            remote,
+            paths: Paths::new(remote),
             state: ConnectionState::Initiating,
             engine: None,
             protection: Box::new(Crc32c),
@@ -150,7 +160,7 @@ impl ComposedConnection {
         ComposedConnection {
             local_cid: k.local_cid,
             peer_cid: k.peer_cid,
-            remote,
+            paths: Paths::new(remote),
             state: ConnectionState::Established,
             engine: Some(engine),
             protection: Box::new(Crc32c),
@@ -367,7 +377,16 @@ impl ComposedConnection {
     /// protection, then hands its frames to the engine. [`Dropped::Unopened`] when it does not
     /// open: it was corrupted, forged, or is a late copy recovered to a number it was not
     /// sent with — and nothing of it was parsed.
-    fn on_short_packet(&mut self, now: Instant, packet: &mut [u8]) -> Result<(), Dropped> {
+    ///
+    /// `new_address` is the address it came from when that is not the current path's, with
+    /// a fresh challenge token: a packet from there that moves the connection (the
+    /// newest, carrying more than path validation) starts the move.
+    fn on_short_packet(
+        &mut self,
+        now: Instant,
+        packet: &mut [u8],
+        new_address: Option<(SocketAddr, [u8; 8])>,
+    ) -> Result<(), Dropped> {
         let wire_len = packet.len();
         if matches!(self.state, ConnectionState::Closed(_)) {
             return Ok(());
@@ -403,9 +422,35 @@ impl ComposedConnection {
             }
             return Ok(());
         }
+        let newest = self.largest_peer_pn.is_none_or(|l| pn > l);
         match e.receive(now, pn, frames, wire_len) {
             Ok(rx) => {
                 self.largest_peer_pn = Some(self.largest_peer_pn.map_or(pn, |l| l.max(pn)));
+                match new_address {
+                    Some((from, token)) if newest && rx.non_probing => {
+                        let rto = Duration::from_micros(e.state().path.rto_us);
+                        let old = e.switch_path(Default::default());
+                        let (vars, challenge) = self.paths.migrate(now, from, old, token, rto);
+                        e.switch_path(vars);
+                        if challenge {
+                            e.owe_path_frame(false, token);
+                        }
+                        tracing::debug!(to = %from, challenge, "the peer moved");
+                        self.paths.on_received(from, wire_len);
+                    }
+                    Some(_) => {}
+                    None => self
+                        .paths
+                        .on_received(self.paths.current().remote, wire_len),
+                }
+                if let Some(token) = rx.challenge {
+                    e.owe_path_frame(true, token);
+                }
+                if let Some(token) = rx.response {
+                    if self.paths.on_response(token) {
+                        tracing::debug!(remote = %self.paths.current().remote, "path validated");
+                    }
+                }
                 self.activity = true;
                 if self.state == ConnectionState::Echoing {
                     self.state = ConnectionState::Established;
@@ -434,7 +479,7 @@ impl ComposedConnection {
         match self.engine.as_mut().and_then(Engine::take_close) {
             Some(CloseReason::ProtocolViolation(what)) => {
                 // The peer is told why, as QUIC's CONNECTION_CLOSE with a transport error.
-                tracing::debug!(remote = %self.remote, "protocol violation: {what}");
+                tracing::debug!(remote = %self.remote(), "protocol violation: {what}");
                 self.close_frame = Some((close_code::PROTOCOL, what.clone()));
                 self.enter_draining(now, CloseReason::ProtocolViolation(what));
                 self.activity = true;
@@ -460,7 +505,24 @@ impl ComposedConnection {
 
     /// Appends the next short packet, if any, to `out`.
     pub(crate) fn build_short(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
-        let max = self.params.max_udp_payload as usize;
+        let before = out.len();
+        let built = self.build_short_within_budget(now, out);
+        if built {
+            self.paths.on_sent(out.len() - before);
+        }
+        built
+    }
+
+    /// [`Self::build_short`] within what may be sent to the current address: a packet as
+    /// large as the peer takes, or smaller while the address is not validated.
+    fn build_short_within_budget(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        let max = self
+            .paths
+            .send_budget()
+            .min(self.params.max_udp_payload as usize);
+        if max < MIN_PACKET {
+            return false;
+        }
         if self.build_close(out) {
             return true;
         }
@@ -501,7 +563,19 @@ impl ConnectionCore for ComposedConnection {
 
     /// A short packet (the whole datagram), opened in place by the connection's protection.
     fn handle_datagram(&mut self, now: Instant, datagram: &mut [u8]) -> Result<(), Dropped> {
-        self.on_short_packet(now, datagram)
+        self.on_short_packet(now, datagram, None)
+    }
+
+    /// A short packet from an address that is not the current path's: handled as any
+    /// other, and the connection moves there when it shows the peer did.
+    fn handle_datagram_from(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        datagram: &mut [u8],
+        token: [u8; 8],
+    ) -> Result<(), Dropped> {
+        self.on_short_packet(now, datagram, Some((from, token)))
     }
 
     /// The handshake packet due (INIT or COOKIE_ECHO), else the next short packet.
@@ -540,7 +614,11 @@ impl ConnectionCore for ComposedConnection {
 
     /// The peer's address.
     fn remote(&self) -> SocketAddr {
-        self.remote
+        self.paths.current().remote
+    }
+
+    fn local(&self) -> Option<SocketAddr> {
+        self.paths.current().local
     }
 
     /// The negotiated microprotocols.
@@ -577,6 +655,13 @@ impl ConnectionCore for ComposedConnection {
         st.pacing_rate = s.pacing_rate;
         st.buffered_bytes = self.buffered_bytes();
         st.path_mtu = s.plpmtu as u64;
+        st.path_migrations = self.paths.migrations;
+        st.path_validation_failures = self.paths.failed_validations;
+        let current = self.paths.current();
+        if !current.validated {
+            st.path_unvalidated_sent = current.sent;
+            st.path_unvalidated_received = current.received;
+        }
         st
     }
 
@@ -758,7 +843,7 @@ impl ConnectionCore for ComposedConnection {
         if !self.hs.handle_timeout(now) {
             self.terminate(CloseReason::Handshake(format!(
                 "no answer from {} (handshake timed out)",
-                self.remote
+                self.remote()
             )));
             return;
         }
@@ -773,7 +858,34 @@ impl ConnectionCore for ComposedConnection {
             ConnectionState::Established | ConnectionState::Closing
         ) {
             if let Some(e) = self.engine.as_mut() {
+                match self.paths.on_timeout(now, |vars| {
+                    e.switch_path(vars);
+                }) {
+                    Some(PathAction::Rechallenge(token)) => e.owe_path_frame(false, token),
+                    Some(PathAction::Failed { restored: true }) => tracing::debug!(
+                        remote = %self.paths.current().remote,
+                        "the new address did not answer its challenge: back to the validated one"
+                    ),
+                    Some(PathAction::Failed { restored: false }) => {
+                        self.terminate(CloseReason::PathFailed(
+                            "the peer's new address did not answer path validation".into(),
+                        ));
+                        return;
+                    }
+                    None => {}
+                }
                 e.handle_timeout(now);
+                if e.state().path.rto_backoff >= FAIL_OVER_AFTER {
+                    let rto = Duration::from_micros(e.state().path.rto_us);
+                    if let Some(vars) = self.paths.fail_over(&e.state().path, rto) {
+                        tracing::debug!(
+                            local = ?self.paths.current().local,
+                            "no answer on the path: moving to another local address"
+                        );
+                        e.switch_path(vars);
+                        e.owe_ping();
+                    }
+                }
                 self.activity = true;
             }
             self.after_engine(now);
@@ -782,13 +894,14 @@ impl ConnectionCore for ComposedConnection {
 
     /// The earliest deadline of this connection.
     fn poll_timeout(&self) -> Option<Instant> {
-        let engine = match self.state {
-            ConnectionState::Established | ConnectionState::Closing => {
-                self.engine.as_ref().and_then(|e| e.next_timeout())
-            }
-            _ => None,
+        let (engine, paths) = match self.state {
+            ConnectionState::Established | ConnectionState::Closing => (
+                self.engine.as_ref().and_then(|e| e.next_timeout()),
+                self.paths.deadline(),
+            ),
+            _ => (None, None),
         };
-        [engine, self.hs.poll_timeout(), self.drain_until]
+        [engine, self.hs.poll_timeout(), self.drain_until, paths]
             .into_iter()
             .flatten()
             .min()

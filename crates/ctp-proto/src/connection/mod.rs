@@ -9,6 +9,7 @@
 //! reach it without downcasting. Every call is one match and one call through the trait.
 
 pub mod composed;
+pub mod paths;
 
 use crate::conn_core::{ConnectionCore, Dropped};
 use crate::engine::session::CloseReason;
@@ -143,6 +144,11 @@ impl Connection {
     /// The peer's address.
     pub fn remote(&self) -> SocketAddr {
         self.core().remote()
+    }
+
+    /// The local address this connection sends from, when it is not the socket's own.
+    pub fn local(&self) -> Option<SocketAddr> {
+        self.core().local()
     }
 
     /// The negotiated microprotocols.
@@ -290,6 +296,17 @@ impl Connection {
     /// Handles a datagram the endpoint routed to this connection.
     pub(crate) fn handle_datagram(&mut self, now: Instant, data: &mut [u8]) -> Result<(), Dropped> {
         self.core_mut().handle_datagram(now, data)
+    }
+
+    /// Handles a datagram for this connection from an address it is not at.
+    pub(crate) fn handle_datagram_from(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        data: &mut [u8],
+        token: [u8; 8],
+    ) -> Result<(), Dropped> {
+        self.core_mut().handle_datagram_from(now, from, data, token)
     }
 
     /// Fires due timers.

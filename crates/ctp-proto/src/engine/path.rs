@@ -30,6 +30,10 @@ pub struct PathVars {
     pub latest_rtt_us: u64,
     /// Retransmission timeout before back-off, microseconds.
     pub rto_us: u64,
+    /// Retransmission timeouts in a row without an acknowledgement on this path (the
+    /// timeout's back-off exponent; a connection with another path gives this one up
+    /// after a few).
+    pub rto_backoff: u32,
     /// Congestion window, bytes.
     pub cwnd: u64,
     /// Bytes sent on this path and not yet acknowledged or declared lost.
@@ -53,6 +57,7 @@ impl Default for PathVars {
             min_rtt_us: u64::MAX,
             latest_rtt_us: 0,
             rto_us: 200_000,
+            rto_backoff: 0,
             cwnd: u64::MAX,
             bytes_in_flight: 0,
             pacing_rate: 0,
@@ -76,6 +81,7 @@ impl PathVars {
             min_rtt_us: u64::MAX,
             latest_rtt_us: 0,
             rto_us: initial_rto_us,
+            rto_backoff: 0,
             bytes_in_flight: 0,
             paused_until: None,
             ..self.clone()

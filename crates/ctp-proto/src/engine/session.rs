@@ -29,6 +29,9 @@ pub enum CloseReason {
     /// more than its buffer): what it did. The peer is told with a `CLOSE` of code
     /// `PROTOCOL`.
     ProtocolViolation(String),
+    /// The connection moved to a new peer address that never answered path validation,
+    /// and no validated path was left to return to.
+    PathFailed(String),
 }
 
 impl core::fmt::Display for CloseReason {
@@ -51,6 +54,7 @@ impl core::fmt::Display for CloseReason {
             }
             CloseReason::Handshake(r) => write!(f, "connection set-up failed: {r}"),
             CloseReason::ProtocolViolation(r) => write!(f, "the peer broke the protocol: {r}"),
+            CloseReason::PathFailed(r) => write!(f, "path lost: {r}"),
         }
     }
 }

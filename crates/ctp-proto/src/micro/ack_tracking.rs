@@ -60,7 +60,6 @@ pub struct AckTracking {
     base_pn: u64,
     largest_acked: Option<u64>,
     last_eliciting_sent: Instant,
-    backoff: u32,
     rto_timer: TimerId,
     loss_timer: TimerId,
     floor_sent: u64,
@@ -100,7 +99,6 @@ impl AckTracking {
             base_pn: 0,
             largest_acked: None,
             last_eliciting_sent: Instant::ZERO,
-            backoff: 0,
             rto_timer: setup.timer()?,
             loss_timer: setup.timer()?,
             floor_sent: 0,
@@ -146,7 +144,7 @@ impl AckTracking {
     }
 
     fn rto(&self, cx: &Cx<'_, '_>) -> Duration {
-        Duration::from_micros(cx.st.path.rto_us) * (1 << self.backoff.min(MAX_BACKOFF))
+        Duration::from_micros(cx.st.path.rto_us) * (1 << cx.st.path.rto_backoff.min(MAX_BACKOFF))
     }
 
     fn arm_rto(&mut self, cx: &mut Cx<'_, '_>) {
@@ -269,7 +267,7 @@ impl AckTracking {
             cx.st.session.peer_acked_pn = Some(ack.largest);
         }
         if any_new {
-            self.backoff = 0;
+            cx.st.path.rto_backoff = 0;
         }
         self.detect_losses(cx);
         self.prune(cx);
@@ -350,10 +348,10 @@ impl AckTracking {
             .all(|s| s.info.probe);
         if !only_probes {
             cx.st.stats.rto_expiries += 1;
-            self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
-            cx.raise(Event::RtoExpired {
-                backoff: self.backoff,
-            });
+            let backoff = &mut cx.st.path.rto_backoff;
+            *backoff = (*backoff + 1).min(MAX_BACKOFF);
+            let backoff = *backoff;
+            cx.raise(Event::RtoExpired { backoff });
         }
         let mut lost = std::mem::take(&mut self.scratch);
         lost.clear();

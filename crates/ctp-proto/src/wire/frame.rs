@@ -42,6 +42,11 @@ pub mod ty {
     /// A custom control message from one congestion-control algorithm to its peer
     /// (Composable UDT's `sendCustomMsg`): a length, then at most `MAX_CC_MSG` bytes.
     pub const CC_MSG: u64 = 0x0e;
+    /// Path validation: 8 unpredictable bytes the peer must echo from the address being
+    /// validated.
+    pub const PATH_CHALLENGE: u64 = 0x0f;
+    /// Path validation: the 8 bytes of a `PATH_CHALLENGE`, echoed.
+    pub const PATH_RESPONSE: u64 = 0x10;
 }
 
 /// Largest custom congestion-control message.
@@ -494,6 +499,14 @@ impl RepairFrame<'_> {
 /// Longest repair shard accepted.
 pub const MAX_SHARD: usize = 65_536;
 
+/// The 8 bytes of a path-validation frame.
+fn path_token(r: &mut Reader<'_>) -> Result<[u8; 8], WireError> {
+    let b = r.bytes(8)?;
+    let mut t = [0u8; 8];
+    t.copy_from_slice(b);
+    Ok(t)
+}
+
 /// One decoded frame, borrowing from the packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Frame<'a> {
@@ -530,6 +543,10 @@ pub enum Frame<'a> {
     DataZ(CompressedFrame<'a>),
     /// A forward-error-correction repair shard.
     Repair(RepairFrame<'a>),
+    /// A path-validation challenge.
+    PathChallenge([u8; 8]),
+    /// A path-validation response.
+    PathResponse([u8; 8]),
 }
 
 impl<'a> Frame<'a> {
@@ -599,6 +616,8 @@ impl<'a> Frame<'a> {
             ty::RTS => Frame::Rts(r.varint()?),
             ty::CTS => Frame::Cts(r.varint()?),
             ty::CC_MSG => Frame::CcMsg(r.length_prefixed(MAX_CC_MSG, "cc message")?),
+            ty::PATH_CHALLENGE => Frame::PathChallenge(path_token(r)?),
+            ty::PATH_RESPONSE => Frame::PathResponse(path_token(r)?),
             ty::CLOSE => {
                 let code = r.varint()?;
                 let reason = r.length_prefixed(MAX_REASON, "close reason")?;
@@ -669,6 +688,17 @@ impl<'a> Frame<'a> {
         varint::put(out, code);
         varint::put(out, end as u64);
         out.extend_from_slice(&reason.as_bytes()[..end]);
+    }
+
+    /// Appends a `PATH_CHALLENGE` (`response` false) or `PATH_RESPONSE` frame.
+    pub fn emit_path(out: &mut Vec<u8>, response: bool, token: [u8; 8]) {
+        let t = if response {
+            ty::PATH_RESPONSE
+        } else {
+            ty::PATH_CHALLENGE
+        };
+        varint::put(out, t);
+        out.extend_from_slice(&token);
     }
 
     /// Appends a `CC_MSG` frame (`msg` at most [`MAX_CC_MSG`] bytes; longer is cut).

@@ -59,6 +59,19 @@ pub fn stream_transfer(
     payload: &[u8],
     max: Duration,
 ) -> (Vec<u8>, bool) {
+    stream_transfer_watched(p, c, s, payload, max, |_, _| {})
+}
+
+/// [`stream_transfer`], calling `watch` with the pair and the bytes read so far after
+/// every step (to change the network mid-transfer, or check an invariant throughout).
+pub fn stream_transfer_watched(
+    p: &mut Pair,
+    c: ConnectionHandle,
+    s: ConnectionHandle,
+    payload: &[u8],
+    max: Duration,
+    mut watch: impl FnMut(&mut Pair, usize),
+) -> (Vec<u8>, bool) {
     let mut written = 0;
     let mut finished = false;
     let mut got = Vec::new();
@@ -82,6 +95,7 @@ pub fn stream_transfer(
         if let Some(conn) = p.server.connection_mut(s) {
             eof = read_available(conn, now, &mut buf, &mut got);
         }
+        watch(p, got.len());
         eof
     });
     (got, eof)
