@@ -25,6 +25,7 @@ fn build(out: &mut Vec<u8>, payload: &[u8], pn: u64) {
     Frame::emit_data_header(out, pn * 2);
     Piece {
         flags: PieceFlags(PieceFlags::STREAM),
+        stream: 0,
         msg: 77,
         offset: 4096,
         data: payload,

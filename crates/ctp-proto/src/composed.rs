@@ -131,12 +131,15 @@ impl Engine {
     }
 
     /// Puts an entry in the application's send queue, numbered now (message ids follow the
-    /// order of queueing), and counts its bytes as queued; returns its id. The caller raises
+    /// order of queueing: the connection's for stream 0, the stream's own for another), and
+    /// counts its bytes as queued; returns its id on stream 0. The caller raises
     /// [`Event::UserData`] once it queued what it had.
     pub fn queue(&mut self, mut out: Outgoing) -> u64 {
         let id = self.st.session.next_msg_seq;
-        self.st.session.next_msg_seq += 1;
-        out.msg = Some(id);
+        if out.stream_id == 0 {
+            self.st.session.next_msg_seq += 1;
+            out.msg = Some(id);
+        }
         self.st.app.tx_bytes += out.data.len();
         self.st.app.tx.push_back(out);
         id
@@ -156,6 +159,43 @@ impl Engine {
             self.dispatch(now, Event::UserRead);
         }
         (got, n)
+    }
+
+    /// Opens stream `id` with `priority`, or changes an open stream's priority.
+    pub fn open_stream(&mut self, id: crate::engine::streams::StreamId, priority: u8) {
+        self.st.app.tx.open(id, priority);
+    }
+
+    /// Marks stream `id` finished (its end is queued).
+    pub fn finish_stream(&mut self, id: crate::engine::streams::StreamId) {
+        self.st.app.tx.finish(id);
+    }
+
+    /// Whether the peer sent data on stream `id`.
+    pub fn peer_opened(&self, id: crate::engine::streams::StreamId) -> bool {
+        self.st.app.rx_streams.contains(id)
+    }
+
+    /// The next stream the peer opened that the application was not told of.
+    pub fn accept_stream(&mut self) -> Option<crate::engine::streams::StreamId> {
+        self.st.app.rx_streams.accept()
+    }
+
+    /// Takes received data of stream `id` (not 0) with `take`, as
+    /// [`Engine::read_stream`]; also says whether the stream's end was reached.
+    pub fn read_stream_on<T>(
+        &mut self,
+        now: Instant,
+        id: crate::engine::streams::StreamId,
+        take: impl FnOnce(&mut VecDeque<Bytes>) -> (T, usize),
+    ) -> Option<(T, usize, bool)> {
+        let app = &mut self.st.app;
+        let (got, n, end) = app.rx_streams.take(id, take)?;
+        app.rx_bytes -= n;
+        if n > 0 {
+            self.dispatch(now, Event::UserRead);
+        }
+        Some((got, n, end))
     }
 
     /// Takes the next received message, if any; the microprotocols learn that the

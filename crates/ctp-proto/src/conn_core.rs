@@ -10,6 +10,7 @@
 
 use crate::conn_state::{ConnectionState, MsgOptions, ReadError, WriteError};
 use crate::engine::session::CloseReason;
+use crate::engine::streams::StreamId;
 use crate::perfmon::PerfMon;
 use crate::profile::{MicroSet, Params};
 use crate::stats::{ConnectionStats, EndpointStats};
@@ -123,6 +124,52 @@ pub trait ConnectionCore {
     fn send_urgent(&mut self, now: Instant, data: Bytes) -> Result<(), WriteError>;
     /// Takes the next received message.
     fn recv_msg(&mut self, now: Instant) -> Result<Bytes, ReadError>;
+
+    // ---- streams (stream 0 is the byte stream above) ----
+
+    /// Opens a stream of this side with `priority` (higher is served first).
+    fn open_stream(&mut self, _priority: u8) -> Result<StreamId, WriteError> {
+        Err(WriteError::NotOpen("this wire carries one stream".into()))
+    }
+    /// Changes the priority of a stream (0 included).
+    fn set_priority(&mut self, _stream: StreamId, _priority: u8) -> Result<(), WriteError> {
+        Err(WriteError::NotOpen("this wire carries one stream".into()))
+    }
+    /// Queues bytes on `stream`; returns how many were accepted.
+    fn write_on(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        data: &[u8],
+    ) -> Result<usize, WriteError> {
+        match stream {
+            0 => self.stream_write(now, data),
+            _ => Err(WriteError::NotOpen("this wire carries one stream".into())),
+        }
+    }
+    /// Ends `stream`.
+    fn finish_on(&mut self, now: Instant, stream: StreamId) -> Result<(), WriteError> {
+        match stream {
+            0 => self.stream_finish(now),
+            _ => Err(WriteError::NotOpen("this wire carries one stream".into())),
+        }
+    }
+    /// Reads from `stream`; `Ok(0)` at its end.
+    fn read_on(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        buf: &mut [u8],
+    ) -> Result<usize, ReadError> {
+        match stream {
+            0 => self.stream_read(now, buf),
+            _ => Err(ReadError::Blocked),
+        }
+    }
+    /// The next stream the peer opened (by sending on it) that was not reported yet.
+    fn accept_stream(&mut self) -> Option<StreamId> {
+        None
+    }
     /// Bytes that can be written now without blocking.
     fn send_room(&self) -> usize;
     /// Bytes written and not yet sent.

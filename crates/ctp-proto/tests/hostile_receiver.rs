@@ -68,6 +68,7 @@ fn data_frame(seg: u64, pieces: &[(u8, u64, u64, &[u8])]) -> Vec<u8> {
         .iter()
         .map(|&(flags, msg, offset, data)| Piece {
             flags: PieceFlags(flags),
+            stream: 0,
             msg,
             offset,
             data,

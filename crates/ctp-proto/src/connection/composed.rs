@@ -8,6 +8,7 @@ use crate::conn_core::{ConnectionCore, Dropped};
 use crate::engine::app::Outgoing;
 use crate::engine::event::Event;
 use crate::engine::session::CloseReason;
+use crate::engine::streams::{StreamId, MAX_STREAMS};
 use crate::handshake::state::InitAckError;
 use crate::handshake::{CookieContents, Handshake};
 use crate::packet::{open_short, Opened};
@@ -52,6 +53,9 @@ pub struct ComposedConnection {
     pub(crate) last_stream_msg: Option<u64>,
     /// The performance monitor's memory (composed connections; a `udt` one keeps its own).
     pub(crate) perf: crate::perfmon::PerfMonitor,
+    /// The next stream id this side opens (even from 2 for the initiator, odd from 1 for
+    /// the responder).
+    pub(crate) next_stream: StreamId,
 }
 
 /// Retransmission timeouts in a row after which a connection with another local address
@@ -152,6 +156,7 @@ impl ComposedConnection {
             largest_peer_pn: None,
             last_stream_msg: None,
             perf: crate::perfmon::PerfMonitor::new(now),
+            next_stream: 2,
         }
     }
 
@@ -178,6 +183,7 @@ impl ComposedConnection {
             largest_peer_pn: None,
             last_stream_msg: None,
             perf: crate::perfmon::PerfMonitor::new(k.minted),
+            next_stream: 1,
         }
     }
 
@@ -198,14 +204,19 @@ impl ComposedConnection {
     fn stream_write_with(
         &mut self,
         now: Instant,
+        stream: StreamId,
         len: usize,
         take: impl FnOnce(usize) -> Bytes,
     ) -> Result<usize, WriteError> {
-        if self.stream_finished {
-            return Err(WriteError::Finished);
-        }
         let causal = self.micros.has(MicroId::Causal);
         let e = Self::open_engine(&self.state, &mut self.engine)?;
+        let finished = match stream {
+            0 => self.stream_finished,
+            id => e.state().app.tx.stream(id).is_some_and(|s| s.finished),
+        };
+        if finished {
+            return Err(WriteError::Finished);
+        }
         let room = e.state().app.tx_room();
         // Sender-side silly-window avoidance (as Linux wakes a TCP writer only once a third
         // of its buffer is free): a write waits until it can queue a good part of itself,
@@ -229,7 +240,8 @@ impl ComposedConnection {
         let mut at = 0;
         while at < n {
             let end = (at + chunk).min(n);
-            let out = Outgoing::new(bytes.slice(at..end), true, false, stamp);
+            let mut out = Outgoing::new(bytes.slice(at..end), true, false, stamp);
+            out.stream_id = stream;
             Self::push_tx(e, out, causal, &mut self.last_stream_msg);
             at = end;
         }
@@ -246,7 +258,7 @@ impl ComposedConnection {
         causal: bool,
         last_stream: &mut Option<u64>,
     ) -> u64 {
-        if out.stream {
+        if out.stream && out.stream_id == 0 {
             if causal {
                 out.deps.extend(last_stream.iter().copied());
             }
@@ -300,6 +312,22 @@ impl ComposedConnection {
         let id = Self::push_tx(e, out, causal, &mut self.last_stream_msg);
         e.dispatch(now, Event::UserData);
         Ok(id)
+    }
+
+    /// Whether data may be written to `stream`: 0, one this side opened, or one the peer
+    /// opened (streams are bidirectional).
+    fn check_stream(&self, stream: StreamId) -> Result<(), WriteError> {
+        let ours = stream % 2 == self.next_stream % 2;
+        let known = stream == 0
+            || (ours && stream < self.next_stream)
+            || (!ours && self.engine.as_ref().is_some_and(|e| e.peer_opened(stream)));
+        if known {
+            Ok(())
+        } else {
+            Err(WriteError::NotOpen(format!(
+                "stream {stream} was not opened on this connection"
+            )))
+        }
     }
 
     fn read_gate(&self) -> ReadError {
@@ -697,14 +725,14 @@ impl ConnectionCore for ComposedConnection {
 
     /// Queues bytes of the ordered byte stream; returns how many were accepted.
     fn stream_write(&mut self, now: Instant, data: &[u8]) -> Result<usize, WriteError> {
-        self.stream_write_with(now, data.len(), |n| Bytes::copy_from_slice(&data[..n]))
+        self.stream_write_with(now, 0, data.len(), |n| Bytes::copy_from_slice(&data[..n]))
     }
 
     /// Queues bytes of the ordered byte stream without copying them (the connection keeps
     /// a reference to `data` until they are acknowledged); returns how many were accepted,
     /// a prefix of `data`.
     fn stream_write_bytes(&mut self, now: Instant, data: &Bytes) -> Result<usize, WriteError> {
-        self.stream_write_with(now, data.len(), |n| data.slice(..n))
+        self.stream_write_with(now, 0, data.len(), |n| data.slice(..n))
     }
 
     /// Ends the byte stream: the peer reads end-of-stream after everything written before.
@@ -765,6 +793,89 @@ impl ConnectionCore for ComposedConnection {
             let n = chunk.len();
             (chunk, n)
         })
+    }
+
+    /// Opens a stream of this side with `priority` (higher is served first); data written
+    /// to it travels without a round trip to set it up. Streams need an ordered, reliable
+    /// profile (`fifo` and `arq`).
+    fn open_stream(&mut self, priority: u8) -> Result<StreamId, WriteError> {
+        if !(self.micros.has(MicroId::Fifo) && self.micros.has(MicroId::Arq)) {
+            return Err(WriteError::NotOpen(
+                "streams need an ordered, reliable profile (with `fifo` and `arq`)".into(),
+            ));
+        }
+        let id = self.next_stream;
+        let e = Self::open_engine(&self.state, &mut self.engine)?;
+        if e.state().app.tx.stream_count() >= MAX_STREAMS {
+            return Err(WriteError::NotOpen(format!(
+                "{MAX_STREAMS} streams are open on this connection"
+            )));
+        }
+        e.open_stream(id, priority);
+        self.next_stream += 2;
+        Ok(id)
+    }
+
+    fn set_priority(&mut self, stream: StreamId, priority: u8) -> Result<(), WriteError> {
+        let e = Self::open_engine(&self.state, &mut self.engine)?;
+        e.open_stream(stream, priority);
+        Ok(())
+    }
+
+    fn write_on(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        data: &[u8],
+    ) -> Result<usize, WriteError> {
+        self.check_stream(stream)?;
+        self.stream_write_with(now, stream, data.len(), |n| {
+            Bytes::copy_from_slice(&data[..n])
+        })
+    }
+
+    fn finish_on(&mut self, now: Instant, stream: StreamId) -> Result<(), WriteError> {
+        if stream == 0 {
+            return self.stream_finish(now);
+        }
+        self.check_stream(stream)?;
+        let e = Self::open_engine(&self.state, &mut self.engine)?;
+        if e.state().app.tx.stream(stream).is_some_and(|s| s.finished) {
+            return Ok(());
+        }
+        let mut out = Outgoing::new(Bytes::new(), true, true, None);
+        out.stream_id = stream;
+        e.queue(out);
+        e.finish_stream(stream);
+        e.dispatch(now, Event::UserData);
+        Ok(())
+    }
+
+    fn read_on(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        buf: &mut [u8],
+    ) -> Result<usize, ReadError> {
+        if stream == 0 {
+            return self.stream_read(now, buf);
+        }
+        let gate = self.read_gate();
+        let Some(e) = self.engine.as_mut() else {
+            return Err(gate);
+        };
+        match e.read_stream_on(now, stream, |q| {
+            let n = crate::chunk_queue::read_into(q, buf);
+            (n, n)
+        }) {
+            Some((n, _, _)) if n > 0 => Ok(n),
+            Some((_, _, true)) => Ok(0),
+            _ => Err(gate),
+        }
+    }
+
+    fn accept_stream(&mut self) -> Option<StreamId> {
+        self.engine.as_mut().and_then(Engine::accept_stream)
     }
 
     /// Takes the next received message.

@@ -24,6 +24,7 @@ use std::net::SocketAddr;
 
 pub use self::composed::{ComposedConnection, MAX_PN_JUMP};
 pub use crate::conn_state::{ConnectionState, MsgOptions, ReadError, WriteError, STREAM_CHUNK};
+pub use crate::engine::streams::StreamId;
 pub use crate::handshake::{HANDSHAKE_MAX_RTO, HANDSHAKE_RTO};
 
 /// The core of a connection.
@@ -254,6 +255,49 @@ impl Connection {
     /// Takes the next received message.
     pub fn recv_msg(&mut self, now: Instant) -> Result<Bytes, ReadError> {
         self.core_mut().recv_msg(now)
+    }
+
+    /// Opens a stream of this side with `priority` (higher is served first; equal
+    /// priorities take turns). Nothing is sent to open it: the peer learns of it with its
+    /// first data. Streams are bidirectional; stream 0 is the byte stream of
+    /// [`Connection::stream_write`].
+    pub fn open_stream(&mut self, priority: u8) -> Result<StreamId, WriteError> {
+        self.core_mut().open_stream(priority)
+    }
+
+    /// Changes the priority of `stream` (0 included).
+    pub fn set_priority(&mut self, stream: StreamId, priority: u8) -> Result<(), WriteError> {
+        self.core_mut().set_priority(stream, priority)
+    }
+
+    /// Queues bytes on `stream`; returns how many were accepted.
+    pub fn write_on(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        data: &[u8],
+    ) -> Result<usize, WriteError> {
+        self.core_mut().write_on(now, stream, data)
+    }
+
+    /// Ends `stream`: the peer reads its end after everything written before.
+    pub fn finish_on(&mut self, now: Instant, stream: StreamId) -> Result<(), WriteError> {
+        self.core_mut().finish_on(now, stream)
+    }
+
+    /// Reads from `stream`; `Ok(0)` at its end.
+    pub fn read_on(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        buf: &mut [u8],
+    ) -> Result<usize, ReadError> {
+        self.core_mut().read_on(now, stream, buf)
+    }
+
+    /// The next stream the peer opened (by sending on it) that was not reported yet.
+    pub fn accept_stream(&mut self) -> Option<StreamId> {
+        self.core_mut().accept_stream()
     }
 
     /// Bytes that can be written now without blocking.

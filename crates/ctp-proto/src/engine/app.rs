@@ -9,6 +9,7 @@
 //! [`AppIo::hard_limit`] is a protocol violation (see `docs/decisions.md`, "Bounded receive
 //! state").
 
+use super::streams::{RecvStreams, SendQueue, StreamId};
 use bytes::Bytes;
 use std::collections::VecDeque;
 
@@ -31,6 +32,8 @@ pub struct Outgoing {
     pub urgent: bool,
     /// Earlier messages the receiver must deliver first (causal ordering).
     pub deps: Vec<u64>,
+    /// The stream it goes on (0: the default stream).
+    pub stream_id: StreamId,
 }
 
 impl Outgoing {
@@ -45,6 +48,7 @@ impl Outgoing {
             sent_us,
             urgent: false,
             deps: Vec::new(),
+            stream_id: 0,
         }
     }
 }
@@ -66,6 +70,8 @@ pub struct Completed {
     pub deps: Vec<u64>,
     /// Delivery bits not yet set.
     pub pending: crate::engine::hold::HoldMask,
+    /// The stream it came on (0: the default stream).
+    pub stream_id: StreamId,
 }
 
 /// Bytes charged for each message the receiver holds, beyond its data: the reassembly or
@@ -81,8 +87,8 @@ pub const HELD_SLACK: usize = 128 * 1024;
 /// Application-facing buffers of one connection.
 #[derive(Debug, Default)]
 pub struct AppIo {
-    /// Queued for sending, oldest first.
-    pub tx: VecDeque<Outgoing>,
+    /// Queued for sending, per stream, in the order the scheduler cuts them.
+    pub tx: SendQueue,
     /// Bytes in `tx` not yet cut into segments.
     pub tx_bytes: usize,
     /// Limit on `tx_bytes`.
@@ -93,6 +99,8 @@ pub struct AppIo {
     pub rx_stream: VecDeque<Bytes>,
     /// Delivered discrete messages.
     pub rx_msgs: VecDeque<Bytes>,
+    /// Delivered chunks of the streams other than 0.
+    pub rx_streams: RecvStreams,
     /// Bytes in `rx_stream` and `rx_msgs` together.
     pub rx_bytes: usize,
     /// Limit on `rx_bytes` before flow control stops granting credit.
@@ -152,7 +160,9 @@ impl AppIo {
     /// Hands a message to the application.
     pub fn deliver(&mut self, c: Completed) {
         self.rx_bytes += c.data.len();
-        if c.stream {
+        if c.stream_id != 0 {
+            self.rx_streams.deliver(c.stream_id, c.data, c.fin);
+        } else if c.stream {
             if !c.data.is_empty() {
                 self.rx_stream.push_back(c.data);
             }
@@ -171,7 +181,8 @@ impl AppIo {
 
     /// Delivered data the application has not read, with its bookkeeping.
     pub fn unread(&self) -> usize {
-        self.rx_bytes + HELD_MESSAGE_COST * (self.rx_stream.len() + self.rx_msgs.len())
+        let chunks = self.rx_stream.len() + self.rx_msgs.len() + self.rx_streams.chunk_count;
+        self.rx_bytes + HELD_MESSAGE_COST * chunks
     }
 
     /// Everything held for the peer: incomplete, parked and unread messages, data and

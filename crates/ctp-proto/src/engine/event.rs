@@ -259,10 +259,12 @@ pub struct PacketInfo {
 /// A reassembled message waiting in the connection's message store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reassembled {
-    /// Message sequence number.
+    /// Message sequence number (within its stream, for a stream other than 0).
     pub msg: u64,
     /// Index in the completed-message store.
     pub slot: u32,
+    /// The stream it came on (0: the default stream).
+    pub stream: u64,
 }
 
 impl<'a> Event<'a> {

@@ -13,6 +13,7 @@ pub mod hold;
 pub mod path;
 pub mod segment;
 pub mod session;
+pub mod streams;
 pub mod timer;
 
 use crate::stats::ConnectionStats;

@@ -256,8 +256,12 @@ impl Microprotocol for Causal {
     }
 
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
-        if let Event::MessageComplete(m) = *ev {
-            self.on_complete(m.msg, m.slot, cx);
+        match *ev {
+            // Streams other than 0 are ordered by `fifo` only (opening one needs it): a
+            // peer's chunk on one here is released as it completes.
+            Event::MessageComplete(m) if m.stream != 0 => cx.release_message(m.slot, self.bit),
+            Event::MessageComplete(m) => self.on_complete(m.msg, m.slot, cx),
+            _ => {}
         }
     }
 

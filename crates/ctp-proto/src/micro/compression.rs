@@ -151,6 +151,7 @@ mod tests {
         let mut v = Vec::new();
         Piece {
             flags: PieceFlags(PieceFlags::LAST),
+            stream: 0,
             msg: 7,
             offset: 0,
             data,

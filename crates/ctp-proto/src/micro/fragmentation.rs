@@ -126,7 +126,8 @@ pub struct Fragmentation {
     /// A sequencing microprotocol filters arrivals (binds `SegmentAccepted`); without one
     /// (CTP-Minimal) every arrival is taken (binds `SegmentArrived`).
     deduplicated: bool,
-    partials: BTreeMap<u64, Partial>,
+    /// Messages in reassembly, by stream and message number.
+    partials: BTreeMap<(u64, u64), Partial>,
     /// Size of the last message reassembled from several pieces, rounded up to a power of
     /// two: a new one reserves that much at once instead of growing piece by piece (stream
     /// chunks are all alike).
@@ -181,7 +182,12 @@ impl Fragmentation {
                 };
                 // A piece that fills the rest of the segment runs to its end without a
                 // length field; one that leaves room says how long it is.
-                let extra = stamp.map_or(0, crate::wire::varint::len) + deps.wire_len();
+                let stream_len = match out.stream_id {
+                    0 => 0,
+                    id => crate::wire::varint::len(id),
+                };
+                let extra =
+                    stamp.map_or(0, crate::wire::varint::len) + deps.wire_len() + stream_len;
                 let to_end_overhead = Piece::wire_len_to_end(msg, out.cut as u64, 0) + extra;
                 if room <= to_end_overhead {
                     break;
@@ -209,6 +215,7 @@ impl Fragmentation {
                 }
                 let piece = Piece {
                     flags: PieceFlags(flags),
+                    stream: out.stream_id,
                     msg,
                     offset: out.cut as u64,
                     data: &out.data[out.cut..out.cut + take],
@@ -258,7 +265,8 @@ impl Fragmentation {
         let fin = piece.flags.has(PieceFlags::FIN);
         let urgent = piece.flags.has(PieceFlags::URGENT);
         let deps = piece.deps.iter(piece.msg);
-        if off == 0 && last && !self.partials.contains_key(&piece.msg) {
+        let key = (piece.stream, piece.msg);
+        if off == 0 && last && !self.partials.contains_key(&key) {
             // The common case: a whole message in one piece.
             let data = Bytes::copy_from_slice(piece.data);
             self.complete(
@@ -271,6 +279,7 @@ impl Fragmentation {
                     urgent,
                     deps: deps.collect(),
                     pending: 0,
+                    stream_id: piece.stream,
                 },
                 cx,
             );
@@ -278,7 +287,7 @@ impl Fragmentation {
         }
         let max = self.max_message;
         let app = &mut cx.st.app;
-        let (p, before) = match self.partials.entry(piece.msg) {
+        let (p, before) = match self.partials.entry(key) {
             std::collections::btree_map::Entry::Occupied(e) => {
                 let p = e.into_mut();
                 let held = p.held();
@@ -316,7 +325,7 @@ impl Fragmentation {
             p.fin = fin;
         }
         if p.total.is_some_and(|t| p.buf.len() >= t) {
-            let p = self.remove_partial(piece.msg, cx).unwrap_or_default();
+            let p = self.remove_partial(key, cx).unwrap_or_default();
             let mut buf = p.buf;
             buf.truncate(p.total.unwrap_or(0));
             // Rounded up to a power of two: stream writes cut at odd places (a 16 KiB write
@@ -333,6 +342,7 @@ impl Fragmentation {
                     urgent: p.urgent,
                     deps: p.deps,
                     pending: 0,
+                    stream_id: piece.stream,
                 },
                 cx,
             );
@@ -350,8 +360,8 @@ impl Fragmentation {
     }
 
     /// Takes an incomplete message out of reassembly, and out of the receive account.
-    fn remove_partial(&mut self, msg: u64, cx: &mut Cx<'_, '_>) -> Option<Partial> {
-        let p = self.partials.remove(&msg)?;
+    fn remove_partial(&mut self, key: (u64, u64), cx: &mut Cx<'_, '_>) -> Option<Partial> {
+        let p = self.partials.remove(&key)?;
         let app = &mut cx.st.app;
         app.partial_bytes -= p.held();
         app.partial_messages -= 1;
@@ -362,11 +372,12 @@ impl Fragmentation {
     /// bit registered it goes to the application at once.
     fn complete(&mut self, msg: u64, mut c: Completed, cx: &mut Cx<'_, '_>) {
         c.pending = cx.st.holds.deliver;
+        let stream = c.stream_id;
         let slot = cx.st.app.park(c);
         if cx.st.holds.deliver == 0 {
             cx.deliver_now(slot);
         } else {
-            cx.raise(Event::MessageComplete(Reassembled { msg, slot }));
+            cx.raise(Event::MessageComplete(Reassembled { msg, slot, stream }));
         }
     }
 

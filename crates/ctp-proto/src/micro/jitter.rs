@@ -76,9 +76,15 @@ impl Microprotocol for FixedInterval {
     }
 
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
-        if let Event::MessageComplete(m) = *ev {
-            self.queue.insert(m.msg, m.slot);
-            self.pump(cx);
+        match *ev {
+            // Keyed by message number: a chunk of a stream other than 0 (numbered apart)
+            // is released as it completes.
+            Event::MessageComplete(m) if m.stream != 0 => cx.release_message(m.slot, self.bit),
+            Event::MessageComplete(m) => {
+                self.queue.insert(m.msg, m.slot);
+                self.pump(cx);
+            }
+            _ => {}
         }
     }
 

@@ -82,6 +82,19 @@ impl InOrder {
         true
     }
 
+    /// Records a complete message and releases what it makes consecutive; the message
+    /// whose turn it is goes at once, without waiting in the tree (the common case).
+    fn admit_and_release(&mut self, msg: u64, slot: u32, bit: HoldBit, cx: &mut Cx<'_, '_>) {
+        let next = *self.next.get_or_insert(cx.st.session.peer_msg_isn);
+        if msg == next {
+            self.next = Some(next + 1);
+            cx.release_message(slot, bit);
+            self.release(bit, cx);
+        } else if self.admit(msg, slot, cx) {
+            self.release(bit, cx);
+        }
+    }
+
     /// Releases consecutive messages from `next` on.
     fn release(&mut self, bit: HoldBit, cx: &mut Cx<'_, '_>) {
         let Some(mut n) = self.next else { return };
@@ -103,11 +116,17 @@ impl InOrder {
     }
 }
 
-/// Delivers messages strictly in the order they were sent.
+/// Delivers messages strictly in the order they were sent, each stream on its own: a
+/// stream waiting for a lost chunk holds up no other.
 #[derive(Debug)]
 pub struct Fifo {
     bit: HoldBit,
     order: InOrder,
+    /// The next message of each stream other than 0 that has had data (8 bytes a stream:
+    /// what an idle stream costs here).
+    stream_next: std::collections::HashMap<u64, u64>,
+    /// Messages of streams other than 0 waiting for an earlier one, by stream and number.
+    stream_waiting: BTreeMap<(u64, u64), u32>,
 }
 
 impl Fifo {
@@ -116,7 +135,37 @@ impl Fifo {
         Ok(Fifo {
             bit: delivery_bit(setup)?,
             order: InOrder::default(),
+            stream_next: std::collections::HashMap::new(),
+            stream_waiting: BTreeMap::new(),
         })
+    }
+
+    /// A complete message of stream `stream` (not 0): released in the stream's own order,
+    /// whatever waits on other streams.
+    fn on_stream_message(&mut self, stream: u64, msg: u64, slot: u32, cx: &mut Cx<'_, '_>) {
+        let limit = crate::engine::streams::MAX_STREAMS;
+        if self.stream_next.len() >= limit && !self.stream_next.contains_key(&stream) {
+            cx.discard_message(slot);
+            cx.st.stats.protocol_violations += 1;
+            let why = format!("data on more than {limit} streams");
+            cx.st.session.close = Some(crate::engine::session::CloseReason::ProtocolViolation(why));
+            return;
+        }
+        let next = self.stream_next.entry(stream).or_insert(0);
+        if msg < *next {
+            cx.discard_message(slot);
+            return;
+        }
+        if msg > *next {
+            self.stream_waiting.insert((stream, msg), slot);
+            return;
+        }
+        cx.release_message(slot, self.bit);
+        *next += 1;
+        while let Some(slot) = self.stream_waiting.remove(&(stream, *next)) {
+            cx.release_message(slot, self.bit);
+            *next += 1;
+        }
     }
 }
 
@@ -128,12 +177,15 @@ impl Microprotocol for Fifo {
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
         match *ev {
             Event::MessageComplete(m) => {
-                let admitted = self.order.admit(m.msg, m.slot, cx);
-                if admitted {
-                    self.order.release(self.bit, cx);
+                if m.stream == 0 {
+                    self.order.admit_and_release(m.msg, m.slot, self.bit, cx);
+                } else {
+                    self.on_stream_message(m.stream, m.msg, m.slot, cx);
                 }
             }
-            Event::UrgentMessage(m) => self.order.pass(m.msg, m.slot, self.bit, cx),
+            Event::UrgentMessage(m) if m.stream == 0 => {
+                self.order.pass(m.msg, m.slot, self.bit, cx)
+            }
             _ => {}
         }
     }
@@ -223,13 +275,18 @@ impl Microprotocol for LossyFifo {
 
     fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
         match *ev {
+            // Streams other than 0 are ordered by `fifo` only (opening one needs it): a
+            // peer's chunk on one here is released as it completes.
+            Event::MessageComplete(m) if m.stream != 0 => cx.release_message(m.slot, self.bit),
             Event::MessageComplete(m) => {
                 let admitted = self.order.admit(m.msg, m.slot, cx);
                 if admitted {
                     self.drain(cx);
                 }
             }
-            Event::UrgentMessage(m) => self.order.pass(m.msg, m.slot, self.bit, cx),
+            Event::UrgentMessage(m) if m.stream == 0 => {
+                self.order.pass(m.msg, m.slot, self.bit, cx)
+            }
             _ => {}
         }
     }

@@ -150,6 +150,7 @@ fn data_frame(seg: u64, pieces: &[(u8, u64, u64, &[u8])]) -> Vec<u8> {
         .iter()
         .map(|&(flags, msg, offset, data)| Piece {
             flags: PieceFlags(flags),
+            stream: 0,
             msg,
             offset,
             data,
@@ -1597,6 +1598,7 @@ fn causal_frame(seg: u64, msg: u64, deps: &[u64]) -> Vec<u8> {
     Frame::emit_data_header(&mut f, seg - LOCAL.seg);
     Piece {
         flags: PieceFlags(PieceFlags::LAST),
+        stream: 0,
         msg,
         offset: 0,
         data: &[(msg - LOCAL.msg) as u8],

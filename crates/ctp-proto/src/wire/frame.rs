@@ -84,7 +84,9 @@ impl PieceFlags {
     /// The piece runs to the end of its segment and carries no length field: set on a piece
     /// that fills the rest of the segment, the common case of bulk data (set by [`Piece::emit`]).
     pub const TO_END: u8 = 0x40;
-    const KNOWN: u8 = 0x7f;
+    /// A stream id (varint) follows the flags (and timestamp): the piece belongs to that
+    /// stream. Without it the piece is on stream 0, the connection's default stream.
+    pub const STREAM_ID: u8 = 0x80;
 
     /// True when `bit` is set.
     pub fn has(self, bit: u8) -> bool {
@@ -97,6 +99,9 @@ impl PieceFlags {
 pub struct Piece<'a> {
     /// Stream / last / fin flags.
     pub flags: PieceFlags,
+    /// The stream it belongs to (0: the connection's default stream). On another stream,
+    /// `msg` numbers the stream's own messages from 0.
+    pub stream: u64,
     /// Message sequence number.
     pub msg: u64,
     /// Offset of this fragment inside its message.
@@ -239,9 +244,17 @@ impl Piece<'_> {
         } else {
             flags &= !PieceFlags::TO_END;
         }
+        if self.stream == 0 {
+            flags &= !PieceFlags::STREAM_ID;
+        } else {
+            flags |= PieceFlags::STREAM_ID;
+        }
         out.push(flags);
         if let Some(ts) = self.ts {
             varint::put(out, ts);
+        }
+        if self.stream != 0 {
+            varint::put(out, self.stream);
         }
         varint::put(out, self.msg);
         if !self.deps.is_empty() {
@@ -255,14 +268,20 @@ impl Piece<'_> {
     }
 
     fn parse<'a>(r: &mut Reader<'a>) -> Result<Piece<'a>, WireError> {
+        // Every bit of the flags byte has a meaning: none is invalid.
         let flags = r.u8()?;
-        if flags & !PieceFlags::KNOWN != 0 {
-            return Err(WireError::Invalid("piece flags"));
-        }
         let ts = if flags & PieceFlags::TIMESTAMP != 0 {
             Some(r.varint()?)
         } else {
             None
+        };
+        let stream = if flags & PieceFlags::STREAM_ID != 0 {
+            match r.varint()? {
+                0 => return Err(WireError::Invalid("stream id 0 given explicitly")),
+                id => id,
+            }
+        } else {
+            0
         };
         let msg = r.varint()?;
         let deps = if flags & PieceFlags::DEPS != 0 {
@@ -282,6 +301,7 @@ impl Piece<'_> {
         };
         Ok(Piece {
             flags: PieceFlags(flags),
+            stream,
             msg,
             offset,
             data,
@@ -784,6 +804,7 @@ mod tests {
         Frame::emit_data_header(&mut out, 42);
         Piece {
             flags: PieceFlags(PieceFlags::LAST),
+            stream: 0,
             msg: 3,
             offset: 0,
             data: b"hi",
@@ -814,6 +835,7 @@ mod tests {
         let data = [7u8; 300];
         let bulk = Piece {
             flags: PieceFlags(PieceFlags::STREAM),
+            stream: 0,
             msg: 3,
             offset: 1 << 20,
             data: &data,
@@ -831,6 +853,7 @@ mod tests {
         Frame::emit_data_header(&mut out, 9);
         Piece {
             flags: PieceFlags(PieceFlags::LAST),
+            stream: 0,
             msg: 2,
             data: b"tail",
             offset: 0,

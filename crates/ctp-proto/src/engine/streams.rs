@@ -1,0 +1,349 @@
+//! Streams: what the application queued on each stream, the scheduler that picks which
+//! stream's data is cut next, and what was delivered on each stream for the application
+//! to read.
+//!
+//! Stream 0 is the connection's default stream: the byte stream and the messages of
+//! `stream_write`/`send_msg` ride on it, numbered by the connection's message sequence as
+//! before. Any other stream is opened by writing to it — no round trip — and carries a byte
+//! stream whose chunks are numbered from 0 within the stream; the receiver orders each
+//! stream on its own, so a stream waiting for a retransmission holds up no other.
+//!
+//! The scheduler serves the highest priority with data queued first and streams of equal
+//! priority in turn, one queued chunk (at most [`crate::conn_state::STREAM_CHUNK`] bytes)
+//! each; a higher-priority stream that gets data preempts the one being cut at the next
+//! segment.
+
+use super::app::Outgoing;
+use bytes::Bytes;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// Identifies a stream of a connection. 0 is the default stream; the initiator opens even
+/// ids from 2, the responder odd ids from 1, so the two never pick the same one.
+pub type StreamId = u64;
+
+/// Streams opened at most on one connection, by either side (each costs its state, see
+/// [`StreamTx`] and [`StreamRx`]).
+pub const MAX_STREAMS: usize = 65_536;
+
+/// The send side of one stream.
+#[derive(Debug)]
+pub struct StreamTx {
+    /// The stream.
+    pub id: StreamId,
+    /// Higher goes first.
+    pub priority: u8,
+    /// Chunks queued, oldest first.
+    queue: VecDeque<Outgoing>,
+    /// The stream's next message number (streams other than 0 number their own, from 0).
+    pub next_msg: u64,
+    /// The application finished the stream.
+    pub finished: bool,
+}
+
+/// What the application queued on every stream, and the order it is cut in.
+#[derive(Debug, Default)]
+pub struct SendQueue {
+    /// Stream states; slot 0 is stream 0 once anything was queued on it.
+    streams: Vec<StreamTx>,
+    slot_of: HashMap<StreamId, u32>,
+    /// Streams with data queued, by priority (highest first), in turn within one.
+    ready: BTreeMap<core::cmp::Reverse<u8>, VecDeque<u32>>,
+    /// The slot whose chunk is being cut: it stays first until that chunk is cut whole,
+    /// unless a higher priority gets data.
+    head: Option<u32>,
+    /// Chunks queued on all streams.
+    len: usize,
+}
+
+impl SendQueue {
+    /// True when nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Chunks queued on all streams.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Streams with send state.
+    pub fn stream_count(&self) -> usize {
+        self.streams.len()
+    }
+
+    fn slot(&mut self, id: StreamId, priority: u8) -> u32 {
+        if let Some(&s) = self.slot_of.get(&id) {
+            return s;
+        }
+        let s = self.streams.len() as u32;
+        self.streams.push(StreamTx {
+            id,
+            priority,
+            queue: VecDeque::new(),
+            next_msg: 0,
+            finished: false,
+        });
+        self.slot_of.insert(id, s);
+        s
+    }
+
+    /// The send state of stream `id`, if it has any.
+    pub fn stream(&self, id: StreamId) -> Option<&StreamTx> {
+        self.slot_of.get(&id).map(|&s| &self.streams[s as usize])
+    }
+
+    /// Opens stream `id` with `priority` (or changes the priority of an open one).
+    pub fn open(&mut self, id: StreamId, priority: u8) {
+        let s = self.slot(id, priority);
+        let st = &mut self.streams[s as usize];
+        if st.priority != priority {
+            let was_ready = !st.queue.is_empty();
+            let old = st.priority;
+            st.priority = priority;
+            if was_ready {
+                self.unready(s, old);
+                self.make_ready(s);
+            }
+        }
+    }
+
+    /// Marks stream `id` finished by the application.
+    pub fn finish(&mut self, id: StreamId) {
+        let s = self.slot(id, 0);
+        self.streams[s as usize].finished = true;
+    }
+
+    /// Queues a chunk on its stream (`out.stream_id`); stream 0 at priority 0 unless it
+    /// was opened with another. A chunk of a stream other than 0 is numbered here, by its
+    /// stream (stream 0's are numbered by the connection before).
+    pub fn push_back(&mut self, mut out: Outgoing) {
+        let s = self.slot(out.stream_id, 0);
+        let st = &mut self.streams[s as usize];
+        if out.stream_id != 0 {
+            out.msg = Some(st.next_msg);
+            st.next_msg += 1;
+        }
+        st.queue.push_back(out);
+        self.len += 1;
+        if st.queue.len() == 1 {
+            self.make_ready(s);
+        }
+    }
+
+    fn make_ready(&mut self, s: u32) {
+        let p = self.streams[s as usize].priority;
+        self.ready
+            .entry(core::cmp::Reverse(p))
+            .or_default()
+            .push_back(s);
+        // A higher priority preempts the chunk being cut (at the next segment).
+        if self
+            .head
+            .is_some_and(|h| self.streams[h as usize].priority < p)
+        {
+            self.head = None;
+        }
+    }
+
+    fn unready(&mut self, s: u32, priority: u8) {
+        let key = core::cmp::Reverse(priority);
+        if let Some(q) = self.ready.get_mut(&key) {
+            q.retain(|&x| x != s);
+            if q.is_empty() {
+                self.ready.remove(&key);
+            }
+        }
+        if self.head == Some(s) {
+            self.head = None;
+        }
+    }
+
+    /// The slot to cut from: the chunk being cut, else the first stream of the highest
+    /// priority with data.
+    fn head_slot(&mut self) -> Option<u32> {
+        if self.head.is_none() {
+            self.head = self
+                .ready
+                .first_key_value()
+                .and_then(|(_, q)| q.front().copied());
+        }
+        self.head
+    }
+
+    /// The chunk to cut next.
+    pub fn front_mut(&mut self) -> Option<&mut Outgoing> {
+        let s = self.head_slot()?;
+        self.streams[s as usize].queue.front_mut()
+    }
+
+    /// Removes the chunk [`SendQueue::front_mut`] gave, cut whole: its stream goes behind
+    /// the others of its priority.
+    pub fn pop_front(&mut self) -> Option<Outgoing> {
+        let s = self.head_slot()?;
+        self.head = None;
+        let st = &mut self.streams[s as usize];
+        let out = st.queue.pop_front()?;
+        self.len -= 1;
+        if st.queue.is_empty() && st.id != 0 {
+            // An idle stream keeps no buffer (stream 0, the bulk path, keeps its own).
+            st.queue = VecDeque::new();
+        }
+        let (priority, more) = (st.priority, !st.queue.is_empty());
+        let key = core::cmp::Reverse(priority);
+        if let Some(q) = self.ready.get_mut(&key) {
+            if q.front() == Some(&s) {
+                q.pop_front();
+                if more {
+                    q.push_back(s);
+                }
+            }
+            if q.is_empty() {
+                self.ready.remove(&key);
+            }
+        }
+        Some(out)
+    }
+}
+
+/// The receive side of one stream other than 0: delivered chunks the application has not
+/// read, and whether the peer finished it.
+#[derive(Debug, Default)]
+pub struct StreamRx {
+    /// Delivered chunks, oldest first.
+    pub chunks: VecDeque<Bytes>,
+    /// The peer finished the stream and everything before its end was delivered.
+    pub fin: bool,
+    /// The application read the end.
+    pub fin_read: bool,
+}
+
+/// What was delivered on the streams other than 0.
+#[derive(Debug, Default)]
+pub struct RecvStreams {
+    streams: HashMap<StreamId, StreamRx>,
+    /// Streams that got data the application has not been told of, oldest first.
+    fresh: VecDeque<StreamId>,
+    /// Chunks held in all streams.
+    pub chunk_count: usize,
+}
+
+impl RecvStreams {
+    /// Adds a delivered chunk of stream `id`; `fin` when it ends the stream.
+    pub fn deliver(&mut self, id: StreamId, data: Bytes, fin: bool) {
+        let is_new = !self.streams.contains_key(&id);
+        let st = self.streams.entry(id).or_default();
+        if !data.is_empty() {
+            st.chunks.push_back(data);
+            self.chunk_count += 1;
+        }
+        st.fin |= fin;
+        if is_new {
+            self.fresh.push_back(id);
+        }
+    }
+
+    /// Whether stream `id` has receive state.
+    pub fn contains(&self, id: StreamId) -> bool {
+        self.streams.contains_key(&id)
+    }
+
+    /// The next stream the peer opened that the application was not told of.
+    pub fn accept(&mut self) -> Option<StreamId> {
+        self.fresh.pop_front()
+    }
+
+    /// The receive state of stream `id`.
+    pub fn get_mut(&mut self, id: StreamId) -> Option<&mut StreamRx> {
+        self.streams.get_mut(&id)
+    }
+
+    /// Takes chunks of stream `id` with `take` (which returns what it took and how many
+    /// bytes); the stream's state is forgotten once its end was read.
+    pub fn take<T>(
+        &mut self,
+        id: StreamId,
+        take: impl FnOnce(&mut VecDeque<Bytes>) -> (T, usize),
+    ) -> Option<(T, usize, bool)> {
+        let st = self.streams.get_mut(&id)?;
+        let before = st.chunks.len();
+        let (got, n) = take(&mut st.chunks);
+        self.chunk_count -= before - st.chunks.len();
+        if st.chunks.is_empty() {
+            // An idle stream keeps no buffer.
+            st.chunks = VecDeque::new();
+        }
+        let end = st.chunks.is_empty() && st.fin;
+        if end && n == 0 {
+            st.fin_read = true;
+        }
+        Some((got, n, end))
+    }
+
+    /// Streams with receive state.
+    pub fn len(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// True when no stream has receive state.
+    pub fn is_empty(&self) -> bool {
+        self.streams.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(stream: StreamId, tag: u8) -> Outgoing {
+        let mut o = Outgoing::new(Bytes::from(vec![tag]), true, false, None);
+        o.stream_id = stream;
+        o
+    }
+
+    fn order(q: &mut SendQueue) -> Vec<u8> {
+        let mut v = Vec::new();
+        while let Some(o) = q.front_mut() {
+            v.push(o.data[0]);
+            q.pop_front();
+        }
+        v
+    }
+
+    #[test]
+    fn the_highest_priority_goes_first_and_equals_take_turns() {
+        let mut q = SendQueue::default();
+        q.open(2, 1);
+        q.open(4, 1);
+        q.open(6, 9);
+        for t in [10, 11, 12] {
+            q.push_back(chunk(2, t));
+        }
+        for t in [20, 21] {
+            q.push_back(chunk(4, t));
+        }
+        q.push_back(chunk(0, 0));
+        q.push_back(chunk(6, 60));
+        assert_eq!(q.len(), 7);
+        assert_eq!(order(&mut q), vec![60, 10, 20, 11, 21, 12, 0]);
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_higher_priority_preempts_the_chunk_being_cut() {
+        let mut q = SendQueue::default();
+        q.push_back(chunk(0, 1));
+        assert_eq!(q.front_mut().map(|o| o.data[0]), Some(1));
+        q.open(2, 5);
+        q.push_back(chunk(2, 2));
+        assert_eq!(q.front_mut().map(|o| o.data[0]), Some(2));
+        assert_eq!(order(&mut q), vec![2, 1]);
+    }
+
+    #[test]
+    fn an_idle_stream_is_small() {
+        // Without heap: an empty VecDeque and HashMap entry allocate nothing per stream.
+        let send = core::mem::size_of::<StreamTx>() + 2 * core::mem::size_of::<u64>();
+        let recv = core::mem::size_of::<StreamRx>() + core::mem::size_of::<StreamId>();
+        assert!(send + recv < 256, "{send} + {recv} bytes");
+    }
+}

@@ -1,0 +1,289 @@
+//! Streams in the in-memory pair: opened without a round trip, ordered each on its own,
+//! served by priority (equal priorities in turn), and small when idle. The heap is counted
+//! for real in this test binary.
+
+mod common;
+
+use common::{connect, data};
+use core::time::Duration;
+use ctp_proto::pair::Pair;
+use ctp_proto::{ConnectionHandle, Profile, ReadError, StreamId, WriteError};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Mutex;
+
+/// Counts the bytes live on the heap.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size(), Relaxed);
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size(), Relaxed);
+        unsafe { System.alloc_zeroed(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size(), Relaxed);
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        LIVE.fetch_add(new, Relaxed);
+        LIVE.fetch_sub(l.size(), Relaxed);
+        unsafe { System.realloc(p, l, new) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// The heap is one process-wide counter: one test at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Reads everything `stream` has on the server; true at its end.
+fn drain(p: &mut Pair, s: ConnectionHandle, stream: StreamId, got: &mut Vec<u8>) -> bool {
+    let now = p.now;
+    let conn = p.server.connection_mut(s).expect("server connection");
+    let mut buf = [0u8; 4096];
+    loop {
+        match conn.read_on(now, stream, &mut buf) {
+            Ok(0) => return true,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(ReadError::Blocked) => return false,
+            Err(e) => panic!("stream {stream}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn streams_open_without_a_round_trip_and_arrive_whole_each_on_its_own() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut p = Pair::new(7);
+    p.to_server.loss = 0.02;
+    p.to_client.loss = 0.02;
+    let (c, s) = connect(&mut p, &Profile::reliable());
+    let now = p.now;
+    let conn = p.client.connection_mut(c).expect("client");
+    let ids: Vec<StreamId> = (0..5)
+        .map(|_| conn.open_stream(1).expect("opens"))
+        .collect();
+    assert_eq!(
+        ids,
+        vec![2, 4, 6, 8, 10],
+        "the initiator opens even ids from 2"
+    );
+    let payloads: Vec<Vec<u8>> = (0..5)
+        .map(|i| data(100_000 + i * 7_777, i as u64))
+        .collect();
+    let mut written = [0usize; 5];
+    let mut got: HashMap<StreamId, Vec<u8>> = HashMap::new();
+    let mut ended: Vec<StreamId> = Vec::new();
+    let ok = p.run_until(Duration::from_secs(60), |p| {
+        let now = p.now;
+        let conn = p.client.connection_mut(c).expect("client");
+        for (i, &id) in ids.iter().enumerate() {
+            let left = &payloads[i][written[i]..];
+            if !left.is_empty() {
+                written[i] += conn.write_on(now, id, left).unwrap_or(0);
+                if written[i] == payloads[i].len() {
+                    conn.finish_on(now, id).expect("finishes");
+                }
+            }
+        }
+        let server = p.server.connection_mut(s).expect("server");
+        while let Some(id) = server.accept_stream() {
+            got.insert(id, Vec::new());
+        }
+        for (&id, buf) in got.iter_mut() {
+            if !ended.contains(&id) && drain(p, s, id, buf) {
+                ended.push(id);
+            }
+        }
+        ended.len() == ids.len()
+    });
+    assert!(
+        ok,
+        "ended: {ended:?} client {:?} server {:?}",
+        p.client.connection(c).unwrap().stats(),
+        p.server.connection(s).unwrap().stats()
+    );
+    for (i, id) in ids.iter().enumerate() {
+        assert!(got[id] == payloads[i], "stream {id} arrived changed");
+    }
+    // A stream nobody opened is refused, with the reason; the responder's side opens odd
+    // ids, and its data goes the other way on a stream of its own.
+    let conn = p.client.connection_mut(c).expect("client");
+    let err = conn.write_on(now, 12, b"x").expect_err("not opened");
+    assert!(
+        matches!(err, WriteError::NotOpen(ref r) if r.contains("stream 12")),
+        "{err}"
+    );
+    let server = p.server.connection_mut(s).expect("server");
+    assert_eq!(server.open_stream(0).expect("opens"), 1);
+}
+
+#[test]
+fn a_high_priority_stream_is_served_before_any_later_bulk_data() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // 99 bulk streams at priority 0 with 64 KiB each queued at once, and one stream at
+    // priority 9 that writes a 1 KiB message every 2 ms. Every message of the urgent
+    // stream must reach the receiver before any bulk data cut after it was written: at
+    // the instant it is read, no more bulk bytes had been read before than had been cut
+    // when it was written. And the bulk streams take turns: when the first of them ends, every
+    // other has delivered at least half.
+    let mut p = Pair::new(8);
+    let (c, s) = connect(&mut p, &Profile::reliable());
+    const BULK: usize = 64 * 1024;
+    const MSG: usize = 1024;
+    let conn = p.client.connection_mut(c).expect("client");
+    let urgent = conn.open_stream(9).expect("opens");
+    let bulk: Vec<StreamId> = (0..99)
+        .map(|_| conn.open_stream(0).expect("opens"))
+        .collect();
+    let now = p.now;
+    // Each bulk stream in four writes, four chunks: the turns equal priorities take.
+    for quarter in 0..4 {
+        for &id in &bulk {
+            let d = data(BULK, id);
+            let part = &d[quarter * BULK / 4..(quarter + 1) * BULK / 4];
+            let n = conn.write_on(now, id, part).expect("queued");
+            assert_eq!(n, BULK / 4, "the send buffer takes it all");
+        }
+    }
+    for &id in &bulk {
+        conn.finish_on(now, id).expect("finishes");
+    }
+    let mut got: HashMap<StreamId, Vec<u8>> = HashMap::new();
+    let mut bulk_read = 0usize;
+    let mut written_msgs = 0usize;
+    let mut next_write = p.now;
+    // For each urgent message: bulk bytes cut (sent for the first time) when it was written.
+    let mut cut_at_write: Vec<usize> = Vec::new();
+    let mut checked = 0usize;
+    // Bulk bytes read at instants before the current one (a burst of packets arrives at
+    // one instant on the pair's link, so order within an instant is not observable).
+    let (mut instant, mut bulk_read_before) = (p.now, 0usize);
+    let mut first_end_share: Option<usize> = None;
+    let mut ended = 0usize;
+    let mut ended_set = std::collections::HashSet::new();
+    let ok = p.run_until(Duration::from_secs(60), |p| {
+        let now = p.now;
+        if now > instant {
+            (instant, bulk_read_before) = (now, bulk_read);
+        }
+        let conn = p.client.connection_mut(c).expect("client");
+        if written_msgs < 10 && now >= next_write {
+            let cut = conn.stats().app_bytes_sent as usize - written_msgs * MSG;
+            assert_eq!(
+                conn.write_on(now, urgent, &[written_msgs as u8; MSG]).ok(),
+                Some(MSG)
+            );
+            cut_at_write.push(cut);
+            written_msgs += 1;
+            next_write = now + Duration::from_millis(2);
+        }
+        let server = p.server.connection_mut(s).expect("server");
+        while let Some(id) = server.accept_stream() {
+            got.insert(id, Vec::new());
+        }
+        let ids: Vec<StreamId> = got.keys().copied().collect();
+        for id in ids {
+            let buf = got.get_mut(&id).expect("known");
+            let before = buf.len();
+            let end = drain(p, s, id, buf);
+            if id != urgent {
+                bulk_read += buf.len() - before;
+                if end && ended_set.insert(id) {
+                    assert_eq!(buf.len(), BULK, "bulk stream {id}");
+                    ended += 1;
+                    if first_end_share.is_none() {
+                        first_end_share = bulk.iter().map(|b| got.get(b).map_or(0, Vec::len)).min();
+                    }
+                }
+            }
+        }
+        let urgent_read = got.get(&urgent).map_or(0, Vec::len) / MSG;
+        while checked < urgent_read {
+            assert!(
+                bulk_read_before <= cut_at_write[checked],
+                "urgent message {checked}: {bulk_read_before} bulk bytes read before it, only \
+                 {} cut when it was written",
+                cut_at_write[checked]
+            );
+            checked += 1;
+        }
+        ended == bulk.len() && checked == 10
+    });
+    assert!(
+        ok,
+        "{ended} bulk streams ended, {checked} urgent messages read"
+    );
+    assert!(
+        cut_at_write[9] < 99 * BULK,
+        "the last urgent message was written while bulk data was still queued"
+    );
+    let share = first_end_share.expect("a bulk stream ended");
+    assert!(
+        share >= BULK / 4,
+        "a bulk stream had {share} bytes when the first ended"
+    );
+    for (i, chunk) in got[&urgent].chunks(MSG).enumerate() {
+        assert!(
+            chunk.iter().all(|&b| b == i as u8),
+            "urgent message {i} changed"
+        );
+    }
+}
+
+#[test]
+fn an_idle_stream_costs_less_than_256_bytes() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut p = Pair::new(9);
+    let (c, s) = connect(&mut p, &Profile::reliable());
+    // Streams that carried a byte each way's worth (data, acknowledgement) and stay open,
+    // idle. Warm up both sides (buffers, tables) before measuring.
+    let open_and_read = |p: &mut Pair, n: usize| {
+        let now = p.now;
+        let conn = p.client.connection_mut(c).expect("client");
+        for _ in 0..n {
+            let id = conn.open_stream(0).expect("opens");
+            conn.write_on(now, id, b"x").expect("queued");
+        }
+        let mut ended = 0;
+        let mut open: Vec<(StreamId, Vec<u8>)> = Vec::new();
+        let ok = p.run_until(Duration::from_secs(60), |p| {
+            let server = p.server.connection_mut(s).expect("server");
+            while let Some(id) = server.accept_stream() {
+                open.push((id, Vec::new()));
+            }
+            let mut i = 0;
+            while i < open.len() {
+                let (id, got) = &mut open[i];
+                drain(p, s, *id, got);
+                if got.len() == 1 {
+                    assert_eq!(got, b"x");
+                    ended += 1;
+                    open.swap_remove(i);
+                } else {
+                    i += 1;
+                }
+            }
+            ended == n
+                && p.client
+                    .connection(c)
+                    .is_some_and(|x| x.stats().bytes_in_flight == 0)
+        });
+        assert!(ok, "{ended} of {n} streams read");
+    };
+    open_and_read(&mut p, 100);
+    let before = LIVE.load(Relaxed);
+    const N: usize = 10_000;
+    open_and_read(&mut p, N);
+    let per_stream = LIVE.load(Relaxed).saturating_sub(before) / N;
+    eprintln!("an idle stream (both sides): {per_stream} bytes of heap");
+    assert!(per_stream < 256, "{per_stream} bytes per idle stream");
+}
