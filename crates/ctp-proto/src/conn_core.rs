@@ -10,7 +10,7 @@
 
 use crate::conn_state::{ConnectionState, MsgOptions, ReadError, WriteError};
 use crate::engine::session::CloseReason;
-use crate::engine::streams::StreamId;
+use crate::engine::streams::{StreamId, StreamKind};
 use crate::perfmon::PerfMon;
 use crate::profile::{MicroSet, Params};
 use crate::stats::{ConnectionStats, EndpointStats};
@@ -127,13 +127,17 @@ pub trait ConnectionCore {
 
     // ---- streams (stream 0 is the byte stream above) ----
 
-    /// Opens a stream of this side with `priority` (higher is served first).
-    fn open_stream(&mut self, _priority: u8) -> Result<StreamId, WriteError> {
-        Err(WriteError::NotOpen("this wire carries one stream".into()))
+    /// Opens a stream of this side, of `kind`, with `priority` (higher is served first).
+    fn open_stream(&mut self, _kind: StreamKind, _priority: u8) -> Result<StreamId, WriteError> {
+        Err(WriteError::NoStream(
+            "this wire carries one stream (stream 0)".into(),
+        ))
     }
     /// Changes the priority of a stream (0 included).
     fn set_priority(&mut self, _stream: StreamId, _priority: u8) -> Result<(), WriteError> {
-        Err(WriteError::NotOpen("this wire carries one stream".into()))
+        Err(WriteError::NoStream(
+            "this wire carries one stream (stream 0)".into(),
+        ))
     }
     /// Queues bytes on `stream`; returns how many were accepted.
     fn write_on(
@@ -144,14 +148,18 @@ pub trait ConnectionCore {
     ) -> Result<usize, WriteError> {
         match stream {
             0 => self.stream_write(now, data),
-            _ => Err(WriteError::NotOpen("this wire carries one stream".into())),
+            _ => Err(WriteError::NoStream(
+                "this wire carries one stream (stream 0)".into(),
+            )),
         }
     }
     /// Ends `stream`.
     fn finish_on(&mut self, now: Instant, stream: StreamId) -> Result<(), WriteError> {
         match stream {
             0 => self.stream_finish(now),
-            _ => Err(WriteError::NotOpen("this wire carries one stream".into())),
+            _ => Err(WriteError::NoStream(
+                "this wire carries one stream (stream 0)".into(),
+            )),
         }
     }
     /// Reads from `stream`; `Ok(0)` at its end.

@@ -44,6 +44,10 @@ pub enum WriteError {
     /// A named predecessor is not an earlier message of this connection, or too many are named.
     #[error("bad predecessor list: {0}")]
     BadDependency(String),
+    /// The stream cannot be used: never opened, too many open, or the profile carries
+    /// only stream 0; why.
+    #[error("{0}")]
+    NoStream(String),
 }
 
 /// Why a read returned nothing.

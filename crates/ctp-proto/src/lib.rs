@@ -37,7 +37,9 @@ pub use ctp_cc::pace;
 pub use ctp_cc::time;
 
 pub use conn_core::ConnectionCore;
-pub use connection::{Connection, ConnectionState, MsgOptions, ReadError, StreamId, WriteError};
+pub use connection::{
+    Connection, ConnectionState, MsgOptions, ReadError, StreamId, StreamKind, WriteError,
+};
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointEvent, Transmit};
 pub use engine::session::CloseReason;
 pub use perfmon::{PerfCounters, PerfInstant, PerfMon};

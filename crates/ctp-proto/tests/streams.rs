@@ -7,7 +7,7 @@ mod common;
 use common::{connect, data};
 use core::time::Duration;
 use ctp_proto::pair::Pair;
-use ctp_proto::{ConnectionHandle, Profile, ReadError, StreamId, WriteError};
+use ctp_proto::{ConnectionHandle, Profile, ReadError, StreamId, StreamKind, WriteError};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -69,12 +69,15 @@ fn streams_open_without_a_round_trip_and_arrive_whole_each_on_its_own() {
     let now = p.now;
     let conn = p.client.connection_mut(c).expect("client");
     let ids: Vec<StreamId> = (0..5)
-        .map(|_| conn.open_stream(1).expect("opens"))
+        .map(|_| {
+            conn.open_stream(StreamKind::Bidirectional, 1)
+                .expect("opens")
+        })
         .collect();
     assert_eq!(
         ids,
-        vec![2, 4, 6, 8, 10],
-        "the initiator opens even ids from 2"
+        vec![4, 8, 12, 16, 20],
+        "the initiator's bidirectional streams after 0"
     );
     let payloads: Vec<Vec<u8>> = (0..5)
         .map(|i| data(100_000 + i * 7_777, i as u64))
@@ -114,16 +117,47 @@ fn streams_open_without_a_round_trip_and_arrive_whole_each_on_its_own() {
     for (i, id) in ids.iter().enumerate() {
         assert!(got[id] == payloads[i], "stream {id} arrived changed");
     }
-    // A stream nobody opened is refused, with the reason; the responder's side opens odd
-    // ids, and its data goes the other way on a stream of its own.
+    // A stream nobody opened is refused, with the reason; so is writing on the peer's
+    // unidirectional stream. The responder's streams have odd ids.
     let conn = p.client.connection_mut(c).expect("client");
-    let err = conn.write_on(now, 12, b"x").expect_err("not opened");
+    let err = conn.write_on(now, 24, b"x").expect_err("not opened");
     assert!(
-        matches!(err, WriteError::NotOpen(ref r) if r.contains("stream 12")),
+        matches!(err, WriteError::NoStream(ref r) if r.contains("stream 24")),
         "{err}"
     );
     let server = p.server.connection_mut(s).expect("server");
-    assert_eq!(server.open_stream(0).expect("opens"), 1);
+    assert_eq!(
+        server
+            .open_stream(StreamKind::Bidirectional, 0)
+            .expect("opens"),
+        1
+    );
+    let uni = server
+        .open_stream(StreamKind::Unidirectional, 0)
+        .expect("opens");
+    assert_eq!(uni, 3);
+    server
+        .write_on(now, uni, b"one way")
+        .expect("the opener writes");
+    let mut got = Vec::new();
+    let ok = p.run_until(Duration::from_secs(10), |p| {
+        let now = p.now;
+        let conn = p.client.connection_mut(c).expect("client");
+        if let Some(id) = conn.accept_stream() {
+            assert_eq!(id, uni);
+        }
+        let mut buf = [0u8; 64];
+        if let Ok(n) = conn.read_on(now, uni, &mut buf) {
+            got.extend_from_slice(&buf[..n]);
+        }
+        got == b"one way"
+    });
+    assert!(ok, "{got:?}");
+    let conn = p.client.connection_mut(c).expect("client");
+    let err = conn
+        .write_on(p.now, uni, b"back")
+        .expect_err("one way only");
+    assert!(err.to_string().contains("unidirectional"), "{err}");
 }
 
 #[test]
@@ -140,9 +174,14 @@ fn a_high_priority_stream_is_served_before_any_later_bulk_data() {
     const BULK: usize = 64 * 1024;
     const MSG: usize = 1024;
     let conn = p.client.connection_mut(c).expect("client");
-    let urgent = conn.open_stream(9).expect("opens");
+    let urgent = conn
+        .open_stream(StreamKind::Bidirectional, 9)
+        .expect("opens");
     let bulk: Vec<StreamId> = (0..99)
-        .map(|_| conn.open_stream(0).expect("opens"))
+        .map(|_| {
+            conn.open_stream(StreamKind::Bidirectional, 0)
+                .expect("opens")
+        })
         .collect();
     let now = p.now;
     // Each bulk stream in four writes, four chunks: the turns equal priorities take.
@@ -250,7 +289,9 @@ fn an_idle_stream_costs_less_than_256_bytes() {
         let now = p.now;
         let conn = p.client.connection_mut(c).expect("client");
         for _ in 0..n {
-            let id = conn.open_stream(0).expect("opens");
+            let id = conn
+                .open_stream(StreamKind::Bidirectional, 0)
+                .expect("opens");
             conn.write_on(now, id, b"x").expect("queued");
         }
         let mut ended = 0;

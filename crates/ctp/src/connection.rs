@@ -2,10 +2,11 @@
 
 use crate::error::ConnectionError;
 use crate::shared::{register, Shared, State};
+use crate::stream::Stream;
 use bytes::{Buf, Bytes};
 use ctp_proto::{
     CloseReason, ConnectionHandle, ConnectionState, ConnectionStats, MicroSet, MsgOptions, Params,
-    PerfMon, ReadError, WriteError,
+    PerfMon, ReadError, StreamKind, WriteError,
 };
 use std::future::poll_fn;
 use std::io;
@@ -78,6 +79,7 @@ fn write_error(e: WriteError, state: &ConnectionState, closing: bool) -> Option<
         WriteError::TooLarge { len, max } => Some(ConnectionError::MessageTooLarge { len, max }),
         WriteError::Finished => Some(ConnectionError::Finished),
         WriteError::BadDependency(why) => Some(ConnectionError::BadDependency(why)),
+        WriteError::NoStream(why) => Some(ConnectionError::NoStream(why)),
         WriteError::NotOpen(_) => Some(match state {
             ConnectionState::Closed(r) => ConnectionError::Closed(r.clone()),
             _ if closing => ConnectionError::Closing,
@@ -109,7 +111,7 @@ impl Connection {
     /// application is closing it), unless the endpoint is closed, the connection was
     /// aborted, or it no longer exists. The driver is woken afterwards when `f` reports that
     /// it changed something.
-    fn with<T>(
+    pub(crate) fn with<T>(
         &self,
         cx: Option<&mut Context<'_>>,
         f: impl FnOnce(&mut ctp_proto::connection::Connection, ctp_proto::Instant, bool) -> Op<T>,
@@ -154,7 +156,7 @@ impl Connection {
     /// Runs one stream read (`read`, whose value `got` says whether it delivered bytes) on
     /// the proto connection, or registers to be woken when bytes arrive. A graceful close
     /// reads as the end of the stream (`T::default()`: nothing).
-    fn poll_stream_read<T: Default>(
+    pub(crate) fn poll_stream_read<T: Default>(
         &self,
         cx: &mut Context<'_>,
         read: impl FnOnce(
@@ -203,7 +205,7 @@ impl Connection {
 
     /// Runs one send operation (`write`: a stream write or a queued message) on the proto
     /// connection, or registers to be woken when there is room.
-    fn poll_send<T>(
+    pub(crate) fn poll_send<T>(
         &self,
         cx: &mut Context<'_>,
         write: impl FnOnce(
@@ -259,6 +261,43 @@ impl Connection {
                 false,
             ),
         })
+    }
+
+    /// Opens a stream of this side, of `kind` (bidirectional, or written by this side
+    /// only), with `priority` (higher is served first, equal priorities take turns): a byte
+    /// stream of its own, ordered on its own, that the peer receives with
+    /// [`Connection::accept_stream`]. Opening costs no round trip —
+    /// the peer learns of the stream with its first data. Needs an ordered, reliable
+    /// profile.
+    pub fn open_stream(&self, kind: StreamKind, priority: u8) -> Result<Stream, ConnectionError> {
+        let id = match self.with(None, |c, _, _| match c.open_stream(kind, priority) {
+            Ok(id) => Op::Done(Ok(id), false),
+            Err(e) => Op::Done(
+                Err(write_error(e, c.state(), false).unwrap_or(ConnectionError::Closing)),
+                false,
+            ),
+        }) {
+            Poll::Ready(r) => r?,
+            Poll::Pending => unreachable!("opening a stream never waits"),
+        };
+        Ok(Stream::new(self.clone(), id))
+    }
+
+    /// Waits for the next stream the peer opened (by sending on it).
+    pub async fn accept_stream(&self) -> Result<Stream, ConnectionError> {
+        let id = poll_fn(|cx| {
+            self.with(Some(cx), |c, _, _| match c.accept_stream() {
+                Some(id) => Op::Done(Ok(id), false),
+                None => match c.state() {
+                    ConnectionState::Closed(r) => {
+                        Op::Done(Err(ConnectionError::Closed(r.clone())), false)
+                    }
+                    _ => Op::Wait,
+                },
+            })
+        })
+        .await?;
+        Ok(Stream::new(self.clone(), id))
     }
 
     /// Sends one message, waiting for room in the send buffer. Messages keep their
@@ -480,7 +519,7 @@ impl Connection {
 }
 
 /// The result of one attempt at an operation.
-enum Op<T> {
+pub(crate) enum Op<T> {
     /// Finished with a result; `true` when the driver should run.
     Done(Result<T, ConnectionError>, bool),
     /// Not possible yet; wait for activity on the connection.

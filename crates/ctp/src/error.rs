@@ -27,6 +27,10 @@ pub enum ConnectionError {
     /// A named predecessor is not an earlier message of this connection, or too many are named.
     #[error("bad predecessor list: {0}")]
     BadDependency(String),
+    /// The stream cannot be used (never opened, too many open, or the profile carries only
+    /// the connection's own byte stream); why.
+    #[error("{0}")]
+    NoStream(String),
 }
 
 impl ConnectionError {
@@ -54,9 +58,9 @@ impl From<ConnectionError> for io::Error {
                 io::ErrorKind::InvalidData
             }
             ConnectionError::Closing | ConnectionError::Finished => io::ErrorKind::BrokenPipe,
-            ConnectionError::MessageTooLarge { .. } | ConnectionError::BadDependency(_) => {
-                io::ErrorKind::InvalidInput
-            }
+            ConnectionError::MessageTooLarge { .. }
+            | ConnectionError::BadDependency(_)
+            | ConnectionError::NoStream(_) => io::ErrorKind::InvalidInput,
         };
         io::Error::new(kind, e)
     }

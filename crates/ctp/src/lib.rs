@@ -46,11 +46,13 @@ mod file;
 mod precise_timer;
 mod route_mtu;
 mod shared;
+mod stream;
 
 pub use connection::Connection;
 pub use endpoint::{set_socket_buffers, Endpoint, EndpointOptions, DEFAULT_SOCKET_BUFFER};
 pub use error::{ConnectError, ConnectionError, FileError};
 pub use file::FILE_BLOCK;
+pub use stream::Stream;
 
 pub use ctp_proto;
 pub use ctp_proto::{

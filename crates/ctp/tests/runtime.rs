@@ -3,6 +3,7 @@
 //! Every test is bounded by `tokio::time::timeout`; none asserts on speed.
 
 use bytes::Bytes;
+use ctp::ctp_proto::StreamKind;
 use ctp::{ConnectError, Connection, Endpoint, EndpointOptions, Profile};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -795,4 +796,64 @@ async fn a_client_sends_from_the_local_address_it_was_given() {
         panic!("a socket bound to 127.0.0.1 was given other addresses to send from");
     };
     assert!(err.to_string().contains("unspecified address"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_carry_their_own_bytes_beside_the_connection_stream() {
+    let (server, addr) = server().await;
+    let (_c, conn, acc) = pair(&server, addr, &Profile::reliable()).await;
+    let payloads: Vec<Vec<u8>> = (0..3)
+        .map(|i| data(300_000 + i * 1000, 40 + i as u64))
+        .collect();
+    let writer = {
+        let conn = conn.clone();
+        let payloads = payloads.clone();
+        tokio::spawn(async move {
+            for (i, p) in payloads.iter().enumerate() {
+                let kind = if i == 2 {
+                    StreamKind::Unidirectional
+                } else {
+                    StreamKind::Bidirectional
+                };
+                let mut s = conn.open_stream(kind, i as u8).expect("opens");
+                assert_eq!(s.id(), [4, 8, 2][i]);
+                s.write_all(p).await.expect("writes");
+                s.shutdown().await.expect("finishes");
+            }
+            let mut c = conn.clone();
+            c.write_all(b"and the connection's own stream")
+                .await
+                .expect("writes");
+            c.shutdown().await.expect("finishes");
+        })
+    };
+    let reader = tokio::spawn(async move {
+        let mut got = std::collections::BTreeMap::new();
+        for _ in 0..3 {
+            let mut s = acc.accept_stream().await.expect("accepts");
+            let mut buf = Vec::new();
+            s.read_to_end(&mut buf).await.expect("reads");
+            got.insert(s.id(), buf);
+        }
+        let mut own = Vec::new();
+        let mut c = acc.clone();
+        c.read_to_end(&mut own).await.expect("reads");
+        (got, own)
+    });
+    let (got, own) = timeout(Duration::from_secs(60), reader)
+        .await
+        .expect("in time")
+        .expect("reader");
+    writer.await.expect("writer");
+    assert_eq!(own, b"and the connection's own stream");
+    for (i, p) in payloads.iter().enumerate() {
+        let id = [4, 8, 2][i];
+        assert!(got[&id] == *p, "stream {id} changed");
+    }
+    // A profile without ordered, reliable delivery has no streams; the error says why.
+    let (_c2, dconn, _dacc) = pair(&server, addr, &Profile::datagram()).await;
+    let err = dconn
+        .open_stream(StreamKind::Bidirectional, 0)
+        .expect_err("refused");
+    assert!(err.to_string().contains("ordered, reliable"), "{err}");
 }

@@ -8,7 +8,9 @@ use crate::conn_core::{ConnectionCore, Dropped};
 use crate::engine::app::Outgoing;
 use crate::engine::event::Event;
 use crate::engine::session::CloseReason;
-use crate::engine::streams::{StreamId, MAX_STREAMS};
+use crate::engine::streams::{
+    kind_of, opened_by_initiator, stream_id, StreamId, StreamKind, MAX_STREAMS,
+};
 use crate::handshake::state::InitAckError;
 use crate::handshake::{CookieContents, Handshake};
 use crate::packet::{open_short, Opened};
@@ -53,9 +55,11 @@ pub struct ComposedConnection {
     pub(crate) last_stream_msg: Option<u64>,
     /// The performance monitor's memory (composed connections; a `udt` one keeps its own).
     pub(crate) perf: crate::perfmon::PerfMonitor,
-    /// The next stream id this side opens (even from 2 for the initiator, odd from 1 for
-    /// the responder).
-    pub(crate) next_stream: StreamId,
+    /// This side initiated the connection (stream ids say which side opened a stream).
+    pub(crate) initiator: bool,
+    /// Streams this side opened, by kind (bidirectional, unidirectional); the initiator's
+    /// first bidirectional one is stream 0.
+    pub(crate) opened: [u64; 2],
 }
 
 /// Retransmission timeouts in a row after which a connection with another local address
@@ -156,7 +160,8 @@ impl ComposedConnection {
             largest_peer_pn: None,
             last_stream_msg: None,
             perf: crate::perfmon::PerfMonitor::new(now),
-            next_stream: 2,
+            initiator: true,
+            opened: [1, 0],
         }
     }
 
@@ -183,7 +188,8 @@ impl ComposedConnection {
             largest_peer_pn: None,
             last_stream_msg: None,
             perf: crate::perfmon::PerfMonitor::new(k.minted),
-            next_stream: 1,
+            initiator: false,
+            opened: [0, 0],
         }
     }
 
@@ -314,20 +320,29 @@ impl ComposedConnection {
         Ok(id)
     }
 
-    /// Whether data may be written to `stream`: 0, one this side opened, or one the peer
-    /// opened (streams are bidirectional).
+    /// Whether data may be written to `stream`: one this side opened, or a bidirectional
+    /// one the peer opened (and sent on).
     fn check_stream(&self, stream: StreamId) -> Result<(), WriteError> {
-        let ours = stream % 2 == self.next_stream % 2;
-        let known = stream == 0
-            || (ours && stream < self.next_stream)
-            || (!ours && self.engine.as_ref().is_some_and(|e| e.peer_opened(stream)));
-        if known {
-            Ok(())
+        let kind = kind_of(stream);
+        let allowed = if opened_by_initiator(stream) == self.initiator {
+            stream >> 2 < self.opened[kind as usize]
         } else {
-            Err(WriteError::NotOpen(format!(
-                "stream {stream} was not opened on this connection"
-            )))
+            kind == StreamKind::Bidirectional
+                && self.engine.as_ref().is_some_and(|e| e.peer_opened(stream))
+        };
+        if allowed {
+            return Ok(());
         }
+        let why = if kind == StreamKind::Unidirectional
+            && opened_by_initiator(stream) != self.initiator
+        {
+            format!(
+                "stream {stream} is the peer's unidirectional stream: only the peer writes on it"
+            )
+        } else {
+            format!("stream {stream} was not opened on this connection")
+        };
+        Err(WriteError::NoStream(why))
     }
 
     fn read_gate(&self) -> ReadError {
@@ -798,21 +813,21 @@ impl ConnectionCore for ComposedConnection {
     /// Opens a stream of this side with `priority` (higher is served first); data written
     /// to it travels without a round trip to set it up. Streams need an ordered, reliable
     /// profile (`fifo` and `arq`).
-    fn open_stream(&mut self, priority: u8) -> Result<StreamId, WriteError> {
+    fn open_stream(&mut self, kind: StreamKind, priority: u8) -> Result<StreamId, WriteError> {
         if !(self.micros.has(MicroId::Fifo) && self.micros.has(MicroId::Arq)) {
-            return Err(WriteError::NotOpen(
+            return Err(WriteError::NoStream(
                 "streams need an ordered, reliable profile (with `fifo` and `arq`)".into(),
             ));
         }
-        let id = self.next_stream;
+        let id = stream_id(self.initiator, kind, self.opened[kind as usize]);
         let e = Self::open_engine(&self.state, &mut self.engine)?;
         if e.state().app.tx.stream_count() >= MAX_STREAMS {
-            return Err(WriteError::NotOpen(format!(
+            return Err(WriteError::NoStream(format!(
                 "{MAX_STREAMS} streams are open on this connection"
             )));
         }
         e.open_stream(id, priority);
-        self.next_stream += 2;
+        self.opened[kind as usize] += 1;
         Ok(id)
     }
 

@@ -24,7 +24,7 @@ use std::net::SocketAddr;
 
 pub use self::composed::{ComposedConnection, MAX_PN_JUMP};
 pub use crate::conn_state::{ConnectionState, MsgOptions, ReadError, WriteError, STREAM_CHUNK};
-pub use crate::engine::streams::StreamId;
+pub use crate::engine::streams::{StreamId, StreamKind};
 pub use crate::handshake::{HANDSHAKE_MAX_RTO, HANDSHAKE_RTO};
 
 /// The core of a connection.
@@ -257,12 +257,11 @@ impl Connection {
         self.core_mut().recv_msg(now)
     }
 
-    /// Opens a stream of this side with `priority` (higher is served first; equal
-    /// priorities take turns). Nothing is sent to open it: the peer learns of it with its
-    /// first data. Streams are bidirectional; stream 0 is the byte stream of
-    /// [`Connection::stream_write`].
-    pub fn open_stream(&mut self, priority: u8) -> Result<StreamId, WriteError> {
-        self.core_mut().open_stream(priority)
+    /// Opens a stream of this side, of `kind`, with `priority` (higher is served first;
+    /// equal priorities take turns). Nothing is sent to open it: the peer learns of it with
+    /// its first data. Stream 0 is the byte stream of [`Connection::stream_write`].
+    pub fn open_stream(&mut self, kind: StreamKind, priority: u8) -> Result<StreamId, WriteError> {
+        self.core_mut().open_stream(kind, priority)
     }
 
     /// Changes the priority of `stream` (0 included).

@@ -17,9 +17,40 @@ use super::app::Outgoing;
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-/// Identifies a stream of a connection. 0 is the default stream; the initiator opens even
-/// ids from 2, the responder odd ids from 1, so the two never pick the same one.
+/// Identifies a stream of a connection. Bit 0 says who opened it (0: the initiator, 1:
+/// the responder), so the two sides never pick the same id; bit 1 is set on a
+/// unidirectional stream (only its opener writes); the rest counts the opener's streams of
+/// that kind. 0 is the default stream (the initiator's first bidirectional one).
 pub type StreamId = u64;
+
+/// Whether a stream carries data both ways or from its opener only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamKind {
+    /// Both sides write.
+    Bidirectional,
+    /// Only the side that opened it writes.
+    Unidirectional,
+}
+
+/// The id of the `n`th stream of `kind` opened by the initiator (`initiator` true) or the
+/// responder.
+pub fn stream_id(initiator: bool, kind: StreamKind, n: u64) -> StreamId {
+    n << 2 | u64::from(kind == StreamKind::Unidirectional) << 1 | u64::from(!initiator)
+}
+
+/// Whether stream `id` was opened by the initiator.
+pub fn opened_by_initiator(id: StreamId) -> bool {
+    id & 1 == 0
+}
+
+/// The kind of stream `id`.
+pub fn kind_of(id: StreamId) -> StreamKind {
+    if id & 2 == 0 {
+        StreamKind::Bidirectional
+    } else {
+        StreamKind::Unidirectional
+    }
+}
 
 /// Streams opened at most on one connection, by either side (each costs its state, see
 /// [`StreamTx`] and [`StreamRx`]).
@@ -337,6 +368,26 @@ mod tests {
         q.push_back(chunk(2, 2));
         assert_eq!(q.front_mut().map(|o| o.data[0]), Some(2));
         assert_eq!(order(&mut q), vec![2, 1]);
+    }
+
+    #[test]
+    fn ids_say_who_opened_a_stream_and_which_way_it_goes() {
+        use StreamKind::*;
+        assert_eq!(stream_id(true, Bidirectional, 0), 0, "the default stream");
+        let ids = [
+            stream_id(true, Bidirectional, 1),
+            stream_id(true, Unidirectional, 0),
+            stream_id(false, Bidirectional, 0),
+            stream_id(false, Unidirectional, 3),
+        ];
+        assert_eq!(ids, [4, 2, 1, 15]);
+        let opener: Vec<bool> = ids.iter().map(|&i| opened_by_initiator(i)).collect();
+        assert_eq!(opener, [true, true, false, false]);
+        let kinds: Vec<StreamKind> = ids.iter().map(|&i| kind_of(i)).collect();
+        assert_eq!(
+            kinds,
+            [Bidirectional, Unidirectional, Bidirectional, Unidirectional]
+        );
     }
 
     #[test]

@@ -1,0 +1,111 @@
+//! One stream of a connection other than its own byte stream: opened with
+//! [`Connection::open_stream`] or accepted with [`Connection::accept_stream`].
+
+use crate::connection::{Connection, Op};
+use crate::error::ConnectionError;
+use ctp_proto::StreamId;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// A stream of a connection: an ordered byte stream of its own ([`AsyncRead`] and
+/// [`AsyncWrite`]; shutting the writer down finishes it), delivered in order on its own —
+/// a stream waiting for a retransmission holds up no other — and sent by its priority.
+/// On a bidirectional stream either side writes; on a unidirectional one only its opener.
+#[derive(Clone, Debug)]
+pub struct Stream {
+    conn: Connection,
+    id: StreamId,
+}
+
+impl Stream {
+    pub(crate) fn new(conn: Connection, id: StreamId) -> Self {
+        Stream { conn, id }
+    }
+
+    /// The stream's id (bit 0: opened by the responder; bit 1: unidirectional).
+    pub fn id(&self) -> StreamId {
+        self.id
+    }
+
+    /// The connection it belongs to.
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Changes the stream's priority (higher is served first).
+    pub fn set_priority(&self, priority: u8) -> Result<(), ConnectionError> {
+        let id = self.id;
+        match self.conn.with(None, |c, _, _| {
+            Op::Done(
+                c.set_priority(id, priority)
+                    .map_err(|e| ConnectionError::NoStream(e.to_string())),
+                true,
+            )
+        }) {
+            Poll::Ready(r) => r,
+            Poll::Pending => unreachable!("a priority change never waits"),
+        }
+    }
+
+    fn poll_finish(&self) -> Poll<Result<(), ConnectionError>> {
+        let id = self.id;
+        self.conn
+            .with(None, |c, now, _| match c.finish_on(now, id) {
+                Ok(()) => Op::Done(Ok(()), true),
+                Err(e) => Op::Done(Err(ConnectionError::NoStream(e.to_string())), false),
+            })
+    }
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        let id = self.id;
+        let dst = buf.initialize_unfilled();
+        match self
+            .conn
+            .poll_stream_read(cx, |c, now| c.read_on(now, id, dst), |&n| n > 0)
+        {
+            Poll::Ready(Ok(n)) => {
+                buf.advance(n);
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e.into())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if buf.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        let id = self.id;
+        self.conn
+            .poll_send(cx, |c, now| c.write_on(now, id, buf))
+            .map_err(io::Error::from)
+    }
+
+    /// Data is handed to the protocol by `poll_write`; there is nothing to flush.
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    /// Finishes the stream: the peer reads its end after everything written before.
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_finish().map_err(io::Error::from)
+    }
+}
