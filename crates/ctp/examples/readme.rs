@@ -1,10 +1,11 @@
 //! The README's example, whole: a server that accepts one connection and reads what the
-//! client writes, and a client that writes a stream and sends a message. It is built by
+//! client writes, and a client that writes the connection's stream, sends a message and
+//! opens a stream of its own. It is built by
 //! `cargo test`, so the README cannot show code that does not compile.
 //!
 //! Run: `cargo run --release -p ctp --example readme`
 
-use ctp::{Endpoint, EndpointOptions, Profile};
+use ctp::{Endpoint, EndpointOptions, Profile, StreamKind};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[tokio::main]
@@ -17,7 +18,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut text = String::new();
         conn.read_to_string(&mut text).await?; // the stream, up to the client's shutdown
         let msg = conn.recv_msg().await?; // a message, whole
-        Ok::<_, Box<dyn std::error::Error + Send + Sync>>((text, msg))
+        let mut stream = conn.accept_stream().await?; // a stream the client opened
+        let mut more = String::new();
+        stream.read_to_string(&mut more).await?;
+        Ok::<_, Box<dyn std::error::Error + Send + Sync>>((text, msg, more))
     });
 
     // The client.
@@ -27,10 +31,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     conn.send_msg(bytes::Bytes::from_static(b"a message"))
         .await?;
     conn.shutdown().await?; // ends the byte stream
+                            // More streams, each ordered on its own, by priority (higher first); no round trip.
+    let mut stream = conn.open_stream(StreamKind::Bidirectional, 7)?;
+    stream.write_all(b"on a stream").await?;
+    stream.shutdown().await?; // ends this stream
     println!("{:?}", conn.stats()); // packets, bytes, retransmissions, RTT, cwnd, …
 
-    let (text, msg) = serving.await?.map_err(|e| e.to_string())?;
+    let (text, msg, more) = serving.await?.map_err(|e| e.to_string())?;
     assert_eq!((text.as_str(), &msg[..]), ("hello", &b"a message"[..]));
+    assert_eq!(more, "on a stream");
     conn.close().await?; // graceful: resolves once everything is delivered
     println!(
         "server got {text:?} and {:?}",

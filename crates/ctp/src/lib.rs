@@ -57,5 +57,5 @@ pub use stream::Stream;
 pub use ctp_proto;
 pub use ctp_proto::{
     CloseReason, ConnectionStats, EndpointStats, MicroId, MicroSet, MsgOptions, Params,
-    PerfCounters, PerfInstant, PerfMon, Profile, ProfileError,
+    PerfCounters, PerfInstant, PerfMon, Profile, ProfileError, StreamId, StreamKind,
 };

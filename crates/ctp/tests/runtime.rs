@@ -3,8 +3,7 @@
 //! Every test is bounded by `tokio::time::timeout`; none asserts on speed.
 
 use bytes::Bytes;
-use ctp::ctp_proto::StreamKind;
-use ctp::{ConnectError, Connection, Endpoint, EndpointOptions, Profile};
+use ctp::{ConnectError, Connection, Endpoint, EndpointOptions, Profile, StreamKind};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
