@@ -6,9 +6,9 @@
 //! that framework alone.
 
 use crate::engine::admission::Admission;
-use crate::engine::app::Outgoing;
 use crate::engine::event::{Event, EventKind, OwnedEvents, PacketInfo, EVENT_KINDS};
 use crate::engine::session::CloseReason;
+use crate::engine::streams::Outgoing;
 use crate::engine::{
     BorrowedRing, Cx, FrameWriter, Microprotocol, SetupError, State, CUT_AHEAD, MAX_HANDLERS,
 };

@@ -2,11 +2,10 @@
 
 use crate::error::ConnectionError;
 use crate::shared::{register, Shared, State};
-use crate::stream::Stream;
 use bytes::{Buf, Bytes};
 use ctp_proto::{
     CloseReason, ConnectionHandle, ConnectionState, ConnectionStats, MicroSet, MsgOptions, Params,
-    PerfMon, ReadError, StreamKind, WriteError,
+    PerfMon, ReadError, WriteError,
 };
 use std::future::poll_fn;
 use std::io;
@@ -73,7 +72,11 @@ fn gone() -> ConnectionError {
 }
 
 /// Maps a refused write to what the application sees (`None`: wait for room).
-fn write_error(e: WriteError, state: &ConnectionState, closing: bool) -> Option<ConnectionError> {
+pub(crate) fn write_error(
+    e: WriteError,
+    state: &ConnectionState,
+    closing: bool,
+) -> Option<ConnectionError> {
     match e {
         WriteError::Blocked => None,
         WriteError::TooLarge { len, max } => Some(ConnectionError::MessageTooLarge { len, max }),
@@ -261,43 +264,6 @@ impl Connection {
                 false,
             ),
         })
-    }
-
-    /// Opens a stream of this side, of `kind` (bidirectional, or written by this side
-    /// only), with `priority` (higher is served first, equal priorities take turns): a byte
-    /// stream of its own, ordered on its own, that the peer receives with
-    /// [`Connection::accept_stream`]. Opening costs no round trip —
-    /// the peer learns of the stream with its first data. Needs an ordered, reliable
-    /// profile.
-    pub fn open_stream(&self, kind: StreamKind, priority: u8) -> Result<Stream, ConnectionError> {
-        let id = match self.with(None, |c, _, _| match c.open_stream(kind, priority) {
-            Ok(id) => Op::Done(Ok(id), false),
-            Err(e) => Op::Done(
-                Err(write_error(e, c.state(), false).unwrap_or(ConnectionError::Closing)),
-                false,
-            ),
-        }) {
-            Poll::Ready(r) => r?,
-            Poll::Pending => unreachable!("opening a stream never waits"),
-        };
-        Ok(Stream::new(self.clone(), id))
-    }
-
-    /// Waits for the next stream the peer opened (by sending on it).
-    pub async fn accept_stream(&self) -> Result<Stream, ConnectionError> {
-        let id = poll_fn(|cx| {
-            self.with(Some(cx), |c, _, _| match c.accept_stream() {
-                Some(id) => Op::Done(Ok(id), false),
-                None => match c.state() {
-                    ConnectionState::Closed(r) => {
-                        Op::Done(Err(ConnectionError::Closed(r.clone())), false)
-                    }
-                    _ => Op::Wait,
-                },
-            })
-        })
-        .await?;
-        Ok(Stream::new(self.clone(), id))
     }
 
     /// Sends one message, waiting for room in the send buffer. Messages keep their

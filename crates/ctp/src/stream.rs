@@ -1,9 +1,10 @@
 //! One stream of a connection other than its own byte stream: opened with
 //! [`Connection::open_stream`] or accepted with [`Connection::accept_stream`].
 
-use crate::connection::{Connection, Op};
+use crate::connection::{write_error, Connection, Op};
 use crate::error::ConnectionError;
-use ctp_proto::StreamId;
+use ctp_proto::{ConnectionState, StreamId, StreamKind};
+use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -56,6 +57,46 @@ impl Stream {
                 Ok(()) => Op::Done(Ok(()), true),
                 Err(e) => Op::Done(Err(ConnectionError::NoStream(e.to_string())), false),
             })
+    }
+}
+
+/// Streams are opened and accepted on their connection.
+impl Connection {
+    /// Opens a stream of this side, of `kind` (bidirectional, or written by this side
+    /// only), with `priority` (higher is served first, equal priorities take turns): a byte
+    /// stream of its own, ordered on its own, that the peer receives with
+    /// [`Connection::accept_stream`]. Opening costs no round trip —
+    /// the peer learns of the stream with its first data. Needs an ordered, reliable
+    /// profile.
+    pub fn open_stream(&self, kind: StreamKind, priority: u8) -> Result<Stream, ConnectionError> {
+        let id = match self.with(None, |c, _, _| match c.open_stream(kind, priority) {
+            Ok(id) => Op::Done(Ok(id), false),
+            Err(e) => Op::Done(
+                Err(write_error(e, c.state(), false).unwrap_or(ConnectionError::Closing)),
+                false,
+            ),
+        }) {
+            Poll::Ready(r) => r?,
+            Poll::Pending => unreachable!("opening a stream never waits"),
+        };
+        Ok(Stream::new(self.clone(), id))
+    }
+
+    /// Waits for the next stream the peer opened (by sending on it).
+    pub async fn accept_stream(&self) -> Result<Stream, ConnectionError> {
+        let id = poll_fn(|cx| {
+            self.with(Some(cx), |c, _, _| match c.accept_stream() {
+                Some(id) => Op::Done(Ok(id), false),
+                None => match c.state() {
+                    ConnectionState::Closed(r) => {
+                        Op::Done(Err(ConnectionError::Closed(r.clone())), false)
+                    }
+                    _ => Op::Wait,
+                },
+            })
+        })
+        .await?;
+        Ok(Stream::new(self.clone(), id))
     }
 }
 

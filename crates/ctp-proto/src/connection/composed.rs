@@ -5,9 +5,9 @@
 use super::paths::{PathAction, Paths};
 use crate::composed::Engine;
 use crate::conn_core::{ConnectionCore, Dropped};
-use crate::engine::app::Outgoing;
 use crate::engine::event::Event;
 use crate::engine::session::CloseReason;
+use crate::engine::streams::Outgoing;
 use crate::engine::streams::{
     kind_of, opened_by_initiator, stream_id, StreamId, StreamKind, MAX_STREAMS,
 };

@@ -13,46 +13,6 @@ use super::streams::{RecvStreams, SendQueue, StreamId};
 use bytes::Bytes;
 use std::collections::VecDeque;
 
-/// Something the application queued for sending.
-#[derive(Clone, Debug)]
-pub struct Outgoing {
-    /// Bytes of the message or stream chunk.
-    pub data: Bytes,
-    /// Bytes already cut into segments.
-    pub cut: usize,
-    /// Part of the ordered byte stream rather than a discrete message.
-    pub stream: bool,
-    /// The byte stream ends after this chunk.
-    pub fin: bool,
-    /// Message sequence number, assigned when the first piece is cut.
-    pub msg: Option<u64>,
-    /// Sender timestamp (microseconds), when the profile stamps messages.
-    pub sent_us: Option<u64>,
-    /// Out of band: may bypass the receiver's ordering.
-    pub urgent: bool,
-    /// Earlier messages the receiver must deliver first (causal ordering).
-    pub deps: Vec<u64>,
-    /// The stream it goes on (0: the default stream).
-    pub stream_id: StreamId,
-}
-
-impl Outgoing {
-    /// A message (or stream chunk) not yet cut.
-    pub fn new(data: Bytes, stream: bool, fin: bool, sent_us: Option<u64>) -> Self {
-        Outgoing {
-            data,
-            cut: 0,
-            stream,
-            fin,
-            msg: None,
-            sent_us,
-            urgent: false,
-            deps: Vec::new(),
-            stream_id: 0,
-        }
-    }
-}
-
 /// A reassembled message waiting behind the delivery barrier (ordering, jitter control).
 #[derive(Clone, Debug, Default)]
 pub struct Completed {

@@ -2,9 +2,9 @@
 //! and frames (no endpoint, no network).
 
 use crate::composed::Engine;
-use crate::engine::app::Outgoing;
 use crate::engine::event::{Event, PacketInfo};
 use crate::engine::session::CloseReason;
+use crate::engine::streams::Outgoing;
 use crate::profile::{compose, Isn, MicroId, MicroSet, Params, MANDATORY};
 use crate::protection::{Crc32c, PacketProtection};
 use crate::wire::frame::{ty, AckFrame, Deps, Frame, Piece, PieceFlags, PnRange};
