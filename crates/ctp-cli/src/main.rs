@@ -65,6 +65,9 @@ fn main() -> ExitCode {
             // to report what arrived before it.
             Command::Relay(a) => relay::run(a).await,
             Command::Perf(a) => perf::run(a).await,
+            // A sender or receiver stopped at Ctrl-C tells its peer why before it exits.
+            Command::Send(a) => send(a).await,
+            Command::Recv(a) => recv(a).await,
             // A chaos campaign stops taking seeds at Ctrl-C and prints its summary.
             Command::Sim(a) if a.scenario == "chaos" => {
                 let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -200,13 +203,50 @@ async fn send(a: SendArgs) -> Result<(), Failure> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "file".into());
+    let ep = client_endpoint(a.addr, a.bind, t, &profile).await?;
+    let work = send_over(&ep, &a, &profile, meta.len(), &name);
+    until_interrupted(&ep, "the sender", work).await
+}
+
+/// Runs `work` on `ep` unless Ctrl-C or SIGTERM comes first: then every peer of `ep` is
+/// told that `who` was interrupted (an abort with that reason, sent before `work` and its
+/// connections are dropped, so that no peer takes it for a graceful end).
+async fn until_interrupted(
+    ep: &Endpoint,
+    who: &str,
+    work: impl std::future::Future<Output = Result<(), Failure>>,
+) -> Result<(), Failure> {
+    tokio::pin!(work);
+    tokio::select! {
+        r = &mut work => r,
+        _ = interrupted() => Err(interrupt(ep, who).await),
+    }
+}
+
+/// Tells every peer of `ep` that `who` was interrupted (an abort with that reason) and
+/// waits, briefly, until the aborts were sent.
+async fn interrupt(ep: &Endpoint, who: &str) -> Failure {
+    ep.close_with(&format!("{who} was interrupted (Ctrl-C or SIGTERM)"));
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), ep.closed()).await;
+    Failure::Interrupted
+}
+
+/// Sends file `a.file` (`len` bytes, named `name` to the receiver) from `ep`.
+async fn send_over(
+    ep: &Endpoint,
+    a: &SendArgs,
+    profile: &ctp::Profile,
+    len: u64,
+    name: &str,
+) -> Result<(), Failure> {
+    let t = &a.transport;
     let start = Instant::now();
-    let mut conn = open_connection(a.addr, a.bind, a.rendezvous, t, &profile).await?;
-    let pb = progress::bar(meta.len(), "send", t.json);
+    let mut conn = open_connection(ep, a.addr, a.rendezvous, profile).await?;
+    let pb = progress::bar(len, "send", t.json);
     let sending = if t.raw {
-        transfer::send::send_raw(&mut conn, &a.file, &pb, native_wire(&profile)).await
+        transfer::send::send_raw(&mut conn, &a.file, &pb, native_wire(profile)).await
     } else {
-        transfer::send::send_file(&mut conn, &a.file, &name, &pb)
+        transfer::send::send_file(&mut conn, &a.file, name, &pb)
             .await
             .map(|d| (d, true))
     };
@@ -225,7 +265,7 @@ async fn send(a: SendArgs) -> Result<(), Failure> {
         a.addr.to_string(),
         &t.profile,
         Measured {
-            bytes: meta.len(),
+            bytes: len,
             seconds: secs,
             stats: &stats,
             checksum: &digest,
@@ -253,23 +293,31 @@ fn warn_unverified(who: &str) {
     );
 }
 
-/// Connects to `addr` (or rendezvous with it) from a fresh endpoint bound to `bind` (any
-/// port by default).
-async fn open_connection(
+/// A fresh client endpoint for connecting to `addr`, bound to `bind` (any port by
+/// default).
+async fn client_endpoint(
     addr: SocketAddr,
     bind: Option<SocketAddr>,
-    rendezvous_with: bool,
     t: &cli::TransportArgs,
     profile: &ctp::Profile,
-) -> Result<Connection, Failure> {
-    let ep = Endpoint::bind(
+) -> Result<Endpoint, Failure> {
+    Ok(Endpoint::bind(
         bind.unwrap_or_else(|| unspecified_like(addr)),
         endpoint_options(t, profile, false)?,
     )
     .await
-    .context("cannot open a UDP socket")?;
+    .context("cannot open a UDP socket")?)
+}
+
+/// Connects `ep` to `addr` (or rendezvous with it).
+async fn open_connection(
+    ep: &Endpoint,
+    addr: SocketAddr,
+    rendezvous_with: bool,
+    profile: &ctp::Profile,
+) -> Result<Connection, Failure> {
     let connecting = if rendezvous_with {
-        rendezvous(&ep, addr, profile)
+        rendezvous(ep, addr, profile)
     } else {
         Box::pin(ep.connect(addr, profile))
     };
@@ -282,18 +330,29 @@ async fn recv(a: RecvArgs) -> Result<(), Failure> {
     let t = a.transport.clone();
     let profile = profile_for_files(&t)?;
     check_output(&a.out)?;
-    let native = native_wire(&profile);
     let ep = Endpoint::bind(
         a.listen,
         endpoint_options(&t, &profile, a.rendezvous.is_none())?,
     )
     .await
     .with_context(|| format!("cannot listen on {}", a.listen))?;
+    let work = receive_on(&ep, &a, &t, &profile);
+    until_interrupted(&ep, "the receiver", work).await
+}
+
+/// Receives files on `ep`: one (`--once`, `--rendezvous`) or until the endpoint closes.
+async fn receive_on(
+    ep: &Endpoint,
+    a: &RecvArgs,
+    t: &cli::TransportArgs,
+    profile: &ctp::Profile,
+) -> Result<(), Failure> {
+    let native = native_wire(profile);
     if let Some(peer) = a.rendezvous {
-        let conn = rendezvous(&ep, peer, &profile)
+        let conn = rendezvous(ep, peer, profile)
             .await
             .map_err(|e| anyhow!("rendezvous with {peer} failed: {e}"))?;
-        let summary = receive_one(conn, &a.out, a.overwrite, &t, native).await?;
+        let summary = receive_one(conn, &a.out, a.overwrite, t, native).await?;
         summary.print(t.json);
         return Ok(());
     }
@@ -309,7 +368,7 @@ async fn recv(a: RecvArgs) -> Result<(), Failure> {
             .accept()
             .await
             .ok_or_else(|| anyhow!("the endpoint closed before a sender connected"))?;
-        let summary = receive_one(conn, &a.out, a.overwrite, &t, native).await?;
+        let summary = receive_one(conn, &a.out, a.overwrite, t, native).await?;
         summary.print(t.json);
         return Ok(());
     }

@@ -67,7 +67,8 @@ async fn send(
     // Generated before the clock starts: it is the test's input, not the transfer's work.
     let block = generated_block();
     let start = Instant::now();
-    let mut conn = crate::open_connection(addr, None, false, t, profile).await?;
+    let ep = crate::client_endpoint(addr, None, t, profile).await?;
+    let mut conn = crate::open_connection(&ep, addr, false, profile).await?;
     let pb = progress::bar(bytes, "perf", t.json);
     let mut sent = 0u64;
     while sent < bytes {

@@ -1319,3 +1319,65 @@ fn a_file_with_a_250_byte_name_arrives_under_its_name() {
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     assert_eq!(std::fs::read(out.join(&name)).unwrap(), b"a long name");
 }
+
+#[test]
+fn an_interrupted_receiver_or_sender_tells_its_peer_why_and_leaves_no_file() {
+    for stop_receiver in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("huge.bin");
+        // Sparse 8 GiB through a 100 Mbit/s relay: minutes of transfer, so the stop comes
+        // while it is under way.
+        std::fs::File::create(&src)
+            .unwrap()
+            .set_len(8 << 30)
+            .unwrap();
+        let out = dir.path().join("in");
+        std::fs::create_dir(&out).unwrap();
+        let listen = format!("127.0.0.1:{}", free_port());
+        let recv = spawn(&[
+            "recv",
+            "--listen",
+            &listen,
+            "--out",
+            out.to_str().unwrap(),
+            "--once",
+        ]);
+        std::thread::sleep(Duration::from_millis(300));
+        let relay_at = format!("127.0.0.1:{}", free_port());
+        let relay = spawn(&[
+            "relay", "--listen", &relay_at, "--to", &listen, "--rate", "100mbit",
+        ]);
+        std::thread::sleep(Duration::from_millis(300));
+        // The idle timeout is far beyond the wait below: only the peer's word ends it.
+        let send = spawn(&[
+            "send",
+            src.to_str().unwrap(),
+            &relay_at,
+            "--idle-timeout",
+            "120",
+        ]);
+        std::thread::sleep(Duration::from_millis(1500));
+        let (stopped, other, who) = if stop_receiver {
+            (recv, send, "the receiver")
+        } else {
+            (send, recv, "the sender")
+        };
+        let pid = stopped.0.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success());
+        let s = wait_output(stopped, Duration::from_secs(10));
+        assert_eq!(s.status.code(), Some(130), "{who}");
+        let o = wait_output(other, Duration::from_secs(60));
+        assert_eq!(o.status.code(), Some(1), "the peer of {who}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("{who} was interrupted")),
+            "the peer of {who} says: {err}"
+        );
+        assert_eq!(leftovers(&out), Vec::<String>::new(), "{who}");
+        drop(relay);
+    }
+}

@@ -135,6 +135,7 @@ impl Driver {
         let reason = self.drive().await;
         tracing::debug!(local_addr = %self.shared.local_addr, %reason, "ctp endpoint driver stopping");
         self.shutdown(reason);
+        self.shared.mark_stopped();
     }
 
     async fn drive(&mut self) -> CloseReason {

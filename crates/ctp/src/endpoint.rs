@@ -265,12 +265,23 @@ impl Endpoint {
     /// Closes the endpoint: every connection is aborted (peers are told), the driver stops,
     /// and pending and later operations fail.
     pub fn close(&self) {
+        self.close_with("endpoint closed");
+    }
+
+    /// Resolves once the endpoint's driver stopped: after [`Endpoint::close`], when the
+    /// peers were sent their aborts.
+    pub async fn closed(&self) {
+        self.inner.shared.stopped().await
+    }
+
+    /// [`Endpoint::close`], telling every peer `reason` (as the reason of an abort).
+    pub fn close_with(&self, reason: &str) {
         let shared = &self.inner.shared;
         let mut wakers = Vec::new();
         {
             let mut st = shared.lock();
             if st.closed.is_none() {
-                st.closed = Some(ctp_proto::CloseReason::LocalAbort("endpoint closed".into()));
+                st.closed = Some(ctp_proto::CloseReason::LocalAbort(reason.into()));
             }
             st.take_all_wakers(&mut wakers);
         }

@@ -21,6 +21,10 @@ pub(crate) struct Shared {
     epoch: tokio::time::Instant,
     /// The socket's bound address.
     pub(crate) local_addr: SocketAddr,
+    /// The driver has stopped (after telling every peer it aborted).
+    stopped: std::sync::atomic::AtomicBool,
+    /// Wakes whoever waits for the driver to stop.
+    stopped_notify: Notify,
 }
 
 impl Shared {
@@ -30,6 +34,8 @@ impl Shared {
             notify: Notify::new(),
             epoch: tokio::time::Instant::now(),
             local_addr,
+            stopped: std::sync::atomic::AtomicBool::new(false),
+            stopped_notify: Notify::new(),
         }
     }
 
@@ -52,6 +58,24 @@ impl Shared {
     }
 
     /// Asks the driver to run (poll for datagrams to send, re-arm its timer).
+    /// Records that the driver stopped and wakes whoever waits for it.
+    pub(crate) fn mark_stopped(&self) {
+        self.stopped
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.stopped_notify.notify_waiters();
+    }
+
+    /// Resolves once the driver stopped.
+    pub(crate) async fn stopped(&self) {
+        loop {
+            let woken = self.stopped_notify.notified();
+            if self.stopped.load(std::sync::atomic::Ordering::Acquire) {
+                return;
+            }
+            woken.await;
+        }
+    }
+
     pub(crate) fn wake_driver(&self) {
         self.notify.notify_one();
     }
