@@ -116,7 +116,9 @@ pub struct SendQueue {
     /// Stream states; slot 0 is stream 0 once anything was queued on it.
     streams: Vec<StreamTx>,
     slot_of: HashMap<StreamId, u32>,
-    /// Streams with data queued, by priority (highest first), in turn within one.
+    /// Streams with data queued, by priority (highest first), in turn within one. A
+    /// priority's queue stays when it empties (at most 256 of them), so a queue that
+    /// drains after every message allocates nothing.
     ready: BTreeMap<core::cmp::Reverse<u8>, VecDeque<u32>>,
     /// The slot whose chunk is being cut: it stays first until that chunk is cut whole,
     /// unless a higher priority gets data.
@@ -216,12 +218,8 @@ impl SendQueue {
     }
 
     fn unready(&mut self, s: u32, priority: u8) {
-        let key = core::cmp::Reverse(priority);
-        if let Some(q) = self.ready.get_mut(&key) {
+        if let Some(q) = self.ready.get_mut(&core::cmp::Reverse(priority)) {
             q.retain(|&x| x != s);
-            if q.is_empty() {
-                self.ready.remove(&key);
-            }
         }
         if self.head == Some(s) {
             self.head = None;
@@ -232,10 +230,7 @@ impl SendQueue {
     /// priority with data.
     fn head_slot(&mut self) -> Option<u32> {
         if self.head.is_none() {
-            self.head = self
-                .ready
-                .first_key_value()
-                .and_then(|(_, q)| q.front().copied());
+            self.head = self.ready.values().find_map(|q| q.front().copied());
         }
         self.head
     }
@@ -259,16 +254,12 @@ impl SendQueue {
             st.queue = VecDeque::new();
         }
         let (priority, more) = (st.priority, !st.queue.is_empty());
-        let key = core::cmp::Reverse(priority);
-        if let Some(q) = self.ready.get_mut(&key) {
+        if let Some(q) = self.ready.get_mut(&core::cmp::Reverse(priority)) {
             if q.front() == Some(&s) {
                 q.pop_front();
                 if more {
                     q.push_back(s);
                 }
-            }
-            if q.is_empty() {
-                self.ready.remove(&key);
             }
         }
         Some(out)
