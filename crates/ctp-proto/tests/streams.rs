@@ -158,6 +158,9 @@ fn streams_open_without_a_round_trip_and_arrive_whole_each_on_its_own() {
         .write_on(p.now, uni, b"back")
         .expect_err("one way only");
     assert!(err.to_string().contains("unidirectional"), "{err}");
+    // Stream 0 is both sides' own: the responder writes on it as on its byte stream.
+    let server = p.server.connection_mut(s).expect("server");
+    assert_eq!(server.write_on(p.now, 0, b"zero").ok(), Some(4));
 }
 
 #[test]

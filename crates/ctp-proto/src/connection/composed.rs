@@ -320,11 +320,13 @@ impl ComposedConnection {
         Ok(id)
     }
 
-    /// Whether data may be written to `stream`: one this side opened, or a bidirectional
-    /// one the peer opened (and sent on).
+    /// Whether data may be written to `stream`: stream 0 (both sides' default), one this
+    /// side opened, or a bidirectional one the peer opened (and sent on).
     fn check_stream(&self, stream: StreamId) -> Result<(), WriteError> {
         let kind = kind_of(stream);
-        let allowed = if opened_by_initiator(stream) == self.initiator {
+        let allowed = if stream == 0 {
+            true
+        } else if opened_by_initiator(stream) == self.initiator {
             stream >> 2 < self.opened[kind as usize]
         } else {
             kind == StreamKind::Bidirectional
