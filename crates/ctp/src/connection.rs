@@ -5,7 +5,7 @@ use crate::shared::{register, Shared, State};
 use bytes::{Buf, Bytes};
 use ctp_proto::{
     CloseReason, ConnectionHandle, ConnectionState, ConnectionStats, MicroSet, MsgOptions, Params,
-    PerfMon, ReadError, WriteError,
+    PerfMon, ReadError, StreamId, WriteError,
 };
 use std::future::poll_fn;
 use std::io;
@@ -148,12 +148,50 @@ impl Connection {
         }
     }
 
-    fn poll_read_bytes(
+    /// Reads bytes of `stream` (0: the connection's own) into `dst`, or registers to be
+    /// woken when some arrive.
+    fn poll_read_on(
         &self,
         cx: &mut Context<'_>,
+        stream: StreamId,
         dst: &mut [u8],
     ) -> Poll<Result<usize, ConnectionError>> {
-        self.poll_stream_read(cx, |c, now| c.stream_read(now, dst), |&n| n > 0)
+        self.poll_stream_read(cx, |c, now| c.read_on(now, stream, dst), |&n| n > 0)
+    }
+
+    /// The [`AsyncRead`] step of `stream` (the connection's own, 0, or a [`crate::Stream`]).
+    pub(crate) fn poll_async_read(
+        &self,
+        cx: &mut Context<'_>,
+        stream: StreamId,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
+        let dst = buf.initialize_unfilled();
+        match self.poll_read_on(cx, stream, dst) {
+            Poll::Ready(Ok(n)) => {
+                buf.advance(n);
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e.into())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// The [`AsyncWrite`] step of `stream`: hands bytes from `src` to the protocol, or
+    /// registers to be woken when there is room.
+    pub(crate) fn poll_async_write(
+        &self,
+        cx: &mut Context<'_>,
+        stream: StreamId,
+        src: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if src.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        self.poll_write_on(cx, stream, src).map_err(io::Error::from)
     }
 
     /// Runs one stream read (`read`, whose value `got` says whether it delivered bytes) on
@@ -198,12 +236,13 @@ impl Connection {
         Ok((!chunk.is_empty()).then_some(chunk))
     }
 
-    fn poll_write_bytes(
+    fn poll_write_on(
         &self,
         cx: &mut Context<'_>,
+        stream: StreamId,
         src: &[u8],
     ) -> Poll<Result<usize, ConnectionError>> {
-        self.poll_send(cx, |c, now| c.stream_write(now, src))
+        self.poll_send(cx, |c, now| c.write_on(now, stream, src))
     }
 
     /// Runs one send operation (`write`: a stream write or a queued message) on the proto
@@ -234,7 +273,7 @@ impl Connection {
     /// the end of the stream. The awaitable form of the poll path behind [`AsyncRead`], used by
     /// the file transfers.
     pub(crate) async fn read_some(&self, dst: &mut [u8]) -> Result<usize, ConnectionError> {
-        poll_fn(|cx| self.poll_read_bytes(cx, dst)).await
+        poll_fn(|cx| self.poll_read_on(cx, 0, dst)).await
     }
 
     /// Writes all of `data` on the byte stream without copying it (the connection keeps
@@ -253,11 +292,12 @@ impl Connection {
     /// send buffer; returns how many it took. The awaitable form of the poll path behind
     /// [`AsyncWrite`], used by the file transfers.
     pub(crate) async fn write_some(&self, src: &[u8]) -> Result<usize, ConnectionError> {
-        poll_fn(|cx| self.poll_write_bytes(cx, src)).await
+        poll_fn(|cx| self.poll_write_on(cx, 0, src)).await
     }
 
-    fn poll_finish(&self) -> Poll<Result<(), ConnectionError>> {
-        self.with(None, |c, now, closing| match c.stream_finish(now) {
+    /// Ends `stream` (0: the connection's own byte stream).
+    pub(crate) fn poll_finish_on(&self, stream: StreamId) -> Poll<Result<(), ConnectionError>> {
+        self.with(None, |c, now, closing| match c.finish_on(now, stream) {
             Ok(()) => Op::Done(Ok(()), true),
             Err(e) => Op::Done(
                 Err(write_error(e, c.state(), closing).unwrap_or(ConnectionError::Closing)),
@@ -328,7 +368,7 @@ impl Connection {
     /// Ends the byte stream: the peer reads end-of-stream after everything written before.
     /// Messages can still be sent.
     pub async fn finish(&self) -> Result<(), ConnectionError> {
-        poll_fn(|_| self.poll_finish()).await
+        poll_fn(|_| self.poll_finish_on(0)).await
     }
 
     /// Closes gracefully: everything written is delivered first, then both sides close.
@@ -507,18 +547,7 @@ impl AsyncRead for Connection {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        if buf.remaining() == 0 {
-            return Poll::Ready(Ok(()));
-        }
-        let dst = buf.initialize_unfilled();
-        match self.poll_read_bytes(cx, dst) {
-            Poll::Ready(Ok(n)) => {
-                buf.advance(n);
-                Poll::Ready(Ok(()))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e.into())),
-            Poll::Pending => Poll::Pending,
-        }
+        self.poll_async_read(cx, 0, buf)
     }
 }
 
@@ -528,10 +557,7 @@ impl AsyncWrite for Connection {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        if buf.is_empty() {
-            return Poll::Ready(Ok(0));
-        }
-        self.poll_write_bytes(cx, buf).map_err(io::Error::from)
+        self.poll_async_write(cx, 0, buf)
     }
 
     /// Data is handed to the protocol by `poll_write`; there is nothing to flush.
@@ -541,6 +567,6 @@ impl AsyncWrite for Connection {
 
     /// Finishes the byte stream (see [`Connection::finish`]).
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.poll_finish().map_err(io::Error::from)
+        self.poll_finish_on(0).map_err(io::Error::from)
     }
 }

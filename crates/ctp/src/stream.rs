@@ -38,25 +38,18 @@ impl Stream {
     /// Changes the stream's priority (higher is served first).
     pub fn set_priority(&self, priority: u8) -> Result<(), ConnectionError> {
         let id = self.id;
-        match self.conn.with(None, |c, _, _| {
-            Op::Done(
-                c.set_priority(id, priority)
-                    .map_err(|e| ConnectionError::NoStream(e.to_string())),
-                true,
-            )
-        }) {
+        match self
+            .conn
+            .with(None, |c, _, closing| match c.set_priority(id, priority) {
+                Ok(()) => Op::Done(Ok(()), true),
+                Err(e) => Op::Done(
+                    Err(write_error(e, c.state(), closing).unwrap_or(ConnectionError::Closing)),
+                    false,
+                ),
+            }) {
             Poll::Ready(r) => r,
             Poll::Pending => unreachable!("a priority change never waits"),
         }
-    }
-
-    fn poll_finish(&self) -> Poll<Result<(), ConnectionError>> {
-        let id = self.id;
-        self.conn
-            .with(None, |c, now, _| match c.finish_on(now, id) {
-                Ok(()) => Op::Done(Ok(()), true),
-                Err(e) => Op::Done(Err(ConnectionError::NoStream(e.to_string())), false),
-            })
     }
 }
 
@@ -106,22 +99,7 @@ impl AsyncRead for Stream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        if buf.remaining() == 0 {
-            return Poll::Ready(Ok(()));
-        }
-        let id = self.id;
-        let dst = buf.initialize_unfilled();
-        match self
-            .conn
-            .poll_stream_read(cx, |c, now| c.read_on(now, id, dst), |&n| n > 0)
-        {
-            Poll::Ready(Ok(n)) => {
-                buf.advance(n);
-                Poll::Ready(Ok(()))
-            }
-            Poll::Ready(Err(e)) => Poll::Ready(Err(e.into())),
-            Poll::Pending => Poll::Pending,
-        }
+        self.conn.poll_async_read(cx, self.id, buf)
     }
 }
 
@@ -131,13 +109,7 @@ impl AsyncWrite for Stream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        if buf.is_empty() {
-            return Poll::Ready(Ok(0));
-        }
-        let id = self.id;
-        self.conn
-            .poll_send(cx, |c, now| c.write_on(now, id, buf))
-            .map_err(io::Error::from)
+        self.conn.poll_async_write(cx, self.id, buf)
     }
 
     /// Data is handed to the protocol by `poll_write`; there is nothing to flush.
@@ -147,6 +119,6 @@ impl AsyncWrite for Stream {
 
     /// Finishes the stream: the peer reads its end after everything written before.
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.poll_finish().map_err(io::Error::from)
+        self.conn.poll_finish_on(self.id).map_err(io::Error::from)
     }
 }
