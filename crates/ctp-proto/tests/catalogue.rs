@@ -10,7 +10,7 @@ use ctp_proto::pair::{LinkModel, Pair};
 use ctp_proto::{MicroId, MicroSet, Profile, WriteError};
 
 fn with(base: Profile, add: &[MicroId], remove: &[MicroId], name: &str) -> Profile {
-    let mut set = MicroSet(base.micros.0 | MicroSet::of(add).0);
+    let mut set = base.micros.union(MicroSet::of(add));
     for &m in remove {
         set = set.without(m);
     }

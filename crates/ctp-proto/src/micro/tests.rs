@@ -5,7 +5,7 @@ use crate::composed::Engine;
 use crate::engine::event::{Event, PacketInfo};
 use crate::engine::session::CloseReason;
 use crate::engine::streams::Outgoing;
-use crate::profile::{compose, Isn, MicroId, MicroSet, Params, MANDATORY};
+use crate::profile::{compose, Isn, MicroId, MicroSet, Params, Profile, MANDATORY};
 use crate::protection::{Crc32c, PacketProtection};
 use crate::wire::frame::{ty, AckFrame, Deps, Frame, Piece, PieceFlags, PnRange};
 use crate::wire::header::Header;
@@ -27,12 +27,17 @@ const PEER: Isn = Isn {
 };
 
 fn engine(ids: &[MicroId]) -> Engine {
-    let set = MicroSet(MicroSet::of(ids).0 | MicroSet::of(MANDATORY).0);
+    let set = MicroSet::of(ids).union(MicroSet::of(MANDATORY));
     compose(set, &Params::default(), LOCAL, PEER).expect("composes")
 }
 
 fn reliable() -> Engine {
     compose(reliable_set(), &Params::default(), LOCAL, PEER).expect("composes")
+}
+
+/// The first byte of each message delivered to `e`'s application, in delivery order.
+fn first_bytes(e: &Engine) -> Vec<u8> {
+    e.state().app.rx_msgs.iter().map(|m| m[0]).collect()
 }
 
 fn t(ms: u64) -> Instant {
@@ -466,20 +471,7 @@ fn numbers_shorten_once_acknowledged_and_an_aliased_late_copy_fails_to_open() {
 }
 
 fn reliable_set() -> MicroSet {
-    MicroSet(
-        MicroSet::of(&[
-            Sequencing,
-            AckTracking,
-            Rtt,
-            Arq,
-            Fifo,
-            FlowWindow,
-            CongestionWindow,
-            Pacing,
-            NewReno,
-        ])
-        .0 | MicroSet::of(MANDATORY).0,
-    )
+    Profile::reliable().micros.without(KeepAlive)
 }
 
 #[test]
@@ -585,16 +577,8 @@ fn fifo_waits_for_predecessors_while_unordered_delivers_at_once() {
             );
         }
     }
-    let order = |e: &Engine| {
-        e.state()
-            .app
-            .rx_msgs
-            .iter()
-            .map(|m| m[0])
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(order(&fifo), [0, 1, 2]);
-    assert_eq!(order(&unordered), [2, 1, 0]);
+    assert_eq!(first_bytes(&fifo), [0, 1, 2]);
+    assert_eq!(first_bytes(&unordered), [2, 1, 0]);
 }
 
 #[test]
@@ -1087,7 +1071,7 @@ fn a_retransmission_made_unnecessary_while_paced_releases_its_window_reservation
 #[test]
 fn lossy_fifo_waits_its_deadline_then_skips_and_drops_latecomers() {
     let mut rx = compose(
-        crate::profile::Profile::ctp_lossy_fifo().micros,
+        Profile::ctp_lossy_fifo().micros,
         &Params::default(),
         PEER,
         LOCAL,
@@ -1134,7 +1118,7 @@ fn lossy_fifo_waits_its_deadline_then_skips_and_drops_latecomers() {
 }
 
 fn fec_set() -> MicroSet {
-    MicroSet(crate::profile::Profile::datagram().micros.0 | MicroSet::of(&[Fec]).0)
+    Profile::datagram().micros.with(Fec)
 }
 
 fn repair_count(frames: &[Vec<u8>]) -> usize {
@@ -1207,13 +1191,7 @@ fn a_partial_fec_block_is_flushed_after_its_delay() {
 }
 
 fn scp_sender() -> Engine {
-    compose(
-        crate::profile::Profile::ctp_video().micros,
-        &Params::default(),
-        LOCAL,
-        PEER,
-    )
-    .unwrap()
+    compose(Profile::ctp_video().micros, &Params::default(), LOCAL, PEER).unwrap()
 }
 
 #[test]
@@ -1330,13 +1308,7 @@ fn scp_start_up_stays_within_half_again_the_ack_rate_and_a_loss_drains_below_it(
 
 #[test]
 fn tfrc_slow_starts_then_follows_the_loss_event_rate() {
-    let set = MicroSet(
-        crate::profile::Profile::datagram()
-            .micros
-            .without(NewReno)
-            .0
-            | MicroSet::of(&[Tfrc]).0,
-    );
+    let set = MicroSet(Profile::datagram().micros.without(NewReno).0 | MicroSet::of(&[Tfrc]).0);
     let mut tx = compose(set, &Params::default(), LOCAL, PEER).unwrap();
     tx.state_mut().path.srtt_us = 100_000;
     let r0 = tx.state().path.pacing_rate;
@@ -1382,8 +1354,7 @@ fn tfrc_slow_starts_then_follows_the_loss_event_rate() {
 
 #[test]
 fn fixed_interval_spaces_deliveries() {
-    let set =
-        MicroSet(crate::profile::Profile::datagram().micros.0 | MicroSet::of(&[FixedInterval]).0);
+    let set = Profile::datagram().micros.with(FixedInterval);
     let mut rx = compose(set, &Params::default(), PEER, LOCAL).unwrap();
     for i in 0..3u64 {
         let f = data_frame(
@@ -1412,7 +1383,7 @@ fn fixed_interval_spaces_deliveries() {
 
 #[test]
 fn urgent_messages_bypass_fifo_while_the_rest_keeps_its_order() {
-    let set = MicroSet(reliable_set().0 | MicroSet::of(&[Urgent]).0);
+    let set = reliable_set().with(Urgent);
     let mut rx = compose(set, &Params::default(), PEER, LOCAL).unwrap();
     let msg = |i: u64, flags: u8| {
         data_frame(
@@ -1424,24 +1395,16 @@ fn urgent_messages_bypass_fifo_while_the_rest_keeps_its_order() {
     rx.receive(t(0), LOCAL.pn + 1, &msg(1, 0), 30).unwrap();
     rx.receive(t(0), LOCAL.pn + 2, &msg(2, PieceFlags::URGENT), 30)
         .unwrap();
-    let order = |e: &Engine| {
-        e.state()
-            .app
-            .rx_msgs
-            .iter()
-            .map(|m| m[0])
-            .collect::<Vec<_>>()
-    };
     assert_eq!(
-        order(&rx),
+        first_bytes(&rx),
         [2],
         "the urgent message passes; 1 still waits for 0"
     );
     rx.receive(t(1), LOCAL.pn, &msg(0, 0), 30).unwrap();
-    assert_eq!(order(&rx), [2, 0, 1]);
+    assert_eq!(first_bytes(&rx), [2, 0, 1]);
     rx.receive(t(2), LOCAL.pn + 3, &msg(3, 0), 30).unwrap();
     assert_eq!(
-        order(&rx),
+        first_bytes(&rx),
         [2, 0, 1, 3],
         "the urgent message's turn was kept"
     );
@@ -1489,19 +1452,17 @@ fn cc_running_newreno_matches_the_newreno_microprotocol() {
 
 /// A reliable set whose congestion control is the `cc` microprotocol, paced.
 fn cc_set() -> MicroSet {
-    MicroSet(
-        MicroSet::of(&[
-            Sequencing,
-            AckTracking,
-            Rtt,
-            Arq,
-            Fifo,
-            CongestionWindow,
-            Pacing,
-            Cc,
-        ])
-        .0 | MicroSet::of(MANDATORY).0,
-    )
+    MicroSet::of(&[
+        Sequencing,
+        AckTracking,
+        Rtt,
+        Arq,
+        Fifo,
+        CongestionWindow,
+        Pacing,
+        Cc,
+    ])
+    .union(MicroSet::of(MANDATORY))
 }
 
 /// The engine's `cc` microprotocol.
@@ -1613,17 +1574,9 @@ fn causal_rx(reliable: bool) -> Engine {
     let base = if reliable {
         reliable_set().without(Fifo)
     } else {
-        crate::profile::Profile::ctp_lossy_fifo()
-            .micros
-            .without(LossyFifo)
+        Profile::ctp_lossy_fifo().micros.without(LossyFifo)
     };
-    compose(
-        MicroSet(base.0 | MicroSet::of(&[Causal]).0),
-        &Params::default(),
-        PEER,
-        LOCAL,
-    )
-    .unwrap()
+    compose(base.with(Causal), &Params::default(), PEER, LOCAL).unwrap()
 }
 
 fn delivered_ids(e: &mut Engine) -> Vec<u8> {
@@ -1775,7 +1728,7 @@ fn compressed_count(frames: &[Vec<u8>]) -> usize {
 
 #[test]
 fn compression_shrinks_compressible_segments_and_the_peer_inflates_them() {
-    let set = MicroSet(reliable_set().0 | MicroSet::of(&[Compression]).0);
+    let set = reliable_set().with(Compression);
     let mut tx = compose(set, &Params::default(), LOCAL, PEER).unwrap();
     let mut rx = compose(set, &Params::default(), PEER, LOCAL).unwrap();
     let text = b"GET /index.html HTTP/1.1\r\nHost: example.invalid\r\n\r\n".repeat(200);
@@ -1804,7 +1757,7 @@ fn compression_shrinks_compressible_segments_and_the_peer_inflates_them() {
 
 #[test]
 fn incompressible_segments_go_as_they_are() {
-    let set = MicroSet(reliable_set().0 | MicroSet::of(&[Compression]).0);
+    let set = reliable_set().with(Compression);
     let mut tx = compose(set, &Params::default(), LOCAL, PEER).unwrap();
     let noise = incompressible(88172645463325252, 20_000);
     queue(&mut tx, t(0), &noise, false);
@@ -1816,7 +1769,7 @@ fn incompressible_segments_go_as_they_are() {
 
 #[test]
 fn a_forged_compressed_segment_is_dropped_whole_and_counted() {
-    let set = MicroSet(reliable_set().0 | MicroSet::of(&[Compression]).0);
+    let set = reliable_set().with(Compression);
     let mut rx = compose(set, &Params::default(), PEER, LOCAL).unwrap();
     let forged = |len: u64, block: &[u8]| {
         let mut f = Vec::new();
@@ -1858,7 +1811,7 @@ fn a_forged_compressed_segment_is_dropped_whole_and_counted() {
 
 #[test]
 fn pmtud_probes_are_padded_pings_and_their_loss_leaves_the_window_alone() {
-    let set = MicroSet(reliable_set().0 | MicroSet::of(&[Pmtud]).0);
+    let set = reliable_set().with(Pmtud);
     let mut tx = compose(set, &Params::default(), LOCAL, PEER).unwrap();
     assert_eq!(tx.state().path.plpmtu, 1200, "starts at the floor");
     let mut buf = Vec::new();

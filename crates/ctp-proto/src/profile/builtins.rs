@@ -174,7 +174,7 @@ impl Profile {
         let video = Self::ctp_video();
         Profile {
             name: "ctp-audio".into(),
-            micros: MicroSet(video.micros.0 | MicroSet::of(&[MicroId::Fec]).0),
+            micros: video.micros.with(MicroId::Fec),
             params: video.params,
         }
     }
@@ -216,7 +216,7 @@ impl Profile {
             kind,
             CcKind::Udt | CcKind::UdtNoisy | CcKind::Bbr | CcKind::Blast | CcKind::Group
         ) {
-            set = MicroSet(set.0 | MicroSet::of(&[Pacing]).0);
+            set = set.with(Pacing);
         }
         self.micros = set;
         self.params.cc = kind;
@@ -276,7 +276,7 @@ mod tests {
         let r = Profile::reliable().with_cc(CcKind::Cubic).unwrap();
         assert_eq!(
             r.micros,
-            MicroSet(Profile::reliable().micros.without(NewReno).0 | MicroSet::of(&[Cc]).0)
+            Profile::reliable().micros.without(NewReno).with(Cc)
         );
         let v = Profile::ctp_video().with_cc(CcKind::Vegas).unwrap();
         assert!(v.micros.has(Cc) && !v.micros.has(Scp));
@@ -292,7 +292,7 @@ mod tests {
             Err(ProfileError::NoCongestionControl(_))
         ));
         assert!(matches!(
-            check_micros(MicroSet(r.micros.0 | MicroSet::of(&[NewReno]).0)),
+            check_micros(r.micros.with(NewReno)),
             Err(ProfileError::Conflict { .. })
         ));
         assert_eq!(Profile::reliable().congestion_control(), Some("newreno"));

@@ -30,6 +30,16 @@ impl MicroSet {
         MicroSet(self.0 & !(1 << m as u64))
     }
 
+    /// The set with `m`.
+    pub fn with(self, m: MicroId) -> Self {
+        MicroSet(self.0 | 1 << m as u64)
+    }
+
+    /// The members of both sets.
+    pub fn union(self, other: MicroSet) -> Self {
+        MicroSet(self.0 | other.0)
+    }
+
     /// The members, in composition order.
     pub fn iter(self) -> impl Iterator<Item = MicroId> {
         MicroId::ALL.iter().copied().filter(move |&m| self.has(m))
@@ -108,9 +118,7 @@ impl Group {
         DECLS
             .iter()
             .filter(|d| d.groups.contains(&self))
-            .fold(MicroSet::default(), |set, d| {
-                MicroSet(set.0 | MicroSet::of(&[d.id]).0)
-            })
+            .fold(MicroSet::default(), |set, d| set.with(d.id))
     }
 }
 

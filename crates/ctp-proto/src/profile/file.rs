@@ -137,9 +137,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Profile, ProfileFileError> {
         }
     };
     for n in &f.add {
-        set = MicroSet(
-            set.0 | MicroSet::of(&[micro(n).map_err(|m| err(key_line(text, "add"), m))?]).0,
-        );
+        set = set.with(micro(n).map_err(|m| err(key_line(text, "add"), m))?);
     }
     for n in &f.remove {
         set = set.without(micro(n).map_err(|m| err(key_line(text, "remove"), m))?);

@@ -125,7 +125,6 @@ mod tests {
             }
             MicroSet::of(&v)
         };
-        let with = |s: MicroSet, m: MicroId| MicroSet(s.0 | MicroSet::of(&[m]).0);
         let dependencies = [
             (Arq, AckTracking),
             (Arq, Sequencing),
@@ -162,7 +161,7 @@ mod tests {
                 text.contains(&format!("add `{needs}` or remove `{micro}`")),
                 "{text}"
             );
-            assert!(!problems(with(broken, needs)).iter().any(is_rule));
+            assert!(!problems(broken.with(needs)).iter().any(is_rule));
         }
         for (a, b) in CONFLICTING_PAIRS {
             let is_rule = |e: &ProfileError| matches!(e, ProfileError::Conflict { a: x, b: y, .. } if *x == a && *y == b);
@@ -192,7 +191,7 @@ mod tests {
                 "{e}"
             );
             for policy in [NewReno, Scp, Tfrc, Cc] {
-                assert!(!problems(with(broken, policy)).iter().any(is_rule));
+                assert!(!problems(broken.with(policy)).iter().any(is_rule));
             }
         }
         // The first problem is what `check_micros` reports.
@@ -232,7 +231,7 @@ mod tests {
 
     #[test]
     fn conflicts_and_mandatory_and_delivery_are_enforced() {
-        let both = MicroSet(Profile::reliable().micros.0 | MicroSet::of(&[Unordered]).0);
+        let both = Profile::reliable().micros.with(Unordered);
         assert_eq!(
             check_micros(both),
             Err(ProfileError::Conflict {
@@ -279,7 +278,7 @@ mod tests {
             );
             let _ = micro;
         }
-        let both = MicroSet(Profile::ctp_video().micros.0 | MicroSet::of(&[NewReno]).0);
+        let both = Profile::ctp_video().micros.with(NewReno);
         assert!(matches!(
             check_micros(both),
             Err(ProfileError::Conflict {
@@ -303,10 +302,7 @@ mod tests {
             .iter()
             .any(|w| w.contains("duplicated")));
         assert!(warnings(Profile::reliable().micros).is_empty());
-        let e = check_micros(MicroSet(
-            Profile::reliable().micros.0 | MicroSet::of(&[LossyFifo]).0,
-        ))
-        .unwrap_err();
+        let e = check_micros(Profile::reliable().micros.with(LossyFifo)).unwrap_err();
         assert!(
             matches!(
                 e,
@@ -321,14 +317,14 @@ mod tests {
     }
 
     fn causal_set() -> MicroSet {
-        MicroSet(Profile::reliable().micros.without(Fifo).0 | MicroSet::of(&[Causal]).0)
+        Profile::reliable().micros.without(Fifo).with(Causal)
     }
 
     #[test]
     fn causal_is_a_delivery_order_of_its_own() {
         check_micros(causal_set()).unwrap();
         for other in [Fifo, LossyFifo, Unordered] {
-            let e = check_micros(MicroSet(causal_set().0 | MicroSet::of(&[other]).0)).unwrap_err();
+            let e = check_micros(causal_set().with(other)).unwrap_err();
             assert!(
                 matches!(e, ProfileError::Conflict { a, b: Causal, group: Group::Delivery } if a == other),
                 "{e}"
@@ -343,9 +339,10 @@ mod tests {
 
     #[test]
     fn causal_needs_sequencing() {
-        let set = MicroSet(
-            Profile::ctp_minimal().micros.without(Unordered).0 | MicroSet::of(&[Causal]).0,
-        );
+        let set = Profile::ctp_minimal()
+            .micros
+            .without(Unordered)
+            .with(Causal);
         assert!(matches!(
             check_micros(set),
             Err(ProfileError::Missing {
@@ -354,13 +351,13 @@ mod tests {
                 ..
             })
         ));
-        check_micros(MicroSet(set.0 | MicroSet::of(&[Sequencing]).0)).unwrap();
+        check_micros(set.with(Sequencing)).unwrap();
     }
 
     #[test]
     fn compression_conflicts_with_fec() {
         let audio = Profile::ctp_audio().micros;
-        let e = check_micros(MicroSet(audio.0 | MicroSet::of(&[Compression]).0)).unwrap_err();
+        let e = check_micros(audio.with(Compression)).unwrap_err();
         assert!(
             matches!(
                 e,
@@ -372,15 +369,12 @@ mod tests {
             ),
             "{e}"
         );
-        check_micros(MicroSet(
-            Profile::ctp_video().micros.0 | MicroSet::of(&[Compression]).0,
-        ))
-        .unwrap();
+        check_micros(Profile::ctp_video().micros.with(Compression)).unwrap();
     }
 
     #[test]
     fn pmtud_needs_ack_tracking() {
-        let set = MicroSet(Profile::ctp_lossy_fifo().micros.0 | MicroSet::of(&[Pmtud]).0);
+        let set = Profile::ctp_lossy_fifo().micros.with(Pmtud);
         assert!(matches!(
             check_micros(set),
             Err(ProfileError::Missing {
@@ -389,10 +383,7 @@ mod tests {
                 ..
             })
         ));
-        check_micros(MicroSet(
-            Profile::datagram().micros.0 | MicroSet::of(&[Pmtud]).0,
-        ))
-        .unwrap();
+        check_micros(Profile::datagram().micros.with(Pmtud)).unwrap();
     }
 
     /// The pairs the central conflict table listed before conflicts became exclusive groups
