@@ -2,45 +2,17 @@
 //! test binary counts every live allocation, so a bound that holds only in the receiver's
 //! own accounting would fail here.
 
+mod common;
+
+use common::heap::{live, Counting, SERIAL};
 use ctp_proto::composed::Engine;
 use ctp_proto::engine::app::HELD_SLACK;
 use ctp_proto::profile::{compose, Isn};
 use ctp_proto::wire::frame::{Deps, Frame, Piece, PieceFlags};
 use ctp_proto::{CloseReason, Instant, Params, Profile};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::Mutex;
-
-/// Counts the bytes live on the heap.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size(), Relaxed);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size(), Relaxed);
-        unsafe { System.alloc_zeroed(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size(), Relaxed);
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        LIVE.fetch_add(new, Relaxed);
-        LIVE.fetch_sub(l.size(), Relaxed);
-        unsafe { System.realloc(p, l, new) }
-    }
-}
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
-
-/// The tests measure one process-wide counter: one at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 const PEER: Isn = Isn {
     pn: 1000,
@@ -88,7 +60,7 @@ fn pieces_at_far_offsets_cost_the_bytes_they_carry() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut rx = receiver(32 << 20);
     let max = Params::default().max_message as u64;
-    let before = LIVE.load(Relaxed);
+    let before = live();
     for i in 0..16u64 {
         let pieces: Vec<(u8, u64, u64, &[u8])> = (0..4)
             .map(|j| (0, PEER.msg + 4 * i + j, max - 2 - j, &b"x"[..]))
@@ -96,7 +68,7 @@ fn pieces_at_far_offsets_cost_the_bytes_they_carry() {
         let f = data_frame(PEER.seg + 1 + i, &pieces);
         rx.receive(now(), PEER.pn + i, &f, f.len() + 20).unwrap();
     }
-    let grown = LIVE.load(Relaxed).saturating_sub(before);
+    let grown = live().saturating_sub(before);
     eprintln!("64 far pieces: heap +{grown} bytes");
     assert!(
         grown < 256 * 1024,
@@ -118,7 +90,7 @@ fn messages_parked_behind_a_missing_one_are_bounded_by_the_receive_buffer() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let recv_buffer = 1 << 20;
     let mut rx = receiver(recv_buffer);
-    let before = LIVE.load(Relaxed);
+    let before = live();
     let mut peak = 0;
     // As many as a segment of the negotiated size holds (a larger one is refused at once).
     let per_segment = 180u64;
@@ -135,7 +107,7 @@ fn messages_parked_behind_a_missing_one_are_bounded_by_the_receive_buffer() {
         assert!(f.len() <= 1472, "{} bytes", f.len());
         rx.receive(now(), PEER.pn + i, &f, f.len() + 20).unwrap();
         packets += 1;
-        peak = peak.max(LIVE.load(Relaxed).saturating_sub(before));
+        peak = peak.max(live().saturating_sub(before));
         if rx.state().session.close.is_some() {
             break;
         }
@@ -202,7 +174,7 @@ fn idle_cost(profile: &Profile) -> usize {
     let n = 100;
     // Server heap is measured as the whole process's, around connections whose client
     // side is dropped at once: the clients' share is removed with them.
-    let before = LIVE.load(Relaxed);
+    let before = live();
     let mut clients = Vec::new();
     for _ in 0..n {
         clients.push(p.client.connect(p.now, p.server_addr, profile).unwrap());
@@ -215,7 +187,7 @@ fn idle_cost(profile: &Profile) -> usize {
     }));
     let quiet = p.now + Duration::from_millis(200);
     p.run_until(Duration::from_secs(1), |p| p.now >= quiet);
-    let both = LIVE.load(Relaxed).saturating_sub(before);
+    let both = live().saturating_sub(before);
     both / (2 * n)
 }
 

@@ -4,45 +4,15 @@
 
 mod common;
 
+use common::heap::{live, Counting, SERIAL};
 use common::{connect, data};
 use core::time::Duration;
 use ctp_proto::pair::Pair;
 use ctp_proto::{ConnectionHandle, Profile, ReadError, StreamId, StreamKind, WriteError};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::Mutex;
-
-/// Counts the bytes live on the heap.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size(), Relaxed);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size(), Relaxed);
-        unsafe { System.alloc_zeroed(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size(), Relaxed);
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        LIVE.fetch_add(new, Relaxed);
-        LIVE.fetch_sub(l.size(), Relaxed);
-        unsafe { System.realloc(p, l, new) }
-    }
-}
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
-
-/// The heap is one process-wide counter: one test at a time.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Reads everything `stream` has on the server; true at its end.
 fn drain(p: &mut Pair, s: ConnectionHandle, stream: StreamId, got: &mut Vec<u8>) -> bool {
@@ -324,10 +294,10 @@ fn an_idle_stream_costs_less_than_256_bytes() {
         assert!(ok, "{ended} of {n} streams read");
     };
     open_and_read(&mut p, 100);
-    let before = LIVE.load(Relaxed);
+    let before = live();
     const N: usize = 10_000;
     open_and_read(&mut p, N);
-    let per_stream = LIVE.load(Relaxed).saturating_sub(before) / N;
+    let per_stream = live().saturating_sub(before) / N;
     eprintln!("an idle stream (both sides): {per_stream} bytes of heap");
     assert!(per_stream < 256, "{per_stream} bytes per idle stream");
 }

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: drive a pair through a whole transfer.
 #![allow(dead_code)]
 
+pub mod heap;
+
 use core::time::Duration;
 use ctp_proto::pair::Pair;
 use ctp_proto::{ConnectionHandle, EndpointEvent, Profile, ReadError};
