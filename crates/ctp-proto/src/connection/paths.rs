@@ -147,9 +147,9 @@ impl Paths {
         id
     }
 
-    /// Variables of a remembered path coming back into use: a fresh id, so that what is
-    /// still reported about packets sent on it before counts on no path, and nothing in
-    /// flight.
+    /// Variables of a path taken into use (new, or remembered and returned to): a fresh
+    /// id, so that what is still reported about packets sent with the old one counts on no
+    /// path, nothing in flight, no back-off, no pause.
     fn revived(&mut self, mut vars: PathVars) -> PathVars {
         vars.id = self.fresh_id();
         vars.bytes_in_flight = 0;
@@ -179,7 +179,7 @@ impl Paths {
         let next = self.locals[(at + 1) % self.locals.len()];
         self.current.local = Some(next);
         self.migrations += 1;
-        let vars = old.moved_to(old.id, rto.as_micros() as u64);
+        let vars = old.with_fresh_rtt(rto.as_micros() as u64);
         Some(self.revived(vars))
     }
 
@@ -213,7 +213,7 @@ impl Paths {
         let fresh = if same_host {
             old.clone()
         } else {
-            old.moved_to(old.id, rto.as_micros() as u64)
+            old.with_fresh_rtt(rto.as_micros() as u64)
         };
         if from.validated {
             self.validated.retain(|(a, _)| *a != from.remote);

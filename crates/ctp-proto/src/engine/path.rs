@@ -69,21 +69,17 @@ impl Default for PathVars {
 }
 
 impl PathVars {
-    /// The variables of a path the connection moves to: the RTT estimate starts again
-    /// from `initial_rto_us` (the new path's round trip is unknown), nothing is in flight
-    /// on it, and the controller's window, rate and path MTU carry over (one controller
-    /// serves the connection's one path; its next samples adapt it).
-    pub fn moved_to(&self, id: PathId, initial_rto_us: u64) -> PathVars {
+    /// These variables with the round-trip estimate started again from
+    /// `initial_rto_us`: for a path to another host, whose round trip is unknown. The
+    /// controller's window, rate and the path MTU carry over (one controller serves the
+    /// connection's one path; its next samples adapt it).
+    pub fn with_fresh_rtt(&self, initial_rto_us: u64) -> PathVars {
         PathVars {
-            id,
             srtt_us: 0,
             rttvar_us: 0,
             min_rtt_us: u64::MAX,
             latest_rtt_us: 0,
             rto_us: initial_rto_us,
-            rto_backoff: 0,
-            bytes_in_flight: 0,
-            paused_until: None,
             ..self.clone()
         }
     }
