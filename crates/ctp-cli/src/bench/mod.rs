@@ -316,13 +316,27 @@ async fn run_path(
         },
     };
     let place = netns.as_ref().map_or(Place::Loopback, Place::Veth);
-    let mut rows = Vec::new();
-    for c in contenders {
-        if !quiet {
-            eprintln!("ctp bench: {name}: {} …", c.name());
+    // Round-robin: every contender runs once per round, so a machine that slows down or
+    // speeds up during the bench (other tenants, thermal state) weighs on all alike instead
+    // of on whichever contender ran last.
+    let mut tallies: Vec<Tally> = contenders.iter().map(|c| Tally::new(c.name())).collect();
+    for round in 1..=repeat {
+        for (c, tally) in contenders.iter().zip(&mut tallies) {
+            if tally.failed() {
+                continue;
+            }
+            if !quiet {
+                let of = if repeat > 1 {
+                    format!(" (run {round} of {repeat})")
+                } else {
+                    String::new()
+                };
+                eprintln!("ctp bench: {name}: {}{of} …", c.name());
+            }
+            tally.run(env, c, place, netns.as_ref()).await;
         }
-        rows.push(measure(env, c, place, netns.as_ref(), repeat).await);
     }
+    let mut rows: Vec<Row> = tallies.into_iter().map(|t| t.finish(env.bytes())).collect();
     let reference = rows.first().and_then(|r| r.goodput_mbps);
     for r in rows.iter_mut().skip(1) {
         r.ctp_ratio = match (reference, r.goodput_mbps) {
@@ -346,22 +360,44 @@ fn row(name: String, status: String) -> Row {
     }
 }
 
-/// `repeat` runs of one contender on one path, summarised as a row.
-async fn measure(
-    env: &peers::Env,
-    c: &Contender,
-    place: Place<'_>,
-    netns: Option<&Netns>,
-    repeat: usize,
-) -> Row {
-    let (mut goodput, mut snd, mut rcv) = (Vec::new(), Vec::new(), Vec::new());
-    let mut r = row(c.name(), "ok".into());
-    let mut capped_bytes = Vec::new();
-    for _ in 0..repeat {
+/// The runs of one contender on one path so far.
+struct Tally {
+    row: Row,
+    goodput: Vec<f64>,
+    sender_cpu: Vec<f64>,
+    receiver_cpu: Vec<f64>,
+    capped_bytes: Vec<u64>,
+}
+
+impl Tally {
+    fn new(name: String) -> Self {
+        Tally {
+            row: row(name, "ok".into()),
+            goodput: Vec::new(),
+            sender_cpu: Vec::new(),
+            receiver_cpu: Vec::new(),
+            capped_bytes: Vec::new(),
+        }
+    }
+
+    /// Whether a run failed, which ends this contender's runs on this path.
+    fn failed(&self) -> bool {
+        self.row.status != "ok"
+    }
+
+    /// One run, its figures (CPU per GB) added to the tally.
+    async fn run(
+        &mut self,
+        env: &peers::Env,
+        c: &Contender,
+        place: Place<'_>,
+        netns: Option<&Netns>,
+    ) {
+        let r = &mut self.row;
         if let Some(ns) = netns {
             if let Err(e) = ns.drops(true) {
                 r.status = format!("failed: reading the loss rule: {e:#}");
-                break;
+                return;
             }
         }
         let m = env.run(c, place).await;
@@ -371,31 +407,33 @@ async fn measure(
         match m {
             Ok(m) => {
                 let gb = m.bytes.max(1) as f64 / 1e9;
-                goodput.push(m.goodput_mbps);
-                snd.push(m.sender_cpu_s / gb);
-                rcv.push(m.receiver_cpu_s / gb);
+                self.goodput.push(m.goodput_mbps);
+                self.sender_cpu.push(m.sender_cpu_s / gb);
+                self.receiver_cpu.push(m.receiver_cpu_s / gb);
                 if m.capped {
                     r.capped = true;
-                    capped_bytes.push(m.bytes);
+                    self.capped_bytes.push(m.bytes);
                 }
             }
-            Err(e) => {
-                r.status = e;
-                break;
-            }
+            Err(e) => r.status = e,
         }
     }
-    if r.capped && r.status == "ok" {
-        r.status = format!(
-            "capped: stopped at the time cap after moving {} of {}",
-            human_bytes(*capped_bytes.iter().min().unwrap_or(&0)),
-            human_bytes(env.bytes())
-        );
+
+    /// The row: the median of each figure over the runs.
+    fn finish(self, bytes: u64) -> Row {
+        let mut r = self.row;
+        if r.capped && r.status == "ok" {
+            r.status = format!(
+                "capped: stopped at the time cap after moving {} of {}",
+                human_bytes(*self.capped_bytes.iter().min().unwrap_or(&0)),
+                human_bytes(bytes)
+            );
+        }
+        r.goodput_mbps = median(self.goodput);
+        r.sender_cpu_s_per_gb = median(self.sender_cpu);
+        r.receiver_cpu_s_per_gb = median(self.receiver_cpu);
+        r
     }
-    r.goodput_mbps = median(goodput);
-    r.sender_cpu_s_per_gb = median(snd);
-    r.receiver_cpu_s_per_gb = median(rcv);
-    r
 }
 
 /// Prints one path's table.
