@@ -4,6 +4,7 @@ mod addr;
 mod bench;
 mod cli;
 mod demo;
+mod keys;
 mod output;
 mod perf;
 mod profiles;
