@@ -38,6 +38,24 @@ pub fn parse(s: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("`{host}` resolves to no address"))
 }
 
+/// A `HOST:PORT` as the user typed it and the address it resolved to ([`parse`]): the
+/// address is what ctp connects to, the text is what the peer's key is remembered under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The text as typed.
+    pub typed: String,
+    /// The address it resolved to.
+    pub resolved: SocketAddr,
+}
+
+/// [`parse`], keeping the text as typed.
+pub fn parse_target(s: &str) -> Result<Target, String> {
+    parse(s).map(|resolved| Target {
+        typed: s.to_string(),
+        resolved,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -63,5 +81,13 @@ mod tests {
             .contains("is not a port"));
         assert!(parse("::1:9000").unwrap_err().contains("brackets"));
         // (An unresolvable name is not tested: it would ask a DNS server off this machine.)
+    }
+
+    #[test]
+    fn a_target_keeps_the_text_as_typed() {
+        let t = parse_target("LocalHost:9000").unwrap();
+        assert_eq!(t.typed, "LocalHost:9000");
+        assert!(t.resolved.ip().is_loopback() && t.resolved.port() == 9000);
+        assert!(parse_target("localhost").is_err());
     }
 }

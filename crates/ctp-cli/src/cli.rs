@@ -1,8 +1,15 @@
 //! Command-line arguments.
 
+use crate::addr::Target;
+use crate::keys;
 use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+
+/// `--peer-key` as clap reads it: the error says what a key looks like.
+fn parse_key(s: &str) -> Result<[u8; 32], String> {
+    keys::parse_key(s).map_err(|e| e.to_string())
+}
 
 /// ctp — composable transport protocols over UDP.
 #[derive(Debug, Parser)]
@@ -35,6 +42,9 @@ pub enum Command {
     Send(SendArgs),
     /// Receive files; each is written under a temporary name and renamed once verified.
     Recv(RecvArgs),
+    /// Create this host's identity (an X25519 key pair in the configuration directory) and
+    /// print its public key, which peers pin (`--peer-key`) or allow (`--allow`).
+    Keygen(KeygenArgs),
     /// List the built-in profiles and their microprotocols.
     Profiles(ProfilesArgs),
     /// A one-command tour: a verified loopback transfer with progress and a summary.
@@ -63,6 +73,7 @@ impl Command {
         match self {
             Command::Send(a) => a.transport.json,
             Command::Recv(a) => a.transport.json,
+            Command::Keygen(a) => a.json,
             Command::Perf(a) => a.transport.json,
             Command::Profiles(a) => a.json,
             Command::Demo(a) => a.json,
@@ -85,8 +96,8 @@ pub struct CompletionsArgs {
 #[derive(Debug, Args)]
 pub struct PerfArgs {
     /// Send to this `ctp perf --listen` address (e.g. 127.0.0.1:9000).
-    #[arg(value_parser = crate::addr::parse, required_unless_present = "listen", conflicts_with = "listen")]
-    pub addr: Option<SocketAddr>,
+    #[arg(value_parser = crate::addr::parse_target, required_unless_present = "listen", conflicts_with = "listen")]
+    pub addr: Option<Target>,
     /// Receive instead: listen on this address, report each stream as it ends.
     #[arg(value_parser = crate::addr::parse, short, long)]
     pub listen: Option<SocketAddr>,
@@ -99,9 +110,36 @@ pub struct PerfArgs {
     /// Congestion control for the sender (see `ctp send --cc`).
     #[arg(long, value_name = "NAME")]
     pub cc: Option<String>,
+    /// The sender's pin: the receiver's public key (see `ctp send --peer-key`).
+    #[arg(long, value_name = "KEY", value_parser = parse_key, conflicts_with = "listen")]
+    pub peer_key: Option<[u8; 32]>,
+    /// With `--listen`: accept only senders whose public key is in FILE (see `ctp recv
+    /// --allow`).
+    #[arg(long, value_name = "FILE")]
+    pub allow: Option<PathBuf>,
+    /// Prove the identity in FILE instead of the configuration directory's (see `ctp send
+    /// --key`).
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// No encryption and no keys (see `ctp send --insecure`); both sides must say it.
+    #[arg(long, conflicts_with_all = ["peer_key", "allow", "key"])]
+    pub insecure: bool,
     /// Transport options.
     #[command(flatten)]
     pub transport: TransportArgs,
+}
+
+impl PerfArgs {
+    /// What was asked about encryption and keys.
+    pub fn security(&self) -> keys::SecurityArgs {
+        keys::SecurityArgs {
+            insecure: self.insecure,
+            key: self.key.clone(),
+            peer_key: self.peer_key,
+            allow: self.allow.clone(),
+            peer: self.addr.as_ref().map(|t| t.typed.clone()),
+        }
+    }
 }
 
 /// `ctp bench`.
@@ -251,8 +289,8 @@ pub struct SendArgs {
     /// File to send.
     pub file: PathBuf,
     /// Receiver address, HOST:PORT (e.g. localhost:9000, 192.0.2.7:9000, [::1]:9000).
-    #[arg(value_parser = crate::addr::parse)]
-    pub addr: SocketAddr,
+    #[arg(value_parser = crate::addr::parse_target)]
+    pub addr: Target,
     /// Congestion control: newreno, cubic, bbr, udt, udt-noisy, scalable, highspeed, bic,
     /// westwood, vegas, fast, blast, group (replaces the profile's; the receiver adopts it).
     #[arg(long, value_name = "NAME")]
@@ -263,9 +301,46 @@ pub struct SendArgs {
     /// Rendezvous set-up (`udt` profiles): both sides connect to each other, nobody listens.
     #[arg(long)]
     pub rendezvous: bool,
+    /// Encryption and keys.
+    #[command(flatten)]
+    pub security: SendSecurityArgs,
     /// Transport options.
     #[command(flatten)]
     pub transport: TransportArgs,
+}
+
+/// The keys and encryption options of `ctp send`.
+#[derive(Debug, Clone, Args)]
+pub struct SendSecurityArgs {
+    /// Pin the receiver's public key: 44 characters of base64, as `ctp keygen --show` or
+    /// `ctp recv` prints it on the receiver's host. The connection is refused unless the
+    /// receiver proves this key. Without it the receiver's key is trusted the first time
+    /// and remembered under the address as typed (`known_peers` in the configuration
+    /// directory); a different key later is refused.
+    #[arg(long, value_name = "KEY", value_parser = parse_key)]
+    pub peer_key: Option<[u8; 32]>,
+    /// Prove the identity in FILE (a private key, mode 0600, as `ctp keygen --dir DIR`
+    /// writes it) instead of the configuration directory's: $CTP_CONFIG_DIR,
+    /// $XDG_CONFIG_HOME/ctp or ~/.config/ctp, where one is created on first use.
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// No encryption and no keys: the peer is not authenticated and anyone on the path can
+    /// read and alter what is sent. The receiver must be `--insecure` too.
+    #[arg(long, conflicts_with_all = ["peer_key", "key"])]
+    pub insecure: bool,
+}
+
+impl SendArgs {
+    /// What was asked about encryption and keys.
+    pub fn security(&self) -> keys::SecurityArgs {
+        keys::SecurityArgs {
+            insecure: self.security.insecure,
+            key: self.security.key.clone(),
+            peer_key: self.security.peer_key,
+            allow: None,
+            peer: Some(self.addr.typed.clone()),
+        }
+    }
 }
 
 /// `ctp recv`.
@@ -288,9 +363,63 @@ pub struct RecvArgs {
     /// implies `--once`).
     #[arg(value_parser = crate::addr::parse, long, value_name = "PEER")]
     pub rendezvous: Option<SocketAddr>,
+    /// Encryption and keys.
+    #[command(flatten)]
+    pub security: RecvSecurityArgs,
     /// Transport options.
     #[command(flatten)]
     pub transport: TransportArgs,
+}
+
+/// The keys and encryption options of `ctp recv`.
+#[derive(Debug, Clone, Args)]
+pub struct RecvSecurityArgs {
+    /// Accept only senders whose public key is in FILE: one `KEY [comment]` a line (KEY as
+    /// `ctp keygen --show` prints it on the sender's host), `#` comment lines, blank lines.
+    /// Without it any sender is accepted.
+    #[arg(long, value_name = "FILE")]
+    pub allow: Option<PathBuf>,
+    /// Prove the identity in FILE (a private key, mode 0600, as `ctp keygen --dir DIR`
+    /// writes it) instead of the configuration directory's: $CTP_CONFIG_DIR,
+    /// $XDG_CONFIG_HOME/ctp or ~/.config/ctp, where one is created on first use.
+    #[arg(long, value_name = "FILE")]
+    pub key: Option<PathBuf>,
+    /// No encryption and no keys: senders are not authenticated and anyone on the path can
+    /// read and alter what arrives. The sender must be `--insecure` too.
+    #[arg(long, conflicts_with_all = ["allow", "key"])]
+    pub insecure: bool,
+}
+
+impl RecvArgs {
+    /// What was asked about encryption and keys.
+    pub fn security(&self) -> keys::SecurityArgs {
+        keys::SecurityArgs {
+            insecure: self.security.insecure,
+            key: self.security.key.clone(),
+            peer_key: None,
+            allow: self.security.allow.clone(),
+            peer: None,
+        }
+    }
+}
+
+/// `ctp keygen`.
+#[derive(Debug, Args)]
+pub struct KeygenArgs {
+    /// Replace an existing identity. Peers that pinned or remembered its public key refuse
+    /// this host afterwards, until they are given the new one.
+    #[arg(long, conflicts_with = "show")]
+    pub force: bool,
+    /// Only print the existing public key (create none).
+    #[arg(long)]
+    pub show: bool,
+    /// Keep the identity in DIR instead of the configuration directory ($CTP_CONFIG_DIR,
+    /// $XDG_CONFIG_HOME/ctp or ~/.config/ctp); `--key DIR/id_x25519` then uses it.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Print JSON: `{"public_key": …, "path": …, "created": …}`.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `ctp profiles`.

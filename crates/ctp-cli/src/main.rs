@@ -4,6 +4,7 @@ mod addr;
 mod bench;
 mod cli;
 mod demo;
+mod keygen;
 mod keys;
 mod output;
 mod perf;
@@ -148,6 +149,7 @@ async fn run(cmd: Command) -> Result<(), Failure> {
     match cmd {
         Command::Send(a) => send(a).await,
         Command::Recv(a) => recv(a).await,
+        Command::Keygen(a) => keygen::run(a),
         Command::Profiles(a) => match a.explain {
             Some(p) => profiles::explain_one(&p, a.json),
             None => {
@@ -204,7 +206,9 @@ async fn send(a: SendArgs) -> Result<(), Failure> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "file".into());
-    let ep = client_endpoint(a.addr, a.bind, t, &profile).await?;
+    // Handed to the handshake once it is wired; until then only checked.
+    let _security = security(a.security(), &profile)?;
+    let ep = client_endpoint(a.addr.resolved, a.bind, t, &profile).await?;
     let work = send_over(&ep, &a, &profile, meta.len(), &name);
     until_interrupted(&ep, "the sender", work).await
 }
@@ -242,7 +246,7 @@ async fn send_over(
 ) -> Result<(), Failure> {
     let t = &a.transport;
     let start = Instant::now();
-    let mut conn = open_connection(ep, a.addr, a.rendezvous, profile).await?;
+    let mut conn = open_connection(ep, a.addr.resolved, a.rendezvous, profile).await?;
     let pb = progress::bar(len, "send", t.json);
     let sending = if t.raw {
         transfer::send::send_raw(&mut conn, &a.file, &pb, native_wire(profile)).await
@@ -251,8 +255,8 @@ async fn send_over(
             .await
             .map(|d| (d, true))
     };
-    let (digest, verified) =
-        sending.with_context(|| format!("sending {} to {} failed", a.file.display(), a.addr))?;
+    let (digest, verified) = sending
+        .with_context(|| format!("sending {} to {} failed", a.file.display(), a.addr.resolved))?;
     pb.finish_and_clear();
     let secs = start.elapsed().as_secs_f64();
     let stats = conn.stats();
@@ -263,7 +267,7 @@ async fn send_over(
     Summary::new(
         "send",
         &a.file,
-        a.addr.to_string(),
+        a.addr.resolved.to_string(),
         &t.profile,
         Measured {
             bytes: len,
@@ -279,6 +283,44 @@ async fn send_over(
         warn_unverified("the receiver");
     }
     Ok(())
+}
+
+/// The encryption and keys a command asked for (`--peer-key`, `--allow`, `--key`,
+/// `--insecure`), checked before anything is bound or sent: a key file, allow list or
+/// configuration directory that cannot be used is a usage error. A profile on the UDT4
+/// wire is never encrypted (UDT4 is not), so it takes no keys.
+pub fn security(
+    args: keys::SecurityArgs,
+    profile: &ctp::Profile,
+) -> Result<keys::Security, Failure> {
+    let args = if native_wire(profile) {
+        args
+    } else {
+        let asked = [
+            (args.peer_key.is_some(), "--peer-key"),
+            (args.allow.is_some(), "--allow"),
+            (args.key.is_some(), "--key"),
+        ];
+        if let Some((_, flag)) = asked.iter().find(|(given, _)| *given) {
+            return Err(Failure::Usage(format!(
+                "{flag} does not apply to a profile on the UDT4 wire: it is not encrypted"
+            )));
+        }
+        keys::SecurityArgs {
+            insecure: true,
+            ..args
+        }
+    };
+    let s = keys::Security::from_args(args).map_err(|e| Failure::Usage(e.to_string()))?;
+    if s.identity_created {
+        if let (Some(path), Some(key)) = (&s.identity_path, s.public_key_text()) {
+            eprintln!(
+                "ctp: created this host's identity in {} (public key {key}; `ctp keygen --show` prints it)",
+                path.display()
+            );
+        }
+    }
+    Ok(s)
 }
 
 /// Whether `profile` runs on the ctp wire (which marks the end of a stream), not UDT4's.
@@ -331,13 +373,14 @@ async fn recv(a: RecvArgs) -> Result<(), Failure> {
     let t = a.transport.clone();
     let profile = profile_for_files(&t)?;
     check_output(&a.out)?;
+    let security = security(a.security(), &profile)?;
     let ep = Endpoint::bind(
         a.listen,
         endpoint_options(&t, &profile, a.rendezvous.is_none())?,
     )
     .await
     .with_context(|| format!("cannot listen on {}", a.listen))?;
-    let work = receive_on(&ep, &a, &t, &profile);
+    let work = receive_on(&ep, &a, &t, &profile, &security);
     until_interrupted(&ep, "the receiver", work).await
 }
 
@@ -347,6 +390,7 @@ async fn receive_on(
     a: &RecvArgs,
     t: &cli::TransportArgs,
     profile: &ctp::Profile,
+    security: &keys::Security,
 ) -> Result<(), Failure> {
     let native = native_wire(profile);
     if let Some(peer) = a.rendezvous {
@@ -359,9 +403,10 @@ async fn receive_on(
     }
     if !t.json {
         eprintln!(
-            "ctp: listening on {} (profile {})",
+            "ctp: listening on {} (profile {}{})",
             ep.local_addr().map(|x| x.to_string()).unwrap_or_default(),
-            t.profile
+            t.profile,
+            key_note(security)
         );
     }
     if a.once {
@@ -384,6 +429,14 @@ async fn receive_on(
         });
     }
     Ok(())
+}
+
+/// `; public key KEY` for the line a listener starts with, if it has a key.
+pub fn key_note(security: &keys::Security) -> String {
+    security
+        .public_key_text()
+        .map(|k| format!("; public key {k}"))
+        .unwrap_or_default()
 }
 
 /// `--out` must be an existing directory or a path in one.

@@ -31,6 +31,11 @@ pub async fn run(a: PerfArgs) -> Result<(), Failure> {
             "--once applies to a receiver: use it with --listen".into(),
         ));
     }
+    if a.allow.is_some() && a.listen.is_none() {
+        return Err(Failure::Usage(
+            "--allow applies to a receiver: use it with --listen".into(),
+        ));
+    }
     if a.transport.raw {
         return Err(Failure::Usage(
             "--raw does not apply to `ctp perf`: it always sends a plain stream".into(),
@@ -40,11 +45,16 @@ pub async fn run(a: PerfArgs) -> Result<(), Failure> {
     if let Some(name) = &a.cc {
         profile = profiles::with_cc(profile, name)?;
     }
-    match (a.listen, a.addr) {
-        (Some(listen), _) => receive(&a, listen, &profile).await,
+    match (a.listen, a.addr.as_ref().map(|t| t.resolved)) {
+        (Some(listen), _) => {
+            let security = crate::security(a.security(), &profile)?;
+            receive(&a, listen, &profile, &security).await
+        }
         (None, Some(addr)) => {
             let bytes = crate::units::size_bytes(&a.bytes)
                 .map_err(|e| Failure::Usage(format!("--bytes: {e}")))?;
+            // Handed to the handshake once it is wired; until then only checked.
+            let _security = crate::security(a.security(), &profile)?;
             tokio::select! {
                 r = send(&a, addr, bytes, &profile) => r,
                 _ = crate::interrupted() => Err(Failure::Interrupted),
@@ -104,6 +114,7 @@ async fn receive(
     a: &PerfArgs,
     listen: std::net::SocketAddr,
     profile: &ctp::Profile,
+    security: &crate::keys::Security,
 ) -> Result<(), Failure> {
     let t = &a.transport;
     let ep = Endpoint::bind(listen, endpoint_options(t, profile, true)?)
@@ -111,9 +122,10 @@ async fn receive(
         .with_context(|| format!("cannot listen on {listen}"))?;
     if !t.json {
         eprintln!(
-            "ctp: perf listening on {} (profile {})",
+            "ctp: perf listening on {} (profile {}{})",
             ep.local_addr().map(|x| x.to_string()).unwrap_or_default(),
-            t.profile
+            t.profile,
+            crate::key_note(security)
         );
     }
     loop {

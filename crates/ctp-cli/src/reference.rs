@@ -48,10 +48,14 @@ mod tests {
             "relay",
             "demo",
             "completions",
+            "keygen",
         ] {
             assert!(script.contains(sub), "bash completion lacks {sub}");
         }
         assert!(script.contains("--profile"));
+        for flag in ["--peer-key", "--allow", "--key", "--insecure", "--show"] {
+            assert!(script.contains(flag), "bash completion lacks {flag}");
+        }
     }
 
     #[test]
@@ -64,9 +68,14 @@ mod tests {
             "roff: {}",
             &page[..40]
         );
-        for sub in ["send", "recv", "perf", "bench", "sim", "relay"] {
+        for sub in ["send", "recv", "perf", "bench", "sim", "relay", "keygen"] {
             assert!(page.contains(&format!("ctp {sub}")), "man page lacks {sub}");
         }
         assert!(page.contains("overwrite"), "recv --overwrite is documented");
+        assert!(page.contains("peer\\-key"), "send --peer-key is documented");
+        assert!(
+            page.contains("known_peers"),
+            "first-use trust is documented"
+        );
     }
 }
