@@ -7,7 +7,9 @@
 //! ```
 
 use crate::protection::{crc32c, PacketProtection, Unprotected};
-use crate::wire::header::{ConnectionId, Header, LongType, SHORT_PN_OFFSET, VERSION};
+use crate::wire::header::{
+    ConnectionId, Header, LongType, SHORT_PN_OFFSET, SHORT_RESERVED, VERSION,
+};
 use crate::wire::truncated::Truncated;
 use crate::wire::Reader;
 
@@ -72,16 +74,20 @@ pub struct Opened<'a> {
     pub frames: &'a [u8],
 }
 
-/// Opens a received short packet: removes header protection, reads the truncated packet
-/// number, recovers the whole one with `recover` (`None`: no packet of this connection can
-/// have it), and opens the payload with that number. Nothing is parsed beyond the packet
-/// number unless the packet opens.
+/// Opens a received short packet: removes header protection, checks the reserved bits of
+/// the first byte (the key phase may be set), reads the truncated packet number, recovers
+/// the whole one with `recover` (`None`: no packet of this connection can have it), and
+/// opens the payload with that number. Nothing is parsed beyond the packet number unless
+/// the packet opens.
 pub fn open_short<'a>(
     packet: &'a mut [u8],
     protection: &mut dyn PacketProtection,
     recover: impl FnOnce(Truncated) -> Option<u64>,
 ) -> Result<Opened<'a>, Unprotected> {
     protection.unprotect_header(packet, SHORT_PN_OFFSET)?;
+    if packet.first().ok_or(Unprotected)? & SHORT_RESERVED != 0 {
+        return Err(Unprotected);
+    }
     let mut r = Reader::new(packet.get(SHORT_PN_OFFSET..).ok_or(Unprotected)?);
     let truncated = Truncated::read(&mut r).map_err(|_| Unprotected)?;
     let header_len = SHORT_PN_OFFSET + truncated.wire_len();
@@ -152,6 +158,26 @@ mod tests {
         assert_eq!(r.unwrap_err(), Unprotected);
         let refused = open_short(&mut p, &mut Crc32c, |_| None);
         assert_eq!(refused.unwrap_err(), Unprotected);
+    }
+
+    /// The reserved bits are checked once header protection is removed (here, none is):
+    /// a packet with one set fails to open before its number is recovered.
+    #[test]
+    fn a_reserved_bit_set_fails_to_open() {
+        let p = sealed(70_000, Truncated::encode(70_000, Some(10)), b"frames");
+        for bit in 0..6 {
+            let mut q = p.clone();
+            q[0] |= 1 << bit;
+            assert!(
+                crate::wire::header::short_dcid(&q).is_ok(),
+                "form bits only"
+            );
+            let r = open_short(&mut q, &mut Crc32c, |t| {
+                assert_eq!(1 << bit, crate::wire::header::KEY_PHASE, "bit {bit}");
+                Some(t.expand(69_990))
+            });
+            assert_eq!(r.unwrap_err(), Unprotected, "bit {bit}");
+        }
     }
 
     #[test]

@@ -9,14 +9,17 @@
 //! fails to open, as a QUIC packet whose nonce is wrong fails its AEAD.
 //!
 //! [`Crc32c`] is the first implementation: integrity against corruption the UDP checksum
-//! misses, no defence against an attacker. An AEAD (the secure channel) is the second; the
-//! header-protection hooks are for it.
+//! misses, no defence against an attacker. [`Aead`] (the secure channel) is the second:
+//! AES-128-GCM or ChaCha20-Poly1305 with keys from the handshake, header protection (the
+//! hooks below), key updates and a replay window.
 //!
 //! Handshake (long-header) packets carry no connection keys yet: they are checked with
 //! [`crc32c::seal_long`] / [`crc32c::open_long`].
 
+pub mod aead;
 pub mod crc32c;
 
+pub use self::aead::{Aead, AeadStats, Suite};
 pub use self::crc32c::Crc32c;
 
 /// A packet that failed to open: corrupted, forged, or recovered to the wrong number.

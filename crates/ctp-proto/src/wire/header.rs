@@ -2,10 +2,14 @@
 //!
 //! ```text
 //! long header (handshake):  1 1 0 0 T T T T | version u32 | dcid u32 | scid u32 | body…  | crc32c
-//! short header (data):      0 1 0 0 0 0 0 0 | dcid u32 | packet number (truncated) | frames… | seal
+//! short header (data):      0 1 0 0 0 K 0 0 | dcid u32 | packet number (truncated) | frames… | seal
 //! ```
 //! A short packet's seal is its connection's packet protection ([`crate::protection`]):
-//! a CRC32C trailer today, an AEAD tag on a secure channel.
+//! a CRC32C trailer, or an AEAD tag on a secure channel. `K` is the key phase
+//! ([`KEY_PHASE`]), which only an AEAD sets. An AEAD also masks the low five bits of the
+//! first byte and the packet number (header protection), so on the wire those bits are
+//! noise: [`short_dcid`] checks only the two form bits, and the reserved bits are checked
+//! once the header protection is removed ([`crate::packet::open_short`]).
 //!
 //! The second-highest bit is always set so that a datagram of another protocol that happens
 //! to arrive (a zero byte, for instance) is rejected at the first byte. Connection ids are
@@ -34,16 +38,22 @@ pub fn is_long(first: u8) -> bool {
 /// destination connection id.
 pub const SHORT_PN_OFFSET: usize = 1 + 4;
 
-/// The destination connection id of a short packet, once its first byte checks out: all
-/// the endpoint reads before the packet's connection opens it.
+/// The key-phase bit of a short header's first byte: which generation of keys sealed the
+/// packet ([`crate::protection::aead`]). Zero under protections without key updates.
+pub const KEY_PHASE: u8 = 0x04;
+
+/// The bits of a short header's first byte that must be zero once header protection is
+/// removed: all but the two form bits and [`KEY_PHASE`].
+pub const SHORT_RESERVED: u8 = 0x3f & !KEY_PHASE;
+
+/// The destination connection id of a short packet, once its form bits check out: all the
+/// endpoint reads before the packet's connection opens it. The other bits of the first
+/// byte may be masked by header protection and are checked after it is removed.
 pub fn short_dcid(packet: &[u8]) -> Result<ConnectionId, WireError> {
     let mut r = Reader::new(packet);
     let first = r.u8()?;
     if first & (LONG | FIXED) != FIXED {
         return Err(WireError::Invalid("short header"));
-    }
-    if first & 0x3f != 0 {
-        return Err(WireError::Invalid("reserved bits"));
     }
     r.u32()
 }
@@ -105,7 +115,8 @@ impl Header {
         }
     }
 
-    /// Parses a header from `r`. The version of a long header is checked here.
+    /// Parses a header from `r`. The version of a long header is checked here. A short
+    /// header is parsed as it is before header protection or after it is removed.
     pub fn parse(r: &mut Reader<'_>) -> Result<Header, WireError> {
         let first = r.u8()?;
         if first & FIXED == 0 {
@@ -129,7 +140,9 @@ impl Header {
                 scid,
             })
         } else {
-            if first & 0x3f != 0 {
+            // A short header as sent before header protection, or after it is removed: the
+            // key phase may be set, no other bit.
+            if first & SHORT_RESERVED != 0 {
                 return Err(WireError::Invalid("reserved bits"));
             }
             let dcid = r.u32()?;
