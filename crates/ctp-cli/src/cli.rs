@@ -167,6 +167,10 @@ pub struct BenchArgs {
     /// change is measured against what it replaces in one run.
     #[arg(long, value_name = "BINARY")]
     pub baseline: Option<std::path::PathBuf>,
+    /// Every ctp contender runs twice, the second time with `--insecure` (no encryption):
+    /// what encryption costs, measured in one run.
+    #[arg(long)]
+    pub insecure_twins: bool,
     /// Peers to run, comma-separated: tcp-cubic, tcp-bbr, udt4, srt, quinn.
     #[arg(long, default_value = "tcp-cubic,tcp-bbr,udt4,srt,quinn")]
     pub peers: String,

@@ -206,9 +206,8 @@ async fn send(a: SendArgs) -> Result<(), Failure> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "file".into());
-    // Handed to the handshake once it is wired; until then only checked.
-    let _security = security(a.security(), &profile)?;
-    let ep = client_endpoint(a.addr.resolved, a.bind, t, &profile).await?;
+    let channel = security(a.security(), &mut profile)?.channel();
+    let ep = client_endpoint(a.addr.resolved, a.bind, t, &profile, channel).await?;
     let work = send_over(&ep, &a, &profile, meta.len(), &name);
     until_interrupted(&ep, "the sender", work).await
 }
@@ -288,11 +287,15 @@ async fn send_over(
 /// The encryption and keys a command asked for (`--peer-key`, `--allow`, `--key`,
 /// `--insecure`), checked before anything is bound or sent: a key file, allow list or
 /// configuration directory that cannot be used is a usage error. A profile on the UDT4
-/// wire is never encrypted (UDT4 is not), so it takes no keys.
+/// wire is never encrypted (UDT4 is not), so it takes no keys. With `--insecure` the
+/// profile loses its encryption.
 pub fn security(
     args: keys::SecurityArgs,
-    profile: &ctp::Profile,
+    profile: &mut ctp::Profile,
 ) -> Result<keys::Security, Failure> {
+    if args.insecure {
+        *profile = profile.clone().insecure();
+    }
     let args = if native_wire(profile) {
         args
     } else {
@@ -336,17 +339,29 @@ fn warn_unverified(who: &str) {
     );
 }
 
+/// The endpoint options with the keys of `channel`: the identity to prove, the policy
+/// that judges the peer's key, and (with `--insecure`) plaintext peers accepted.
+pub fn with_channel(opts: ctp::EndpointOptions, channel: keys::Channel) -> ctp::EndpointOptions {
+    ctp::EndpointOptions {
+        identity: channel.identity,
+        peer_policy: channel.policy,
+        accept_insecure: channel.insecure,
+        ..opts
+    }
+}
+
 /// A fresh client endpoint for connecting to `addr`, bound to `bind` (any port by
-/// default).
+/// default), proving and judging keys as `channel` says.
 async fn client_endpoint(
     addr: SocketAddr,
     bind: Option<SocketAddr>,
     t: &cli::TransportArgs,
     profile: &ctp::Profile,
+    channel: keys::Channel,
 ) -> Result<Endpoint, Failure> {
     Ok(Endpoint::bind(
         bind.unwrap_or_else(|| unspecified_like(addr)),
-        endpoint_options(t, profile, false)?,
+        with_channel(endpoint_options(t, profile, false)?, channel),
     )
     .await
     .context("cannot open a UDP socket")?)
@@ -371,16 +386,15 @@ async fn open_connection(
 
 async fn recv(a: RecvArgs) -> Result<(), Failure> {
     let t = a.transport.clone();
-    let profile = profile_for_files(&t)?;
+    let mut profile = profile_for_files(&t)?;
     check_output(&a.out)?;
-    let security = security(a.security(), &profile)?;
-    let ep = Endpoint::bind(
-        a.listen,
-        endpoint_options(&t, &profile, a.rendezvous.is_none())?,
-    )
-    .await
-    .with_context(|| format!("cannot listen on {}", a.listen))?;
-    let work = receive_on(&ep, &a, &t, &profile, &security);
+    let security = security(a.security(), &mut profile)?;
+    let note = key_note(&security);
+    let opts = endpoint_options(&t, &profile, a.rendezvous.is_none())?;
+    let ep = Endpoint::bind(a.listen, with_channel(opts, security.channel()))
+        .await
+        .with_context(|| format!("cannot listen on {}", a.listen))?;
+    let work = receive_on(&ep, &a, &t, &profile, &note);
     until_interrupted(&ep, "the receiver", work).await
 }
 
@@ -390,7 +404,7 @@ async fn receive_on(
     a: &RecvArgs,
     t: &cli::TransportArgs,
     profile: &ctp::Profile,
-    security: &keys::Security,
+    key_note: &str,
 ) -> Result<(), Failure> {
     let native = native_wire(profile);
     if let Some(peer) = a.rendezvous {
@@ -406,7 +420,7 @@ async fn receive_on(
             "ctp: listening on {} (profile {}{})",
             ep.local_addr().map(|x| x.to_string()).unwrap_or_default(),
             t.profile,
-            key_note(security)
+            key_note
         );
     }
     if a.once {

@@ -47,16 +47,15 @@ pub async fn run(a: PerfArgs) -> Result<(), Failure> {
     }
     match (a.listen, a.addr.as_ref().map(|t| t.resolved)) {
         (Some(listen), _) => {
-            let security = crate::security(a.security(), &profile)?;
-            receive(&a, listen, &profile, &security).await
+            let security = crate::security(a.security(), &mut profile)?;
+            receive(&a, listen, &profile, security).await
         }
         (None, Some(addr)) => {
             let bytes = crate::units::size_bytes(&a.bytes)
                 .map_err(|e| Failure::Usage(format!("--bytes: {e}")))?;
-            // Handed to the handshake once it is wired; until then only checked.
-            let _security = crate::security(a.security(), &profile)?;
+            let channel = crate::security(a.security(), &mut profile)?.channel();
             tokio::select! {
-                r = send(&a, addr, bytes, &profile) => r,
+                r = send(&a, addr, bytes, &profile, channel) => r,
                 _ = crate::interrupted() => Err(Failure::Interrupted),
             }
         }
@@ -72,12 +71,13 @@ async fn send(
     addr: std::net::SocketAddr,
     bytes: u64,
     profile: &ctp::Profile,
+    channel: crate::keys::Channel,
 ) -> Result<(), Failure> {
     let t = &a.transport;
     // Generated before the clock starts: it is the test's input, not the transfer's work.
     let block = generated_block();
     let start = Instant::now();
-    let ep = crate::client_endpoint(addr, None, t, profile).await?;
+    let ep = crate::client_endpoint(addr, None, t, profile, channel).await?;
     let mut conn = crate::open_connection(&ep, addr, false, profile).await?;
     let pb = progress::bar(bytes, "perf", t.json);
     let mut sent = 0u64;
@@ -114,10 +114,12 @@ async fn receive(
     a: &PerfArgs,
     listen: std::net::SocketAddr,
     profile: &ctp::Profile,
-    security: &crate::keys::Security,
+    security: crate::keys::Security,
 ) -> Result<(), Failure> {
     let t = &a.transport;
-    let ep = Endpoint::bind(listen, endpoint_options(t, profile, true)?)
+    let note = crate::key_note(&security);
+    let opts = crate::with_channel(endpoint_options(t, profile, true)?, security.channel());
+    let ep = Endpoint::bind(listen, opts)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     if !t.json {
@@ -125,7 +127,7 @@ async fn receive(
             "ctp: perf listening on {} (profile {}{})",
             ep.local_addr().map(|x| x.to_string()).unwrap_or_default(),
             t.profile,
-            crate::key_note(security)
+            note
         );
     }
     loop {

@@ -10,6 +10,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const CTP: &str = env!("CARGO_BIN_EXE_ctp");
 
+/// The configuration directory every `ctp` these tests run uses (its identity and known
+/// peers), one per test process, so that nothing lands in the user's own.
+fn keys_dir() -> &'static Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("a temporary directory"))
+        .path()
+}
+
 /// Kills the child when dropped, so a failing test leaves no process behind.
 struct Guard(Child);
 
@@ -81,6 +89,7 @@ fn spawn(args: &[&str]) -> Guard {
     Guard(
         Command::new(CTP)
             .args(args)
+            .env("CTP_CONFIG_DIR", keys_dir())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -952,6 +961,7 @@ impl NarrowLink {
         Guard(
             Command::new("ip")
                 .args(&full)
+                .env("CTP_CONFIG_DIR", keys_dir())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()

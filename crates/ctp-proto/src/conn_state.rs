@@ -9,8 +9,12 @@ use crate::engine::session::CloseReason;
 pub enum ConnectionState {
     /// Initiator: INIT sent, waiting for INIT_ACK.
     Initiating,
-    /// Initiator: COOKIE_ECHO sent, waiting for the responder's first packet.
+    /// Initiator: COOKIE_ECHO sent, waiting for the responder's first packet (or, on a
+    /// secure channel, its Noise message 2).
     Echoing,
+    /// Responder on a secure channel: Noise message 2 sent, waiting for the initiator's
+    /// message 3 (nothing is shown to the application before it authenticated).
+    Authenticating,
     /// Data flows.
     Established,
     /// Graceful close requested: waiting for outstanding data to be acknowledged.

@@ -3,6 +3,7 @@
 
 use crate::connection::{ComposedConnection, Connection, ConnectionState};
 use crate::engine::session::CloseReason;
+use crate::handshake::noise::{Identity, PeerPolicy};
 use crate::handshake::responder::{Init, InitAnswer, Responder};
 use crate::profile::{self, Isn, MicroSet, Params, Profile, ProfileError};
 use crate::protection::crc32c;
@@ -49,6 +50,14 @@ pub struct EndpointConfig {
     /// socket's). A connection it opens whose path fails — retransmission timeouts in a
     /// row — moves to the next of them of the same family, and its peer follows.
     pub local_addrs: Vec<SocketAddr>,
+    /// Who this endpoint is on a secure channel: its static key pair. `None`: a key pair
+    /// drawn from `seed` when the endpoint starts (encrypted, but nobody can pin it).
+    pub identity: Option<Identity>,
+    /// Judges the key each secure peer proves (pin, first-use trust, allow list).
+    pub peer_policy: PeerPolicy,
+    /// Microprotocols an incoming request must include: `secure` refuses connections
+    /// without encryption.
+    pub required: MicroSet,
 }
 
 impl EndpointConfig {
@@ -65,6 +74,9 @@ impl EndpointConfig {
             max_connections_per_address: 256,
             wire: crate::udt::WireFormat::Ctp,
             local_addrs: Vec::new(),
+            identity: None,
+            peer_policy: PeerPolicy::any(),
+            required: MicroSet::default(),
         }
     }
 }
@@ -123,6 +135,12 @@ pub struct Endpoint {
     pub(crate) schedule: Schedule,
     /// Connections per peer address.
     per_address: HashMap<IpAddr, usize>,
+    /// Whether the application knows of each connection: a secure channel's responder
+    /// side is shown only once its peer authenticated (one that fails before is removed
+    /// without a word to the application).
+    announced: Vec<bool>,
+    /// This endpoint's static key pair (the configured one, or one drawn at start).
+    identity: Identity,
 }
 
 /// Whether a datagram from `from` could be genuine and answered: not from port 0, the
@@ -140,7 +158,14 @@ impl Endpoint {
     /// Creates an endpoint.
     pub fn new(cfg: EndpointConfig) -> Self {
         let rng = ChaCha8Rng::from_seed(cfg.seed);
+        // Derived from the seed, not drawn from the generator: the endpoint's numbers stay
+        // the ones its seed has always given.
+        let identity = cfg.identity.clone().unwrap_or_else(|| {
+            Identity::generate(blake3::derive_key("ctp endpoint identity", &cfg.seed))
+        });
         Endpoint {
+            identity,
+            announced: Vec::new(),
             cfg,
             rng,
             conns: Vec::new(),
@@ -230,12 +255,14 @@ impl Endpoint {
                 self.conns[i] = Some(c);
                 self.reported_closed[i] = false;
                 self.admitted_ip[i] = ip;
+                self.announced[i] = true;
                 i
             }
             None => {
                 self.conns.push(Some(c));
                 self.reported_closed.push(false);
                 self.admitted_ip.push(ip);
+                self.announced.push(true);
                 self.conns.len() - 1
             }
         };
@@ -381,6 +408,7 @@ impl Endpoint {
             LongType::InitAck => self.on_init_ack(now, from, dcid, scid, rest),
             LongType::CookieEcho => self.on_cookie_echo(now, from, dcid, rest),
             LongType::Refuse => self.on_refuse(from, dcid, rest),
+            LongType::Handshake => self.on_noise(now, from, dcid, rest),
         };
         if !ok {
             self.stats.handshake_dropped += 1;
@@ -400,7 +428,20 @@ impl Endpoint {
             secret: &self.cfg.cookie_secret,
             supported: self.cfg.supported,
             params: &self.cfg.params,
+            required: self.cfg.required,
         }
+    }
+
+    /// This endpoint's static key pair.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    /// Fresh randomness for a Noise handshake's ephemeral key.
+    fn noise_seed(&mut self) -> [u8; 32] {
+        let mut seed = [0u8; 32];
+        self.rng.fill_bytes(&mut seed);
+        seed
     }
 
     /// An INIT: answered statelessly (see [`Responder::answer_init`]).
@@ -422,6 +463,7 @@ impl Endpoint {
             secret: &secret,
             supported: self.cfg.supported,
             params: &params,
+            required: self.cfg.required,
         };
         let fresh = || (self.fresh_cid(), self.fresh_isn());
         let init = Init {
@@ -463,10 +505,53 @@ impl Endpoint {
             return false;
         };
         self.schedule.touch(idx);
+        let seed = self.noise_seed();
+        let me = &self.identity;
         self.conns[idx]
             .as_mut()
             .and_then(Connection::composed_mut)
-            .is_some_and(|c| c.on_init_ack(now, scid, body))
+            .is_some_and(|c| c.on_init_ack(now, scid, body, me, seed))
+    }
+
+    /// A HANDSHAKE packet: a Noise message for a secure channel being set up (or a repeat
+    /// of one). The connection reads it; when that authenticates the peer, the
+    /// application learns of the connection.
+    fn on_noise(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        dcid: ConnectionId,
+        body: &[u8],
+    ) -> bool {
+        let Some(&idx) = self.by_cid.get(&dcid) else {
+            return false;
+        };
+        let Some(msg) = crate::handshake::state::noise_message(body) else {
+            return false;
+        };
+        let policy = &self.cfg.peer_policy;
+        let Some(c) = self.conns[idx].as_mut().and_then(Connection::composed_mut) else {
+            return false;
+        };
+        if c.paths.current().remote != from {
+            return false;
+        }
+        self.schedule.touch(idx);
+        let before = c.state.clone();
+        if !c.on_noise(now, msg, policy) {
+            return false;
+        }
+        if before != ConnectionState::Established && c.is_established() {
+            let h = ConnectionHandle(idx);
+            if c.initiator {
+                self.events.push_back(EndpointEvent::Connected(h));
+            } else {
+                self.announced[idx] = true;
+                self.stats.accepted += 1;
+                self.events.push_back(EndpointEvent::Incoming(h));
+            }
+        }
+        true
     }
 
     fn on_refuse(&mut self, from: SocketAddr, dcid: ConnectionId, body: &[u8]) -> bool {
@@ -490,7 +575,8 @@ impl Endpoint {
         if let Some(&idx) = self.by_cid.get(&dcid) {
             // A repeated echo: our first packet was lost; send one again.
             if let Some(c) = self.conns[idx].as_mut().and_then(Connection::composed_mut) {
-                if c.paths.current().remote == from && c.is_established() {
+                let answering = c.is_established() || c.state == ConnectionState::Authenticating;
+                if c.paths.current().remote == from && answering {
                     c.on_repeated_echo();
                     self.schedule.touch(idx);
                     return true;
@@ -501,10 +587,25 @@ impl Endpoint {
         if !self.cfg.accept || self.admits(from).is_err() {
             return false;
         }
-        let Some((k, engine)) = self.responder().accept_echo(now, from, dcid, body) else {
+        let Some(echo) = self.responder().accept_echo(now, from, dcid, body) else {
             return false;
         };
-        let c = ComposedConnection::responder(from, &k, engine);
+        let answer = echo.answer();
+        let mut c = ComposedConnection::responder(from, &echo.contents, echo.engine);
+        if let (Some(msg1), Some(hash)) = (echo.noise_msg, echo.contents.offer_hash) {
+            // A secure channel: message 2 answers message 1; the application hears of the
+            // connection once message 3 authenticated the initiator.
+            let seed = self.noise_seed();
+            let give_up = now + self.cfg.handshake_timeout;
+            if c.start_noise(&self.identity, &hash, &answer, msg1, seed, give_up)
+                .is_err()
+            {
+                return false;
+            }
+            let h = self.insert(c.into());
+            self.announced[h.0] = false;
+            return true;
+        }
         let h = self.insert(c.into());
         self.stats.accepted += 1;
         self.events.push_back(EndpointEvent::Incoming(h));
@@ -585,6 +686,14 @@ impl Endpoint {
             let Some(c) = self.conns[i].as_mut() else {
                 continue;
             };
+            if !self.announced[i] {
+                // Not yet authenticated: nothing to tell; one that failed goes quietly.
+                if matches!(c.state(), ConnectionState::Closed(_)) {
+                    self.stats.handshake_failed += 1;
+                    self.remove(ConnectionHandle(i));
+                }
+                continue;
+            }
             let activity = c.take_activity();
             let event = match c.state() {
                 ConnectionState::Closed(r) if !self.reported_closed[i] => {

@@ -42,6 +42,7 @@ pub use connection::{
 };
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointEvent, Transmit};
 pub use engine::session::CloseReason;
+pub use handshake::noise::{Identity, PeerKey, PeerPolicy};
 pub use perfmon::{PerfCounters, PerfInstant, PerfMon};
 pub use profile::{MicroId, MicroSet, Params, Profile, ProfileError};
 pub use stats::{ConnectionStats, EndpointStats};

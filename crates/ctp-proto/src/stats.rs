@@ -136,8 +136,11 @@ pub struct EndpointStats {
     pub handshake_dropped: u64,
     /// Connections refused with a reason.
     pub refused: u64,
-    /// Connections accepted.
+    /// Connections accepted (on a secure channel: once the initiator authenticated).
     pub accepted: u64,
+    /// Secure channels whose initiator never authenticated (no message 3 in time, or a
+    /// key the peer policy refused): removed without being shown to the application.
+    pub handshake_failed: u64,
 }
 
 impl EndpointStats {

@@ -484,6 +484,15 @@ impl Connection {
             .unwrap_or_default()
     }
 
+    /// On a secure channel, the static key the peer proved in the handshake (`None` on a
+    /// connection without encryption).
+    pub fn peer_key(&self) -> Option<[u8; 32]> {
+        let st = self.inner.shared.lock();
+        st.ep
+            .connection(self.inner.handle)
+            .and_then(|c| c.peer_key())
+    }
+
     /// The peer's address.
     pub fn remote_addr(&self) -> SocketAddr {
         self.inner.remote

@@ -4,7 +4,10 @@ use crate::connection::Connection;
 use crate::driver::Driver;
 use crate::error::ConnectError;
 use crate::shared::{register, Shared, State};
-use ctp_proto::{ConnectionState, EndpointConfig, EndpointStats, Params, Profile};
+use ctp_proto::{
+    ConnectionState, EndpointConfig, EndpointStats, Identity, MicroId, MicroSet, Params,
+    PeerPolicy, Profile,
+};
 use std::future::{poll_fn, Future};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -37,6 +40,15 @@ pub struct EndpointOptions {
     /// and, when their path stops answering, move to the next; the peer follows. Empty:
     /// the socket's own choice.
     pub local_ips: Vec<IpAddr>,
+    /// This endpoint's static key pair on secure channels (`None`: one drawn at start,
+    /// which encrypts but which no peer can pin).
+    pub identity: Option<Identity>,
+    /// Judges each secure peer's proven key: a pinned key, first-use trust, an allow list.
+    /// Accepts any key by default.
+    pub peer_policy: PeerPolicy,
+    /// Accept incoming connections without encryption (`--insecure`). Off by default: a
+    /// server refuses a peer that asks for a plaintext connection, and tells it why.
+    pub accept_insecure: bool,
 }
 
 impl Default for EndpointOptions {
@@ -50,6 +62,9 @@ impl Default for EndpointOptions {
             max_connections_per_address: 256,
             wire: ctp_proto::udt::WireFormat::Ctp,
             local_ips: Vec::new(),
+            identity: None,
+            peer_policy: PeerPolicy::any(),
+            accept_insecure: false,
         }
     }
 }
@@ -127,6 +142,16 @@ impl Endpoint {
         cfg.max_connections = opts.max_connections;
         cfg.max_connections_per_address = opts.max_connections_per_address;
         cfg.wire = opts.wire;
+        cfg.identity = opts.identity.clone();
+        cfg.peer_policy = opts.peer_policy.clone();
+        cfg.required = if opts.accept_insecure {
+            MicroSet::default()
+        } else {
+            MicroSet::of(&[MicroId::Secure])
+        };
+        if opts.accept_insecure {
+            cfg.supported = cfg.supported.without(MicroId::Secure);
+        }
         cfg.local_addrs = opts
             .local_ips
             .iter()

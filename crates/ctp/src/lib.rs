@@ -56,6 +56,7 @@ pub use stream::Stream;
 
 pub use ctp_proto;
 pub use ctp_proto::{
-    CloseReason, ConnectionStats, EndpointStats, MicroId, MicroSet, MsgOptions, Params,
-    PerfCounters, PerfInstant, PerfMon, Profile, ProfileError, StreamId, StreamKind,
+    CloseReason, ConnectionStats, EndpointStats, Identity, MicroId, MicroSet, MsgOptions, Params,
+    PeerKey, PeerPolicy, PerfCounters, PerfInstant, PerfMon, Profile, ProfileError, StreamId,
+    StreamKind,
 };

@@ -103,6 +103,7 @@ fn ctp_contenders(profiles: &str, ccs: &str) -> Result<Vec<Contender>, Failure> 
                 profile: profile.clone(),
                 cc,
                 baseline: false,
+                insecure: false,
             };
             if !out.contains(&c) {
                 out.push(c);
@@ -117,18 +118,26 @@ fn ctp_contenders(profiles: &str, ccs: &str) -> Result<Vec<Contender>, Failure> 
     Ok(out)
 }
 
-/// Each ctp contender followed by its twin run by the `--baseline` binary.
-fn with_baseline_twins(contenders: Vec<Contender>) -> Vec<Contender> {
+/// Each ctp contender followed by a twin: `baseline` run by the `--baseline` binary (as
+/// that binary runs by default), or else run with `--insecure`.
+fn with_twins(contenders: Vec<Contender>, baseline: bool) -> Vec<Contender> {
     contenders
         .into_iter()
         .flat_map(|c| {
             let twin = match &c {
-                Contender::Ctp { profile, cc, .. } => Some(Contender::Ctp {
+                // (The baseline binary runs as it does by default: no insecure twin.)
+                Contender::Ctp {
+                    profile,
+                    cc,
+                    baseline: false,
+                    ..
+                } => Some(Contender::Ctp {
                     profile: profile.clone(),
                     cc: cc.clone(),
-                    baseline: true,
+                    baseline,
+                    insecure: !baseline,
                 }),
-                Contender::Peer(_) => None,
+                _ => None,
             };
             core::iter::once(c).chain(twin)
         })
@@ -213,7 +222,10 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
     let mut contenders = ctp_contenders(&a.profiles, &a.cc)?;
     if let Some(b) = &a.baseline {
         check_baseline(b)?;
-        contenders = with_baseline_twins(contenders);
+        contenders = with_twins(contenders, true);
+    }
+    if a.insecure_twins {
+        contenders = with_twins(contenders, false);
     }
     contenders.extend(peers.iter().map(|p| Contender::Peer(p.clone())));
 

@@ -33,6 +33,8 @@ pub enum Contender {
         cc: Option<String>,
         /// Run by the `--baseline` binary instead of this one.
         baseline: bool,
+        /// Without encryption (`--insecure`), to measure what encryption costs.
+        insecure: bool,
     },
     /// A peer by name (one of [`PEERS`]).
     Peer(String),
@@ -47,11 +49,13 @@ impl Contender {
                 profile,
                 cc,
                 baseline,
+                insecure,
             } => {
                 let who = if *baseline { "ctp@baseline" } else { "ctp" };
+                let plain = if *insecure { " (insecure)" } else { "" };
                 match cc {
-                    None => format!("{who} {profile}"),
-                    Some(cc) => format!("{who} {profile}:{cc}"),
+                    None => format!("{who} {profile}{plain}"),
+                    Some(cc) => format!("{who} {profile}:{cc}{plain}"),
                 }
             }
             Contender::Peer(p) => p.clone(),
@@ -419,6 +423,7 @@ impl Env {
                 profile,
                 cc,
                 baseline,
+                insecure,
             } => {
                 let exe = if *baseline {
                     self.baseline
@@ -441,6 +446,14 @@ impl Env {
                 };
                 r.args(["--json", "--profile", profile]);
                 s.args(["--json", "--profile", profile]);
+                if *insecure {
+                    r.arg("--insecure");
+                    s.arg("--insecure");
+                }
+                // The bench's own identities and known peers, not the user's.
+                let keys = self.dir.join("keys");
+                r.env("CTP_CONFIG_DIR", &keys);
+                s.env("CTP_CONFIG_DIR", &keys);
                 if let Some(cc) = cc {
                     s.args(["--cc", cc]);
                 }

@@ -15,10 +15,12 @@
 //! sent; the handshake consults it for the peer's key.
 
 mod allow;
+mod channel;
 mod identity;
 mod known_peers;
 
 pub use allow::AllowList;
+pub use channel::Channel;
 pub use identity::{Identity, PRIVATE_FILE, PUBLIC_FILE};
 pub use known_peers::{normalize_addr, KnownPeers, Trust};
 

@@ -11,11 +11,13 @@ use crate::engine::streams::Outgoing;
 use crate::engine::streams::{
     kind_of, opened_by_initiator, stream_id, StreamId, StreamKind, MAX_STREAMS,
 };
+use crate::handshake::noise::{Identity, NoiseError, PeerKey, PeerPolicy, Secrets};
 use crate::handshake::state::InitAckError;
 use crate::handshake::{CookieContents, Handshake};
 use crate::packet::{open_short, Opened};
 use crate::perfmon::PerfMon;
 use crate::profile::{compose, Isn, MicroId, MicroSet, Params};
+use crate::protection::aead::{Aead, Suite};
 use crate::protection::{Crc32c, PacketProtection};
 use crate::stats::ConnectionStats;
 use crate::wire::frame::{close_code, MAX_DEPS};
@@ -60,6 +62,15 @@ pub struct ComposedConnection {
     /// Streams this side opened, by kind (bidirectional, unidirectional); the initiator's
     /// first bidirectional one is stream 0.
     pub(crate) opened: [u64; 2],
+    /// On a secure channel, the static key the peer proved in the handshake.
+    pub(crate) peer_key: Option<[u8; 32]>,
+}
+
+/// The AEAD protection of a secure channel: the negotiated suite (the one bit of
+/// `suites`, bit `id - 1` for suite `id`) keyed by the handshake's secrets.
+fn secure_protection(suites: u8, secrets: &Secrets) -> Box<dyn PacketProtection> {
+    let suite = Suite::from_id(suites.trailing_zeros() as u8 + 1).unwrap_or(Suite::Aes128Gcm);
+    Box::new(Aead::new(suite, secrets.send, secrets.recv))
 }
 
 /// Retransmission timeouts in a row after which a connection with another local address
@@ -87,13 +98,30 @@ impl ComposedConnection {
     /// The initiator's handling of INIT_ACK: the responder's narrowed offer and cookie.
     /// The offer may only narrow what was asked for; then the engine is composed and the
     /// cookie echoed. False when the packet is to be dropped.
-    pub(crate) fn on_init_ack(&mut self, now: Instant, scid: ConnectionId, body: &[u8]) -> bool {
+    /// On a secure channel the key agreement starts here (`me`, `seed` for the ephemeral
+    /// key): Noise message 1 goes with the echo.
+    pub(crate) fn on_init_ack(
+        &mut self,
+        now: Instant,
+        scid: ConnectionId,
+        body: &[u8],
+        me: &Identity,
+        seed: [u8; 32],
+    ) -> bool {
         let offer = match self.hs.check_init_ack(body) {
             Ok(offer) => offer,
             Err(InitAckError::Malformed) => return false,
             Err(InitAckError::Wider) => {
                 self.terminate(CloseReason::Handshake(
                     "responder answered with a profile wider than requested".into(),
+                ));
+                return false;
+            }
+            Err(InitAckError::Unencrypted) => {
+                self.terminate(CloseReason::Handshake(
+                    "the responder's answer drops the encryption that was asked for (was it \
+                     rewritten on the way?)"
+                        .into(),
                 ));
                 return false;
             }
@@ -109,7 +137,89 @@ impl ComposedConnection {
         self.peer_cid = scid;
         self.state = ConnectionState::Echoing;
         self.hs.echo(now, offer.cookie);
+        if offer.micros.has(MicroId::Secure) {
+            self.hs
+                .start_initiator(me, &self.local_isn, offer.answer, seed);
+        }
         true
+    }
+
+    /// Responder on a secure channel, at COOKIE_ECHO: reads Noise message 1 (`msg1`) with
+    /// the cookie's offer hash and the negotiated `answer` bound, and owes message 2; the
+    /// connection waits for message 3 until `give_up`.
+    pub(crate) fn start_noise(
+        &mut self,
+        me: &Identity,
+        offer_hash: &[u8; 32],
+        answer: &[u8],
+        msg1: &[u8],
+        seed: [u8; 32],
+        give_up: Instant,
+    ) -> Result<(), NoiseError> {
+        self.hs
+            .start_responder(me, offer_hash, answer, msg1, seed, give_up)?;
+        self.state = ConnectionState::Authenticating;
+        Ok(())
+    }
+
+    /// A Noise message from the peer (HANDSHAKE): message 2 at the initiator, message 3 at
+    /// the responder. When it proves the peer's key and `policy` accepts it, the channel's
+    /// keys seal every packet from then on and the connection is established; a key the
+    /// policy refuses ends the handshake with the reason (the responder tells the
+    /// initiator, under the new keys). False when the packet is to be dropped (forged,
+    /// corrupted, out of turn), which changes nothing.
+    pub(crate) fn on_noise(&mut self, now: Instant, msg: &[u8], policy: &PeerPolicy) -> bool {
+        match (self.initiator, &self.state) {
+            (true, ConnectionState::Echoing) => {}
+            (false, ConnectionState::Authenticating) => {}
+            (false, ConnectionState::Established) => {
+                // A repeated message 3: the initiator has not heard from us yet.
+                self.hs.owe_first_packet();
+                return true;
+            }
+            // A repeated message 2: our message 3 is on its timer.
+            _ => return self.initiator,
+        }
+        let Ok(key) = self.hs.read_noise(msg) else {
+            return false;
+        };
+        let peer = PeerKey {
+            key,
+            remote: self.remote(),
+            peer_initiated: !self.initiator,
+        };
+        let verdict = policy.check(&peer);
+        if self.initiator {
+            if let Err(why) = verdict {
+                self.terminate(CloseReason::Handshake(format!(
+                    "the peer's key was refused: {why}"
+                )));
+                return true;
+            }
+        }
+        let secrets = if self.initiator {
+            self.hs.finish_initiator(now)
+        } else {
+            self.hs.finish_responder()
+        };
+        let Ok(secrets) = secrets else {
+            return false;
+        };
+        self.protection = secure_protection(self.params.suites, &secrets);
+        self.peer_key = Some(key);
+        self.state = ConnectionState::Established;
+        self.activity = true;
+        if let Err(why) = verdict {
+            // The responder refuses the initiator's key: the initiator learns why,
+            // authenticated by the keys just agreed.
+            self.abort(now, &format!("your key was refused: {why}"));
+        }
+        true
+    }
+
+    /// On a secure channel, the static key the peer proved.
+    pub fn peer_key(&self) -> Option<[u8; 32]> {
+        self.peer_key
     }
 
     /// The initiator's handling of REFUSE: the handshake fails with the responder's reason.
@@ -124,9 +234,14 @@ impl ComposedConnection {
         true
     }
 
-    /// Responder: a repeated COOKIE_ECHO shows that the first packet was lost.
+    /// Responder: a repeated COOKIE_ECHO shows that the first packet (on a secure
+    /// channel, Noise message 2) was lost.
     pub(crate) fn on_repeated_echo(&mut self) {
-        self.hs.owe_first_packet();
+        if self.state == ConnectionState::Authenticating {
+            self.hs.repeat_noise();
+        } else {
+            self.hs.owe_first_packet();
+        }
     }
 
     /// A connection this side initiates; it starts by sending INIT.
@@ -162,6 +277,7 @@ impl ComposedConnection {
             perf: crate::perfmon::PerfMonitor::new(now),
             initiator: true,
             opened: [1, 0],
+            peer_key: None,
         }
     }
 
@@ -190,6 +306,7 @@ impl ComposedConnection {
             perf: crate::perfmon::PerfMonitor::new(k.minted),
             initiator: false,
             opened: [0, 0],
+            peer_key: None,
         }
     }
 
@@ -436,6 +553,11 @@ impl ComposedConnection {
         if matches!(self.state, ConnectionState::Closed(_)) {
             return Ok(());
         }
+        if self.state == ConnectionState::Authenticating {
+            // No keys yet: nothing can open (the initiator's first data raced its
+            // message 3; retransmission brings it again).
+            return Err(Dropped::Unopened);
+        }
         let Some(e) = self.engine.as_mut() else {
             return Ok(());
         };
@@ -449,6 +571,8 @@ impl ComposedConnection {
         let Ok(Opened { pn, frames }) = open_short(packet, &mut *self.protection, recover) else {
             return Err(Dropped::Unopened);
         };
+        // A packet under the channel's keys: the responder has our Noise message 3.
+        self.hs.confirmed();
         if self.state == ConnectionState::Draining {
             if e.peer_close(frames).is_some() {
                 // The peer closed too: neither side has anything more to say, so the
@@ -940,7 +1064,9 @@ impl ConnectionCore for ComposedConnection {
                 self.state = ConnectionState::Closing;
                 self.progress_close(now);
             }
-            ConnectionState::Initiating | ConnectionState::Echoing => {
+            ConnectionState::Initiating
+            | ConnectionState::Echoing
+            | ConnectionState::Authenticating => {
                 self.state = ConnectionState::Closed(CloseReason::LocalAbort(
                     "closed before set-up finished".into(),
                 ))
@@ -957,7 +1083,7 @@ impl ConnectionCore for ComposedConnection {
         ) {
             return;
         }
-        if self.engine.is_some() {
+        if self.engine.is_some() && self.state != ConnectionState::Authenticating {
             self.close_frame = Some((close_code::ABORT, reason.to_string()));
             self.enter_draining(now, CloseReason::LocalAbort(reason.to_string()));
         } else {

@@ -111,6 +111,12 @@ impl Connection {
         }
     }
 
+    /// On a secure channel, the static key the peer proved in the handshake (`None`
+    /// before it did, and on connections without encryption).
+    pub fn peer_key(&self) -> Option<[u8; 32]> {
+        self.composed().and_then(ComposedConnection::peer_key)
+    }
+
     /// Current state.
     pub fn state(&self) -> &ConnectionState {
         self.core().state()

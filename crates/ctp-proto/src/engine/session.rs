@@ -64,6 +64,9 @@ impl core::fmt::Display for CloseReason {
 pub struct Session {
     /// Largest segment payload (encoded pieces) that fits one packet.
     pub max_segment_payload: usize,
+    /// Bytes a packet spends around its segment, control reserve and seal included
+    /// (`SEGMENT_OVERHEAD`, more when an AEAD's tag seals the packet).
+    pub segment_overhead: usize,
     /// Next segment sequence number to assign.
     pub next_seg_seq: u64,
     /// Next message sequence number to assign.
@@ -104,6 +107,7 @@ impl Default for Session {
     fn default() -> Self {
         Session {
             max_segment_payload: 1200,
+            segment_overhead: crate::wire::sizes::SEGMENT_OVERHEAD,
             next_seg_seq: 0,
             next_msg_seq: 0,
             local_seg_isn: 0,

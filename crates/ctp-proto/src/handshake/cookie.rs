@@ -2,7 +2,7 @@
 //! with a keyed BLAKE3 over the contents and the initiator's address, so only an initiator
 //! that received the INIT_ACK at its claimed address can produce it.
 
-use crate::profile::{decode_offer, encode_offer, Isn, MicroSet, Params};
+use crate::profile::{decode_offer, encode_offer, Isn, MicroId, MicroSet, Params};
 use crate::wire::header::ConnectionId;
 use crate::wire::{varint, Reader, WireError};
 use core::time::Duration;
@@ -32,6 +32,9 @@ pub struct CookieContents {
     pub peer_isn: Isn,
     /// When the cookie was minted.
     pub minted: Instant,
+    /// On a secure channel, the hash of the INIT offer as received (the Noise prologue
+    /// binds it, so a rewritten INIT fails the key agreement).
+    pub offer_hash: Option<[u8; 32]>,
 }
 
 /// Why a cookie was rejected.
@@ -74,6 +77,9 @@ pub fn mint(secret: &[u8; 32], c: &CookieContents, addr: SocketAddr) -> Vec<u8> 
     varint::put(&mut out, c.local_isn.msg);
     varint::put(&mut out, c.local_isn.pn);
     varint::put(&mut out, c.minted.as_micros());
+    if let Some(h) = &c.offer_hash {
+        out.extend_from_slice(h);
+    }
     let tag = mac(secret, &out, addr);
     out.extend_from_slice(tag.as_bytes());
     out
@@ -112,6 +118,11 @@ pub fn open(
     if minted > now || now.saturating_since(minted) > COOKIE_LIFETIME {
         return Err(CookieError::Expired);
     }
+    let offer_hash = if micros.has(MicroId::Secure) {
+        Some(r.bytes(32)?.try_into().expect("32 bytes"))
+    } else {
+        None
+    };
     Ok(CookieContents {
         local_cid,
         peer_cid,
@@ -120,6 +131,7 @@ pub fn open(
         local_isn,
         peer_isn,
         minted,
+        offer_hash,
     })
 }
 
@@ -145,6 +157,7 @@ mod tests {
                 pn: 10,
             },
             minted: Instant::from_micros(1_000_000),
+            offer_hash: Some([3; 32]),
         }
     }
 

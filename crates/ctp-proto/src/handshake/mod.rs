@@ -18,6 +18,7 @@
 //! (The UDT4 wire has its own handshake: [`crate::udt::handshake`].)
 
 pub mod cookie;
+pub mod noise;
 pub mod responder;
 pub mod state;
 

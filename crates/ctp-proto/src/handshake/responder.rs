@@ -3,11 +3,12 @@
 //! opens creates the connection.
 
 use super::cookie::{self, CookieContents, MAX_COOKIE};
+use super::noise::{self, MAX_NOISE_MESSAGE};
 use super::MIN_INIT_SIZE;
 use crate::composed::Engine;
 use crate::packet::long_packet;
 use crate::profile::{
-    self, compose, decode_offer, encode_offer, Isn, MicroSet, Negotiated, Params,
+    self, compose, decode_offer, encode_offer, Isn, MicroId, MicroSet, Negotiated, Params,
 };
 use crate::wire::header::{ConnectionId, LongType};
 use crate::wire::{varint, Reader};
@@ -24,6 +25,9 @@ pub struct Responder<'a> {
     pub supported: MicroSet,
     /// Local limits and defaults (requests are narrowed to these).
     pub params: &'a Params,
+    /// Microprotocols a request must include (`secure`, unless the responder accepts
+    /// connections without encryption).
+    pub required: MicroSet,
 }
 
 /// A received INIT: who sent it, and what.
@@ -80,13 +84,21 @@ impl Responder<'_> {
         }
         let mut r = Reader::new(body);
         let (micros, asked, peer_isn) = decode_offer(&mut r, self.params).ok()?;
+        let offer = &body[..body.len() - r.remaining()];
         if r.rest().iter().any(|&b| b != 0) {
             return None;
         }
         let local = self.params.for_peer(from).fit_recv_buffer();
         let negotiated = match admitted {
-            Ok(()) => profile::negotiate(micros, &asked, self.supported, &local),
             Err(full) => Negotiated::Refuse(full.to_string()),
+            Ok(()) if self.required.has(MicroId::Secure) && !micros.has(MicroId::Secure) => {
+                Negotiated::Refuse(
+                    "this responder accepts only encrypted connections: connect without \
+                     `--insecure`"
+                        .into(),
+                )
+            }
+            Ok(()) => profile::negotiate(micros, &asked, self.supported, &local),
         };
         let answer = match negotiated {
             Negotiated::Refuse(reason) => {
@@ -105,6 +117,7 @@ impl Responder<'_> {
                     local_isn,
                     peer_isn,
                     minted: now,
+                    offer_hash: set.has(MicroId::Secure).then(|| noise::offer_hash(offer)),
                 };
                 let cookie = cookie::mint(self.secret, &contents, from);
                 let mut b = Vec::new();
@@ -123,21 +136,54 @@ impl Responder<'_> {
 
     /// Opens the cookie a COOKIE_ECHO (to connection id `dcid`, `body`) carries and
     /// composes the connection's engine; `None` when the echo is to be dropped (malformed,
-    /// forged, expired, or for another connection id).
-    pub fn accept_echo(
+    /// forged, expired, for another connection id, or a secure channel's echo without
+    /// Noise message 1).
+    pub fn accept_echo<'b>(
         &self,
         now: Instant,
         from: SocketAddr,
         dcid: ConnectionId,
-        body: &[u8],
-    ) -> Option<(CookieContents, Engine)> {
+        body: &'b [u8],
+    ) -> Option<Echo<'b>> {
         let mut r = Reader::new(body);
         let cookie = r.length_prefixed(MAX_COOKIE, "cookie").ok()?;
         let k = cookie::open(self.secret, cookie, from, now, self.params).ok()?;
         if k.local_cid != dcid {
             return None;
         }
+        let noise_msg = if k.micros.has(MicroId::Secure) {
+            Some(r.length_prefixed(MAX_NOISE_MESSAGE, "noise message").ok()?)
+        } else {
+            None
+        };
+        if !r.is_empty() {
+            return None;
+        }
         let engine = compose(k.micros, &k.params, k.local_isn, k.peer_isn).ok()?;
-        Some((k, engine))
+        Some(Echo {
+            contents: k,
+            engine,
+            noise_msg,
+        })
+    }
+}
+
+/// A COOKIE_ECHO whose cookie opened: what the connection is created from.
+pub struct Echo<'b> {
+    /// What the cookie remembered.
+    pub contents: CookieContents,
+    /// The engine composed for it.
+    pub engine: Engine,
+    /// On a secure channel, Noise message 1.
+    pub noise_msg: Option<&'b [u8]>,
+}
+
+impl Echo<'_> {
+    /// The negotiated offer as INIT_ACK carried it (what the Noise prologue binds).
+    pub fn answer(&self) -> Vec<u8> {
+        let k = &self.contents;
+        let mut b = Vec::new();
+        encode_offer(&mut b, k.micros, &k.params, &k.local_isn);
+        b
     }
 }

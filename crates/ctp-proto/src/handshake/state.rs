@@ -3,7 +3,13 @@
 //! either on a doubling timer until it hears from the responder or gives up. The responder
 //! owes one short packet that tells the initiator the connection exists (again whenever a
 //! repeated COOKIE_ECHO shows that it was lost).
+//!
+//! On a secure channel the Noise messages ride along ([`super::noise`]): message 1 in
+//! COOKIE_ECHO, message 2 in the responder's HANDSHAKE (sent again for a repeated echo),
+//! message 3 in the initiator's HANDSHAKE, repeated on the timer until a short packet from
+//! the responder shows that it arrived.
 
+use super::noise::{self, Identity, Noise, NoiseError, MAX_NOISE_MESSAGE};
 use super::{MAX_COOKIE, MIN_INIT_SIZE};
 use crate::conn_state::ConnectionState;
 use crate::packet::long_packet;
@@ -30,6 +36,8 @@ pub struct Offer<'b> {
     pub peer_isn: Isn,
     /// The cookie to echo.
     pub cookie: &'b [u8],
+    /// The answer's offer as received (what the Noise prologue binds).
+    pub answer: &'b [u8],
 }
 
 /// Why an INIT_ACK was not taken.
@@ -39,10 +47,13 @@ pub enum InitAckError {
     Malformed,
     /// It offers more than was requested: the handshake fails.
     Wider,
+    /// It answers a request for encryption without it (only a rewritten answer can): the
+    /// handshake fails.
+    Unencrypted,
 }
 
 /// A connection's side of the handshake.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Handshake {
     /// Initiator: the requested profile; responder: the negotiated one.
     requested: (MicroSet, Params),
@@ -58,6 +69,14 @@ pub struct Handshake {
     /// Responder: the first short packet (it tells the initiator that the connection
     /// exists) is still owed.
     owe_first: bool,
+    /// The secure channel's key agreement while it runs (boxed: most of a connection's
+    /// life it is `None`).
+    noise: Option<Box<Noise>>,
+    /// The Noise message this side sends (again) in its next handshake packet: message 1
+    /// (in COOKIE_ECHO), 2 or 3.
+    noise_msg: Vec<u8>,
+    /// Initiator: message 3 is repeated until a short packet from the responder opens.
+    confirming: bool,
 }
 
 impl Handshake {
@@ -71,6 +90,9 @@ impl Handshake {
             rto: HANDSHAKE_RTO,
             due: true,
             owe_first: false,
+            noise: None,
+            noise_msg: Vec::new(),
+            confirming: false,
         }
     }
 
@@ -85,6 +107,9 @@ impl Handshake {
             rto: HANDSHAKE_RTO,
             due: false,
             owe_first: true,
+            noise: None,
+            noise_msg: Vec::new(),
+            confirming: false,
         }
     }
 
@@ -94,6 +119,7 @@ impl Handshake {
         let mut r = Reader::new(body);
         let (set, params, peer_isn) =
             decode_offer(&mut r, &asked).map_err(|_| InitAckError::Malformed)?;
+        let answer = &body[..body.len() - r.remaining()];
         let cookie = r
             .length_prefixed(MAX_COOKIE, "cookie")
             .map_err(|_| InitAckError::Malformed)?;
@@ -106,6 +132,12 @@ impl Handshake {
         if !narrowed || profile::check_micros(set).is_err() || params.check().is_err() {
             return Err(InitAckError::Wider);
         }
+        if asked_set.has(MicroId::Secure) && !set.has(MicroId::Secure) {
+            return Err(InitAckError::Unencrypted);
+        }
+        if set.has(MicroId::Secure) && params.suites & !asked.suites != 0 {
+            return Err(InitAckError::Wider);
+        }
         Ok(Offer {
             micros: set,
             params: Params {
@@ -114,7 +146,110 @@ impl Handshake {
             },
             peer_isn,
             cookie,
+            answer,
         })
+    }
+
+    /// The offer INIT carries (the hash the responder's cookie keeps is of these bytes).
+    fn init_offer(&self, local_isn: &Isn) -> Vec<u8> {
+        let mut b = Vec::new();
+        encode_offer(&mut b, self.requested.0, &self.requested.1, local_isn);
+        b
+    }
+
+    /// Initiator, on a secure channel: starts the key agreement with the offer just
+    /// taken (`answer`, from INIT_ACK) bound in the prologue; message 1 goes with the
+    /// cookie echo.
+    pub fn start_initiator(
+        &mut self,
+        me: &Identity,
+        local_isn: &Isn,
+        answer: &[u8],
+        seed: [u8; 32],
+    ) {
+        let hash = noise::offer_hash(&self.init_offer(local_isn));
+        let mut n = Noise::initiator(me, &noise::prologue(&hash, answer), seed);
+        self.noise_msg.clear();
+        n.write(&mut self.noise_msg)
+            .expect("message 1 is the initiator's to write");
+        self.noise = Some(Box::new(n));
+    }
+
+    /// Responder, on a secure channel: reads message 1 (from COOKIE_ECHO) with the
+    /// offer hash the cookie kept and the negotiated `answer` in the prologue, and writes
+    /// message 2, due at once (and again for a repeated echo, never on a timer: the
+    /// responder only answers). Gives up at `give_up`. Fails when message 1 does not
+    /// parse.
+    pub fn start_responder(
+        &mut self,
+        me: &Identity,
+        offer_hash: &[u8; 32],
+        answer: &[u8],
+        msg1: &[u8],
+        seed: [u8; 32],
+        give_up: Instant,
+    ) -> Result<(), NoiseError> {
+        let mut n = Noise::responder(me, &noise::prologue(offer_hash, answer), seed);
+        n.read(msg1)?;
+        self.noise_msg.clear();
+        n.write(&mut self.noise_msg)?;
+        self.noise = Some(Box::new(n));
+        self.owe_first = false;
+        self.due = true;
+        self.give_up = give_up;
+        self.deadline = Some(give_up);
+        Ok(())
+    }
+
+    /// Reads the peer's Noise message (2 at the initiator, 3 at the responder); returns the
+    /// peer's static key. A message that fails changes nothing.
+    pub fn read_noise(&mut self, msg: &[u8]) -> Result<[u8; 32], NoiseError> {
+        let n = self.noise.as_mut().ok_or(NoiseError::OutOfTurn)?;
+        n.read(msg)?;
+        n.remote_static().ok_or(NoiseError::OutOfTurn)
+    }
+
+    /// Initiator, after message 2 and the peer's key was accepted: writes message 3, due
+    /// now and again on the timer until the responder confirms; returns the secrets.
+    pub fn finish_initiator(&mut self, now: Instant) -> Result<noise::Secrets, NoiseError> {
+        let n = self.noise.as_mut().ok_or(NoiseError::OutOfTurn)?;
+        self.noise_msg.clear();
+        n.write(&mut self.noise_msg)?;
+        let secrets = n.secrets().ok_or(NoiseError::OutOfTurn)?;
+        self.noise = None;
+        self.confirming = true;
+        self.due = true;
+        self.rto = HANDSHAKE_RTO;
+        self.deadline = Some(now + HANDSHAKE_RTO);
+        Ok(secrets)
+    }
+
+    /// Responder, after message 3 and the peer's key was accepted: the secrets; the first
+    /// short packet is owed.
+    pub fn finish_responder(&mut self) -> Result<noise::Secrets, NoiseError> {
+        let n = self.noise.as_mut().ok_or(NoiseError::OutOfTurn)?;
+        let secrets = n.secrets().ok_or(NoiseError::OutOfTurn)?;
+        self.noise = None;
+        self.noise_msg = Vec::new();
+        self.deadline = None;
+        self.owe_first = true;
+        Ok(secrets)
+    }
+
+    /// Initiator: a short packet from the responder opened, so message 3 arrived.
+    pub fn confirmed(&mut self) {
+        if core::mem::take(&mut self.confirming) {
+            self.noise_msg = Vec::new();
+            self.deadline = None;
+            self.due = false;
+        }
+    }
+
+    /// Responder: a repeated echo shows message 2 was lost; send it again.
+    pub fn repeat_noise(&mut self) {
+        if !self.noise_msg.is_empty() {
+            self.due = true;
+        }
     }
 
     /// The initiator took INIT_ACK: COOKIE_ECHO with `cookie` is due now, on a fresh timer.
@@ -140,17 +275,33 @@ impl Handshake {
         local_isn: &Isn,
         out: &mut Vec<u8>,
     ) -> bool {
+        let with_noise = |b: &mut Vec<u8>| {
+            if !self.noise_msg.is_empty() {
+                varint::put(b, self.noise_msg.len() as u64);
+                b.extend_from_slice(&self.noise_msg);
+            }
+        };
         let packet = match state {
             ConnectionState::Initiating => {
-                let mut b = Vec::new();
-                encode_offer(&mut b, self.requested.0, &self.requested.1, local_isn);
+                let b = self.init_offer(local_isn);
                 long_packet(LongType::Init, 0, local_cid, &b, MIN_INIT_SIZE)
             }
             ConnectionState::Echoing => {
                 let mut b = Vec::new();
                 varint::put(&mut b, self.cookie.len() as u64);
                 b.extend_from_slice(&self.cookie);
+                with_noise(&mut b);
                 long_packet(LongType::CookieEcho, peer_cid, local_cid, &b, 0)
+            }
+            ConnectionState::Authenticating => {
+                let mut b = Vec::new();
+                with_noise(&mut b);
+                long_packet(LongType::Handshake, peer_cid, local_cid, &b, 0)
+            }
+            ConnectionState::Established | ConnectionState::Closing if self.confirming => {
+                let mut b = Vec::new();
+                with_noise(&mut b);
+                long_packet(LongType::Handshake, peer_cid, local_cid, &b, 0)
             }
             _ => return false,
         };
@@ -202,6 +353,13 @@ impl Handshake {
     pub fn take_first_packet(&mut self) -> bool {
         core::mem::take(&mut self.owe_first)
     }
+}
+
+/// The Noise message a HANDSHAKE packet's `body` carries; `None` when it does not parse.
+pub fn noise_message(body: &[u8]) -> Option<&[u8]> {
+    let mut r = Reader::new(body);
+    let msg = r.length_prefixed(MAX_NOISE_MESSAGE, "noise message").ok()?;
+    r.is_empty().then_some(msg)
 }
 
 /// The reason a REFUSE's `body` gives, made printable; `None` when it does not parse.

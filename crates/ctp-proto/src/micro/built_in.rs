@@ -1,6 +1,7 @@
 //! Declarations of the microprotocols built into the endpoint and the packet path rather
 //! than composed into the engine: demultiplexing (`crate::endpoint`), the packet checksum
-//! (`crate::wire::integrity`) and connection setup (`crate::handshake`). They bind no
+//! (`crate::protection`), connection setup (`crate::handshake`) and the secure channel
+//! (`crate::handshake::noise`, `crate::protection::aead`). They bind no
 //! events, but a profile names them like any other, so they are declared here.
 
 use super::decl::{MicroDecl, MicroId};
@@ -21,4 +22,11 @@ pub const SETUP_DECL: MicroDecl = MicroDecl {
         "idle_timeout_ms",
     ],
     ..MicroDecl::new(MicroId::Setup)
+};
+
+/// The declaration of [`MicroId::Secure`]: the Noise handshake rides on `setup`'s; the
+/// AEAD suite is negotiated with it.
+pub const SECURE_DECL: MicroDecl = MicroDecl {
+    params: &["suites"],
+    ..MicroDecl::new(MicroId::Secure)
 };

@@ -40,7 +40,7 @@ macro_rules! micro_ids {
 
 micro_ids! {
     Demux = 0, "demux", "demultiplexing by connection id";
-    Integrity = 1, "integrity", "CRC32C over every packet";
+    Integrity = 1, "integrity", "every packet checked before it is parsed: CRC32C, or the AEAD's tag with `secure`";
     Setup = 2, "setup", "handshake with stateless cookie, random initial sequence numbers, negotiation, close";
     Fragmentation = 3, "fragmentation", "fragmentation of large messages and coalescing of small ones";
     Sequencing = 4, "sequencing", "segment sequence numbers: duplicate suppression, cumulative point";
@@ -67,6 +67,7 @@ micro_ids! {
     Causal = 25, "causal", "causal ordering: a message waits only for the earlier messages its sender named";
     Compression = 26, "compression", "per-segment LZ4 compression, only when it shrinks the packet; bounded decompression";
     Pmtud = 27, "pmtud", "path MTU discovery (DPLPMTUD): padded probes search up from 1200 bytes, black holes fall back";
+    Secure = 28, "secure", "secure channel: Noise XX handshake (X25519, mutual authentication, forward secrecy), every packet encrypted and authenticated by an AEAD";
 }
 
 impl fmt::Display for MicroId {

@@ -21,7 +21,7 @@ use crate::engine::event::{Event, EventKind, PacketInfo};
 use crate::engine::timer::TimerId;
 use crate::engine::{Cx, FrameWriter, Microprotocol, Setup, SetupError};
 use crate::wire::frame::{ty, Frame};
-use crate::wire::sizes::{MIN_UDP_PAYLOAD, SEGMENT_OVERHEAD};
+use crate::wire::sizes::MIN_UDP_PAYLOAD;
 use core::time::Duration;
 
 /// The declaration of [`MicroId::Pmtud`]: what it needs, excludes and reads.
@@ -74,7 +74,7 @@ impl Pmtud {
         path: &mut crate::engine::path::PathVars,
     ) -> Result<Self, SetupError> {
         let max = max.max(BASE_PLPMTU);
-        session.max_segment_payload = BASE_PLPMTU - SEGMENT_OVERHEAD;
+        session.max_segment_payload = BASE_PLPMTU - session.segment_overhead;
         path.plpmtu = BASE_PLPMTU;
         Ok(Pmtud {
             lo: BASE_PLPMTU,
@@ -95,7 +95,7 @@ impl Pmtud {
 
     fn publish(&self, cx: &mut Cx<'_, '_>) {
         cx.st.path.plpmtu = self.lo;
-        cx.st.session.max_segment_payload = self.lo - SEGMENT_OVERHEAD;
+        cx.st.session.max_segment_payload = self.lo - cx.st.session.segment_overhead;
     }
 
     fn candidate(&self) -> usize {

@@ -28,11 +28,11 @@ pub fn every_builtin() -> impl Iterator<Item = &'static (&'static str, &'static 
 pub const BUILTIN: &[(&str, &str)] = &[
     (
         "reliable",
-        "ordered, reliable byte stream and messages; NewReno congestion control",
+        "ordered, reliable byte stream and messages; NewReno congestion control; encrypted (Noise XX, AEAD)",
     ),
     (
         "datagram",
-        "unordered, unreliable messages; still congestion-controlled",
+        "unordered, unreliable messages; still congestion-controlled; encrypted (Noise XX, AEAD)",
     ),
     (
         "ctp-minimal",
@@ -44,7 +44,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ),
     (
         "ctp-bulk",
-        "CTP-Bulk: reliable, in order, retransmission, TCP-style (ack-clocked) congestion control",
+        "CTP-Bulk: reliable, in order, retransmission, TCP-style (ack-clocked) congestion control; encrypted",
     ),
     (
         "ctp-video",
@@ -77,6 +77,7 @@ impl Profile {
                 Pacing,
                 NewReno,
                 KeepAlive,
+                Secure,
             ]),
             params: Params::default(),
         }
@@ -100,8 +101,18 @@ impl Profile {
                 Pacing,
                 NewReno,
                 KeepAlive,
+                Secure,
             ]),
             params: Params::default(),
+        }
+    }
+
+    /// This profile without encryption (`--insecure`): the channel is checked by CRC32C
+    /// only, readable and forgeable by anyone on the path.
+    pub fn insecure(self) -> Self {
+        Profile {
+            micros: self.micros.without(MicroId::Secure),
+            ..self
         }
     }
 

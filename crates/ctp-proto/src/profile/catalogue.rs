@@ -92,6 +92,7 @@ pub const DECLS: &[&MicroDecl] = &[
     &causal::DECL,
     &compression::DECL,
     &pmtud::DECL,
+    &built_in::SECURE_DECL,
 ];
 
 // `DECLS[i]` declares `MicroId::ALL[i]`, whose bit is `i`, checked when the crate compiles:

@@ -12,7 +12,7 @@ use crate::engine::segment::SegmentStore;
 use crate::engine::session::Session;
 use crate::engine::{Setup, SetupError, State};
 use crate::micro::{self, AnyMicro};
-use crate::wire::sizes::SEGMENT_OVERHEAD;
+use crate::wire::sizes::{AEAD_EXTRA, SEGMENT_OVERHEAD};
 use core::time::Duration;
 
 /// The congestion-control library's configuration from a profile's parameters.
@@ -27,8 +27,15 @@ fn cc_config(p: &Params) -> ctp_cc::Config {
 
 /// Composes the microprotocols of `set` into an engine.
 pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engine, SetupError> {
+    let segment_overhead = SEGMENT_OVERHEAD
+        + if set.has(MicroId::Secure) {
+            AEAD_EXTRA
+        } else {
+            0
+        };
     let mut session = Session {
-        max_segment_payload: p.max_udp_payload as usize - SEGMENT_OVERHEAD,
+        max_segment_payload: p.max_udp_payload as usize - segment_overhead,
+        segment_overhead,
         next_seg_seq: local.seg,
         next_msg_seq: local.msg,
         peer_seg_isn: peer.seg,
@@ -62,7 +69,7 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
             index: micros.len() as u8,
         };
         let built = match m {
-            MicroId::Demux | MicroId::Integrity | MicroId::Setup => continue,
+            MicroId::Demux | MicroId::Integrity | MicroId::Setup | MicroId::Secure => continue,
             MicroId::Fragmentation => {
                 AnyMicro::Fragmentation(micro::fragmentation::Fragmentation::new(
                     p.max_message as usize,
@@ -187,7 +194,12 @@ pub struct Explained {
 
 /// Microprotocols implemented by the endpoint and the packet path rather than composed into
 /// the engine (they bind no events).
-pub const BUILT_INTO_ENDPOINT: &[MicroId] = &[MicroId::Demux, MicroId::Integrity, MicroId::Setup];
+pub const BUILT_INTO_ENDPOINT: &[MicroId] = &[
+    MicroId::Demux,
+    MicroId::Integrity,
+    MicroId::Setup,
+    MicroId::Secure,
+];
 
 /// Composes `profile` and reports, for each microprotocol, the events it binds.
 pub fn explain(profile: &Profile) -> Result<Vec<Explained>, SetupError> {

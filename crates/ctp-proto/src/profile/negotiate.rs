@@ -38,6 +38,9 @@ pub fn encode_offer(out: &mut Vec<u8>, micros: MicroSet, p: &Params, isn: &Isn) 
         put(out, p.cc.id());
         put(out, p.cc_rate_kbps as u64);
     }
+    if micros.has(MicroId::Secure) {
+        put(out, p.suites.into());
+    }
 }
 
 /// Decodes what [`encode_offer`] wrote; the remaining parameters are taken from `local`.
@@ -62,6 +65,9 @@ pub fn decode_offer(
         p.cc = CcKind::from_id(r.varint()?)
             .ok_or(WireError::Invalid("unknown congestion-control algorithm"))?;
         p.cc_rate_kbps = clamp32(r.varint()?);
+    }
+    if micros.has(MicroId::Secure) {
+        p.suites = u8::try_from(r.varint()?).map_err(|_| WireError::Invalid("suites"))?;
     }
     Ok((micros, p, isn))
 }
@@ -97,6 +103,12 @@ pub fn negotiate(
         if !supported.has(m) {
             if OPTIONAL.contains(&m) {
                 set = set.without(m);
+            } else if m == MicroId::Secure {
+                return Negotiated::Refuse(
+                    "the responder runs without encryption (`--insecure`): connect with \
+                     `--insecure` too, or run the responder without it"
+                        .into(),
+                );
             } else {
                 return Negotiated::Refuse(format!(
                     "responder does not support microprotocol `{m}`"
@@ -115,6 +127,17 @@ pub fn negotiate(
     // The initiator chooses the algorithm; both sides run it for what they send.
     p.cc = asked.cc;
     p.cc_rate_kbps = asked.cc_rate_kbps;
+    if set.has(MicroId::Secure) {
+        // The responder picks: the first suite (lowest bit) both sides allow.
+        let common = asked.suites & local.suites;
+        if common == 0 {
+            return Negotiated::Refuse(format!(
+                "no AEAD suite in common (offered {:#x}, allowed {:#x})",
+                asked.suites, local.suites
+            ));
+        }
+        p.suites = common & common.wrapping_neg();
+    }
     if let Err(e) = p.check() {
         return Negotiated::Refuse(format!("requested parameters are invalid: {e}"));
     }
@@ -132,9 +155,25 @@ mod tests {
         let local = Params::default();
         let all = MicroSet::of(MicroId::ALL);
         let r = Profile::reliable();
+        // The responder picks one AEAD suite of those offered (the first both allow).
         assert_eq!(
             negotiate(r.micros, &r.params, all, &local),
-            Negotiated::Accept(r.micros, local)
+            Negotiated::Accept(r.micros, Params { suites: 1, ..local })
+        );
+        let chacha_only = Params { suites: 2, ..local };
+        assert_eq!(
+            negotiate(r.micros, &r.params, all, &chacha_only),
+            Negotiated::Accept(r.micros, Params { suites: 2, ..local })
+        );
+        match negotiate(r.micros, &chacha_only, all, &Params { suites: 1, ..local }) {
+            Negotiated::Refuse(why) => assert!(why.contains("no AEAD suite in common"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        // Without encryption, nothing about suites is decided.
+        let plain = r.clone().insecure();
+        assert_eq!(
+            negotiate(plain.micros, &plain.params, all, &local),
+            Negotiated::Accept(plain.micros, local)
         );
         // Narrowing: the responder lacks keepalive (optional) and has a smaller window.
         let small = Params {

@@ -48,6 +48,10 @@ pub struct Params {
     /// Without `arq`, how long `causal` lets a message wait for missing predecessors before
     /// declaring them lost, milliseconds.
     pub causal_deadline_ms: u32,
+    /// The AEAD suites `secure` may use, a bit per suite (bit `id - 1` for the suite
+    /// numbered `id`: 1 AES-128-GCM, 2 ChaCha20-Poly1305): the
+    /// initiator offers these, the responder picks one of them it also allows.
+    pub suites: u8,
 }
 
 /// Smallest flow window, segments.
@@ -77,9 +81,13 @@ impl Default for Params {
             cc: CcKind::NewReno,
             cc_rate_kbps: 100_000,
             causal_deadline_ms: 100,
+            suites: ALL_SUITES,
         }
     }
 }
+
+/// Every AEAD suite this implementation has, as a [`Params::suites`] mask.
+pub const ALL_SUITES: u8 = 0b11;
 
 /// How many bytes longer an IPv6 header is than an IPv4 one (40 against 20).
 pub const IPV6_EXTRA_HEADER: u16 = 20;
@@ -187,6 +195,13 @@ impl Params {
                 "at least 8 kbit/s",
             );
         }
+        if self.suites == 0 || self.suites & !ALL_SUITES != 0 {
+            return bad(
+                "suites",
+                self.suites.into(),
+                "a non-empty mask of known AEAD suites (1: AES-128-GCM, 2: ChaCha20-Poly1305)",
+            );
+        }
         if self.keepalive_ms == 0 {
             return bad("keepalive_ms", 0, "at least 1 ms");
         }
@@ -252,6 +267,8 @@ mod tests {
             }),
             ("cc_rate_kbps", "at least 8", |p| p.cc_rate_kbps = 7),
             ("keepalive_ms", "at least 1", |p| p.keepalive_ms = 0),
+            ("suites", "non-empty mask", |p| p.suites = 0),
+            ("suites", "known AEAD suites", |p| p.suites = 4),
             ("initial_window", "at least 1", |p| p.initial_window = 0),
             ("send_buffer/recv_buffer", "65536", |p| {
                 p.send_buffer = 65_535

@@ -19,7 +19,7 @@ use super::truncated::Truncated;
 use super::{Reader, WireError};
 
 /// The only version this implementation speaks.
-pub const VERSION: u32 = 0xc7a0_0005;
+pub const VERSION: u32 = 0xc7a0_0006;
 
 const LONG: u8 = 0x80;
 const FIXED: u8 = 0x40;
@@ -69,6 +69,9 @@ pub enum LongType {
     CookieEcho = 2,
     /// Responder → initiator: the request is refused, with a reason.
     Refuse = 3,
+    /// Either way, on a secure channel: a Noise message (2 from the responder, 3 from the
+    /// initiator).
+    Handshake = 4,
 }
 
 impl LongType {
@@ -78,6 +81,7 @@ impl LongType {
             1 => LongType::InitAck,
             2 => LongType::CookieEcho,
             3 => LongType::Refuse,
+            4 => LongType::Handshake,
             other => return Err(WireError::Unknown("long packet", other.into())),
         })
     }

@@ -21,3 +21,7 @@ pub const PACKET_OVERHEAD: u64 = (1 + 4 + 4) + (1 + 4) + 4;
 /// A packet whose control frames need more carries them alone and the segment goes in the
 /// next one; a larger reserve would cost every data packet those bytes instead.
 pub const CONTROL_RESERVE: usize = 24;
+
+/// Bytes an AEAD's tag (16) adds to a packet beyond the CRC32C trailer (4) that
+/// [`PACKET_OVERHEAD`] counts: a secure channel's segments are this much smaller.
+pub const AEAD_EXTRA: usize = 12;
