@@ -275,3 +275,185 @@ fn a_listener_prints_its_public_key_and_an_insecure_one_has_none() {
         );
     }
 }
+
+/// A `ctp recv` in its own configuration directory, on a fresh loopback port; killed when
+/// dropped.
+struct Receiver {
+    child: std::process::Child,
+    port: u16,
+    out: tempfile::TempDir,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Receiver {
+    fn start(config: &Path, port: u16, extra: &[&str]) -> Receiver {
+        let out = tempfile::tempdir().unwrap();
+        let listen = format!("127.0.0.1:{port}");
+        let mut args = vec!["recv", "--listen", &listen, "--out"];
+        args.push(out.path().to_str().unwrap());
+        args.extend_from_slice(extra);
+        let child = Command::new(CTP)
+            .args(&args)
+            .env("CTP_CONFIG_DIR", config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        Receiver { child, port, out }
+    }
+
+    /// The files it stored (hidden temporary ones included).
+    fn files(&self) -> Vec<String> {
+        std::fs::read_dir(self.out.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// What it printed on stderr, once stopped.
+    fn stop(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let mut err = String::new();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        err
+    }
+}
+
+/// `ctp send FILE localhost:PORT EXTRA…` from configuration directory `config`.
+fn send(config: &Path, file: &Path, port: u16, extra: &[&str]) -> Output {
+    let to = format!("localhost:{port}");
+    let mut args = vec!["send", file.to_str().unwrap(), &to];
+    args.extend_from_slice(extra);
+    ctp(config, &args, Duration::from_secs(30))
+}
+
+fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The public key `ctp keygen` makes (or shows) in `config`.
+fn keygen(config: &Path) -> String {
+    let o = ctp(config, &["keygen"], QUICK);
+    let shown = ctp(config, &["keygen", "--show"], QUICK);
+    assert!(shown.status.success(), "{}", text(&o.stderr));
+    text(&shown.stdout).trim().to_string()
+}
+
+#[test]
+fn a_receiver_key_is_trusted_on_first_use_then_a_changed_or_unpinned_one_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (sender, first, second) = (
+        tmp.path().join("s"),
+        tmp.path().join("r1"),
+        tmp.path().join("r2"),
+    );
+    let file = tmp.path().join("data.bin");
+    std::fs::write(&file, vec![7u8; 300_000]).unwrap();
+    let (k1, k2) = (keygen(&first), keygen(&second));
+    let port = free_udp_port();
+
+    // First contact: trusted, remembered under the address as typed.
+    let r = Receiver::start(&first, port, &["--once"]);
+    let o = send(&sender, &file, port, &[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("first connection to localhost:"), "{}", text(&o.stderr));
+    let known = std::fs::read_to_string(sender.join("known_peers")).unwrap();
+    assert!(known.contains(&format!("localhost:{port} {k1}")), "{known}");
+    drop(r);
+
+    // Another receiver on that address: refused, with both keys named; nothing stored.
+    let r = Receiver::start(&second, port, &[]);
+    let o = send(&sender, &file, port, &[]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("has changed") && err.contains(&k1) && err.contains(&k2), "{err}");
+    assert!(r.files().is_empty(), "{:?}", r.files());
+
+    // A pin decides instead of the memory: the wrong key is refused, the right one taken.
+    let o = send(&sender, &file, port, &["--peer-key", &k1]);
+    assert!(text(&o.stderr).contains("not the one pinned"), "{}", text(&o.stderr));
+    assert!(r.files().is_empty());
+    let o = send(&sender, &file, port, &["--peer-key", &k2]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(r.files(), vec!["data.bin".to_string()]);
+}
+
+#[test]
+fn a_receiver_with_an_allow_list_refuses_other_senders_and_tells_them_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (stranger, friend, receiver) = (
+        tmp.path().join("stranger"),
+        tmp.path().join("friend"),
+        tmp.path().join("r"),
+    );
+    let file = tmp.path().join("data.bin");
+    std::fs::write(&file, vec![9u8; 100_000]).unwrap();
+    let friend_key = keygen(&friend);
+    let stranger_key = keygen(&stranger);
+    let allow = tmp.path().join("allowed");
+    std::fs::write(&allow, format!("{friend_key} friend\n")).unwrap();
+    let port = free_udp_port();
+    let r = Receiver::start(&receiver, port, &["--allow", allow.to_str().unwrap()]);
+
+    let o = send(&stranger, &file, port, &[]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("key {stranger_key} is not on the receiver's allow list")),
+        "{err}"
+    );
+    assert!(r.files().is_empty(), "{:?}", r.files());
+
+    let o = send(&friend, &file, port, &[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(r.files(), vec!["data.bin".to_string()]);
+    let log = r.stop();
+    assert!(log.contains("refused a sender") && log.contains(&stranger_key), "{log}");
+}
+
+#[test]
+fn encryption_on_one_side_only_is_refused_with_the_reason_on_the_sender() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (s, rc) = (tmp.path().join("s"), tmp.path().join("r"));
+    let file = tmp.path().join("data.bin");
+    std::fs::write(&file, vec![1u8; 10_000]).unwrap();
+
+    let port = free_udp_port();
+    let r = Receiver::start(&rc, port, &[]);
+    let o = send(&s, &file, port, &["--insecure"]);
+    assert!(
+        text(&o.stderr).contains("accepts only encrypted connections"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(r.files().is_empty());
+    drop(r);
+
+    let port = free_udp_port();
+    let r = Receiver::start(&rc, port, &["--insecure"]);
+    let o = send(&s, &file, port, &[]);
+    assert!(text(&o.stderr).contains("runs without encryption"), "{}", text(&o.stderr));
+    assert!(r.files().is_empty());
+    // Both plain: allowed, when both ask for it.
+    let o = send(&s, &file, port, &["--insecure"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(r.files(), vec!["data.bin".to_string()]);
+}
