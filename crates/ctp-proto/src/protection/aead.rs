@@ -58,7 +58,7 @@
 
 use core::fmt;
 
-use aes::cipher::{BlockCipherEncrypt, KeyInit};
+use aes::cipher::{BlockEncrypt, KeyInit};
 use chacha20::cipher::{KeyIvInit, StreamCipherCore};
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey};
 
@@ -227,7 +227,7 @@ impl HeaderKey {
     fn mask(&self, sample: &[u8; TAG_LEN]) -> [u8; 16] {
         match self {
             HeaderKey::Aes(aes) => {
-                let mut block = (*sample).into();
+                let mut block = aes::Block::from(*sample);
                 aes.encrypt_block(&mut block);
                 block.into()
             }
