@@ -133,6 +133,17 @@ impl Suite {
         }
     }
 
+    /// Forged packets a receiver may fail to open, over all its keys, before it must stop
+    /// using the connection (RFC 9001 §6.6): 2^52 for AES-128-GCM, 2^36 for
+    /// ChaCha20-Poly1305. Enforcing it, from [`AeadStats::failed_opens`], is the
+    /// connection's business.
+    pub fn integrity_limit(self) -> u64 {
+        match self {
+            Suite::Aes128Gcm => 1 << 52,
+            Suite::ChaCha20Poly1305 => 1 << 36,
+        }
+    }
+
     fn algorithm(self) -> &'static ring::aead::Algorithm {
         match self {
             Suite::Aes128Gcm => &ring::aead::AES_128_GCM,
