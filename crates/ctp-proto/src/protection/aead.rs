@@ -58,7 +58,7 @@
 
 use core::fmt;
 
-use aes::cipher::{BlockCipherEncrypt, KeyInit};
+use aes::cipher::{BlockEncrypt, KeyInit};
 use chacha20::cipher::{KeyIvInit, StreamCipherCore};
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey};
 
@@ -130,6 +130,17 @@ impl Suite {
         match self {
             Suite::Aes128Gcm => 1 << 23,
             Suite::ChaCha20Poly1305 => 1 << 62,
+        }
+    }
+
+    /// Forged packets a receiver may fail to open, over all its keys, before it must stop
+    /// using the connection (RFC 9001 §6.6): 2^52 for AES-128-GCM, 2^36 for
+    /// ChaCha20-Poly1305. Enforcing it, from [`AeadStats::failed_opens`], is the
+    /// connection's business.
+    pub fn integrity_limit(self) -> u64 {
+        match self {
+            Suite::Aes128Gcm => 1 << 52,
+            Suite::ChaCha20Poly1305 => 1 << 36,
         }
     }
 
@@ -227,7 +238,7 @@ impl HeaderKey {
     fn mask(&self, sample: &[u8; TAG_LEN]) -> [u8; 16] {
         match self {
             HeaderKey::Aes(aes) => {
-                let mut block = (*sample).into();
+                let mut block = aes::Block::from(*sample);
                 aes.encrypt_block(&mut block);
                 block.into()
             }
