@@ -374,7 +374,11 @@ fn a_receiver_key_is_trusted_on_first_use_then_a_changed_or_unpinned_one_is_refu
     let r = Receiver::start(&first, port, &["--once"]);
     let o = send(&sender, &file, port, &[]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    assert!(text(&o.stderr).contains("first connection to localhost:"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("first connection to localhost:"),
+        "{}",
+        text(&o.stderr)
+    );
     let known = std::fs::read_to_string(sender.join("known_peers")).unwrap();
     assert!(known.contains(&format!("localhost:{port} {k1}")), "{known}");
     drop(r);
@@ -384,12 +388,19 @@ fn a_receiver_key_is_trusted_on_first_use_then_a_changed_or_unpinned_one_is_refu
     let o = send(&sender, &file, port, &[]);
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("has changed") && err.contains(&k1) && err.contains(&k2), "{err}");
+    assert!(
+        err.contains("has changed") && err.contains(&k1) && err.contains(&k2),
+        "{err}"
+    );
     assert!(r.files().is_empty(), "{:?}", r.files());
 
     // A pin decides instead of the memory: the wrong key is refused, the right one taken.
     let o = send(&sender, &file, port, &["--peer-key", &k1]);
-    assert!(text(&o.stderr).contains("not the one pinned"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("not the one pinned"),
+        "{}",
+        text(&o.stderr)
+    );
     assert!(r.files().is_empty());
     let o = send(&sender, &file, port, &["--peer-key", &k2]);
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -417,7 +428,9 @@ fn a_receiver_with_an_allow_list_refuses_other_senders_and_tells_them_why() {
     let err = text(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
-        err.contains(&format!("key {stranger_key} is not on the receiver's allow list")),
+        err.contains(&format!(
+            "key {stranger_key} is not on the receiver's allow list"
+        )),
         "{err}"
     );
     assert!(r.files().is_empty(), "{:?}", r.files());
@@ -426,7 +439,10 @@ fn a_receiver_with_an_allow_list_refuses_other_senders_and_tells_them_why() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     assert_eq!(r.files(), vec!["data.bin".to_string()]);
     let log = r.stop();
-    assert!(log.contains("refused a sender") && log.contains(&stranger_key), "{log}");
+    assert!(
+        log.contains("refused a sender") && log.contains(&stranger_key),
+        "{log}"
+    );
 }
 
 #[test]
@@ -450,7 +466,11 @@ fn encryption_on_one_side_only_is_refused_with_the_reason_on_the_sender() {
     let port = free_udp_port();
     let r = Receiver::start(&rc, port, &["--insecure"]);
     let o = send(&s, &file, port, &[]);
-    assert!(text(&o.stderr).contains("runs without encryption"), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("runs without encryption"),
+        "{}",
+        text(&o.stderr)
+    );
     assert!(r.files().is_empty());
     // Both plain: allowed, when both ask for it.
     let o = send(&s, &file, port, &["--insecure"]);
