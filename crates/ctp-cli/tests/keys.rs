@@ -280,7 +280,6 @@ fn a_listener_prints_its_public_key_and_an_insecure_one_has_none() {
 /// dropped.
 struct Receiver {
     child: std::process::Child,
-    port: u16,
     out: tempfile::TempDir,
 }
 
@@ -307,7 +306,7 @@ impl Receiver {
             .spawn()
             .unwrap();
         std::thread::sleep(Duration::from_millis(300));
-        Receiver { child, port, out }
+        Receiver { child, out }
     }
 
     /// The files it stored (hidden temporary ones included).
