@@ -93,6 +93,12 @@ pub struct ScenarioFile {
     /// Handshake timeout.
     #[serde(default)]
     pub handshake_timeout: Option<Spanned<Dur>>,
+    /// Run the profiles' secure channels as they ship (Noise handshake, an AEAD on every
+    /// packet). Off by default: a scenario studies the network, where encryption changes
+    /// only each packet's size (12 bytes of payload) — its CPU cost is the bench's to
+    /// measure — and it would halve the simulator's speed.
+    #[serde(default)]
+    pub encrypt: bool,
     /// The shared bottleneck: path 0.
     pub bottleneck: PathFile,
     /// Further paths, disjoint from the bottleneck and each other: paths 1, 2, …
@@ -688,6 +694,7 @@ impl Scenario {
             for pname in &profiles {
                 for cc in &ccs {
                     let base = Profile::builtin(pname).map_err(|e| ScenarioError(e.to_string()))?;
+                    let base = if f.encrypt { base } else { base.insecure() };
                     let base = match with_cc(base, cc) {
                         Ok(b) => b,
                         Err(why) => {
@@ -835,7 +842,13 @@ impl Scenario {
             });
             let base = match &fl.profile {
                 Some(p) => {
-                    Profile::builtin(p.get_ref()).map_err(|e| ScenarioError(e.to_string()))?
+                    let b =
+                        Profile::builtin(p.get_ref()).map_err(|e| ScenarioError(e.to_string()))?;
+                    if self.file.encrypt {
+                        b
+                    } else {
+                        b.insecure()
+                    }
                 }
                 None => run_base.clone(),
             };
