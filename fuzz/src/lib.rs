@@ -15,7 +15,7 @@ use ctp_proto::udt::packet::{nak_ranges, ControlBody, Packet};
 use ctp_proto::wire::frame::Frame;
 use ctp_proto::wire::header::{ConnectionId, Header, LongType};
 use ctp_proto::wire::Reader;
-use ctp_proto::{Endpoint, EndpointConfig, Params, Profile};
+use ctp_proto::{ConnectionHandle, Endpoint, EndpointConfig, Params, Profile};
 use std::net::SocketAddr;
 
 pub mod net;
@@ -155,7 +155,9 @@ fn drain(ep: &mut Endpoint, now: Instant) -> usize {
 /// 2. an INIT body, sealed and padded, to an accepting endpoint;
 /// 3. an INIT_ACK body to an endpoint that is connecting;
 /// 4. a REFUSE body to an endpoint that is connecting;
-/// 5. a COOKIE_ECHO body (its MAC will not match) to an accepting endpoint.
+/// 5. a COOKIE_ECHO body (its MAC will not match) to an accepting endpoint;
+/// 6. a Noise message (HANDSHAKE) to both sides of a secure handshake waiting for one,
+///    which must still complete.
 pub fn handshake(data: &[u8]) {
     let Some((&mode, body)) = data.split_first() else {
         return;
@@ -164,7 +166,10 @@ pub fn handshake(data: &[u8]) {
     let now = Instant::from_micros(5_000_000);
     let client = addr("10.0.0.1:1000");
     let server = addr("10.0.0.2:2000");
-    match mode % 6 {
+    if mode % 7 == 6 {
+        return noise(body, now, client, server);
+    }
+    match mode % 7 {
         0 => {
             let mut r = Reader::new(body);
             if let Ok((micros, asked, isn)) = decode_offer(&mut r, &local) {
@@ -185,7 +190,7 @@ pub fn handshake(data: &[u8]) {
             let mut cfg = EndpointConfig::new([1; 32], [2; 32]);
             cfg.accept = true;
             let mut ep = Endpoint::new(cfg);
-            let (ty, scid, dcid) = if mode % 6 == 2 {
+            let (ty, scid, dcid) = if mode % 7 == 2 {
                 (LongType::Init, 0x1234_5678, 0)
             } else {
                 (LongType::CookieEcho, 0x1234_5678, 0x0bad_cafe)
@@ -207,7 +212,7 @@ pub fn handshake(data: &[u8]) {
             else {
                 return;
             };
-            let ty = if mode % 6 == 3 {
+            let ty = if mode % 7 == 3 {
                 LongType::InitAck
             } else {
                 LongType::Refuse
@@ -223,6 +228,63 @@ pub fn handshake(data: &[u8]) {
             let _ = ep.connection(h).map(|c| c.state().clone());
         }
     }
+}
+
+/// A secure handshake run to the point where each side waits for a Noise message (the
+/// initiator for message 2, the responder for message 3); `body` is given to both as a
+/// HANDSHAKE packet, and the real exchange then completes: a bad message changes nothing.
+fn noise(body: &[u8], now: Instant, client: SocketAddr, server: SocketAddr) {
+    let mut scfg = EndpointConfig::new([5; 32], [6; 32]);
+    scfg.accept = true;
+    let mut responder = Endpoint::new(scfg);
+    let mut initiator = Endpoint::new(EndpointConfig::new([7; 32], [8; 32]));
+    let Ok(h) = initiator.connect(now, server, &Profile::reliable()) else {
+        return;
+    };
+    let mut buf = Vec::new();
+    let mut exchange = |from_initiator: bool, i: &mut Endpoint, r: &mut Endpoint| {
+        let (src, dst, at) = if from_initiator {
+            (i, r, client)
+        } else {
+            (r, i, server)
+        };
+        let mut moved = Vec::new();
+        while let Some(t) = src.poll_transmit(now, &mut buf) {
+            moved.push(buf[..t.size].to_vec());
+        }
+        for mut d in moved {
+            dst.handle_datagram(now, at, &mut d);
+        }
+    };
+    // INIT, INIT_ACK, COOKIE_ECHO: the responder now waits for message 3 and has message 2
+    // ready; the initiator waits for message 2.
+    exchange(true, &mut initiator, &mut responder);
+    exchange(false, &mut initiator, &mut responder);
+    exchange(true, &mut initiator, &mut responder);
+    let ids = |ep: &Endpoint| {
+        ep.connection(ConnectionHandle(0))
+            .map(|c| c.local_cid())
+            .unwrap_or(0)
+    };
+    let (icid, rcid) = (ids(&initiator), ids(&responder));
+    let mut framed = Vec::new();
+    ctp_proto::wire::varint::put(&mut framed, body.len() as u64);
+    framed.extend_from_slice(body);
+    for payload in [body, &framed[..]] {
+        let mut d = long_packet(LongType::Handshake, icid, rcid, payload, false);
+        initiator.handle_datagram(now, server, &mut d);
+        let mut d = long_packet(LongType::Handshake, rcid, icid, payload, false);
+        responder.handle_datagram(now, client, &mut d);
+    }
+    for _ in 0..3 {
+        exchange(false, &mut initiator, &mut responder);
+        exchange(true, &mut initiator, &mut responder);
+    }
+    assert!(
+        initiator.connection(h).is_some_and(|c| c.is_established()),
+        "a forged Noise message broke a genuine handshake"
+    );
+    while initiator.poll_event().is_some() || responder.poll_event().is_some() {}
 }
 
 /// A UDT4 datagram: parsed, and when it parses, re-emitted byte for byte.

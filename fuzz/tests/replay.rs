@@ -100,3 +100,21 @@ fn the_seed_files_parse() {
         ctp_sim::scenario::Scenario::parse(&text, "seed").unwrap();
     }
 }
+
+/// The handshake target's Noise mode holds for genuine-looking and random messages alike:
+/// message-sized bodies of every byte, and truncations of both, never break the real
+/// handshake that runs after them (the target asserts it completes).
+#[test]
+fn forged_noise_messages_never_break_a_genuine_handshake() {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for len in [0usize, 1, 31, 32, 33, 64, 95, 96, 97, 200, 300] {
+        let mut body = vec![6u8];
+        body.extend((0..len).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        }));
+        ctp_fuzz::handshake(&body);
+    }
+}

@@ -91,6 +91,7 @@ fn write_seed_corpus() {
                 );
             }
             LongType::CookieEcho => put("handshake", "cookie-echo", &with(5)),
+            LongType::Handshake => put("handshake", "noise", &with(6)),
             LongType::Refuse => {}
         }
     }
