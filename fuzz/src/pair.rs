@@ -174,7 +174,7 @@ impl Seen {
                     }
                 }
             }
-            Ok(Header::Short { dcid, pn }) => {
+            Ok(Header::Short { dcid, pn, .. }) => {
                 self.dcid = Some(dcid);
                 self.pn_next = self.pn_next.max(pn.expand(self.pn_next) + 1);
                 while !r.is_empty() {

@@ -27,7 +27,13 @@ impl ShortPacket {
     /// connection id `dcid`.
     pub fn begin(out: &mut Vec<u8>, dcid: ConnectionId, pn: u64, pn_wire: Truncated) -> Self {
         let start = out.len();
-        Header::Short { dcid, pn: pn_wire }.emit(out);
+        // The key phase is the protection's to set when it seals.
+        Header::Short {
+            dcid,
+            pn: pn_wire,
+            key_phase: false,
+        }
+        .emit(out);
         ShortPacket {
             start,
             header_len: out.len() - start,

@@ -81,6 +81,7 @@ fn hostile_packets(cid: u32) -> Vec<Vec<u8>> {
     Header::Short {
         dcid: cid ^ 0x5555,
         pn: Truncated::whole(3),
+        key_phase: false,
     }
     .emit(&mut p);
     Frame::emit_simple(&mut p, ty::PING, None);

@@ -108,6 +108,8 @@ pub enum Header {
         /// Packet number, unique per connection and direction, never reused; its low bits
         /// as sent (the connection recovers the whole number).
         pn: Truncated,
+        /// The key phase (an AEAD's key generation; always clear under CRC32C).
+        key_phase: bool,
     },
 }
 
@@ -151,7 +153,11 @@ impl Header {
             }
             let dcid = r.u32()?;
             let pn = Truncated::read(r)?;
-            Ok(Header::Short { dcid, pn })
+            Ok(Header::Short {
+                dcid,
+                pn,
+                key_phase: first & KEY_PHASE != 0,
+            })
         }
     }
 
@@ -169,8 +175,12 @@ impl Header {
                 out.extend_from_slice(&dcid.to_be_bytes());
                 out.extend_from_slice(&scid.to_be_bytes());
             }
-            Header::Short { dcid, pn } => {
-                out.push(FIXED);
+            Header::Short {
+                dcid,
+                pn,
+                key_phase,
+            } => {
+                out.push(if key_phase { FIXED | KEY_PHASE } else { FIXED });
                 out.extend_from_slice(&dcid.to_be_bytes());
                 pn.put(out);
             }
@@ -202,6 +212,12 @@ mod tests {
             Header::Short {
                 dcid: 0xdead_beef,
                 pn: Truncated::encode(1 << 33, Some(100)),
+                key_phase: false,
+            },
+            Header::Short {
+                dcid: 5,
+                pn: Truncated::encode(77, Some(3)),
+                key_phase: true,
             },
         ] {
             let mut out = Vec::new();
