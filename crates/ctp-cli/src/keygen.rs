@@ -4,7 +4,7 @@
 //! done and where goes to stderr, or everything as one JSON object with `--json`.
 
 use crate::cli::KeygenArgs;
-use crate::keys::{self, Identity, KeyError, PRIVATE_FILE, PUBLIC_FILE};
+use crate::keys::{self, Identity, IdentityFile, KeyError, PRIVATE_FILE, PUBLIC_FILE};
 use crate::output::outln;
 use crate::Failure;
 use anyhow::anyhow;
@@ -21,7 +21,7 @@ pub fn run(a: KeygenArgs) -> Result<(), Failure> {
     let (id, created) = if a.show {
         (Identity::load(&path).map_err(failed)?, false)
     } else {
-        let id = Identity::generate();
+        let id = Identity::random();
         let replaced = a.force && path.exists();
         id.save(&dir, a.force).map_err(failed)?;
         if !a.json {

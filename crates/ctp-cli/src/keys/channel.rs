@@ -21,10 +21,7 @@ impl Security {
     /// receiver key trusted for the first time and a sender refused by the allow list
     /// (the sender itself is told only that its key is not allowed).
     pub fn channel(self) -> Channel {
-        let identity = self.identity.as_ref().map(|id| ctp::Identity {
-            private: id.private,
-            public: id.public,
-        });
+        let identity = self.identity.clone();
         let insecure = self.insecure;
         let state = Mutex::new(self);
         let policy = ctp::PeerPolicy::new(move |peer| {

@@ -4,13 +4,9 @@
 use super::{create_dir, encode_key, KeyError, KEY_LEN, KEY_TEXT_LEN};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use std::fmt;
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-
-/// The Noise protocol the keys are for.
-const NOISE: &str = "Noise_XX_25519_ChaChaPoly_BLAKE2s";
 
 /// The private key file's name in the configuration directory.
 pub const PRIVATE_FILE: &str = "id_x25519";
@@ -18,51 +14,30 @@ pub const PRIVATE_FILE: &str = "id_x25519";
 /// The public key file's name in the configuration directory.
 pub const PUBLIC_FILE: &str = "id_x25519.pub";
 
-/// A static X25519 key pair. `Debug` does not show the private key.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Identity {
-    /// The private key: never shown, stored only in a file that only its owner can read.
-    pub private: [u8; KEY_LEN],
-    /// The public key, which peers pin, remember or allow.
-    pub public: [u8; KEY_LEN],
-}
+/// A static X25519 key pair: the runtime's own type ([`ctp::Identity`]: `Debug` never shows
+/// the private key); this module only keeps it in files.
+pub use ctp::Identity;
 
-impl fmt::Debug for Identity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Identity")
-            .field("private", &"(hidden)")
-            .field("public", &encode_key(&self.public))
-            .finish()
-    }
-}
-
-impl Identity {
-    /// A new random key pair (from the operating system's random source, through `snow`).
-    pub fn generate() -> Identity {
-        let pair = snow::Builder::new(NOISE.parse().expect("a valid Noise name"))
-            .generate_keypair()
-            .expect("snow's default resolver has X25519 and a random source");
-        Identity {
-            private: pair.private.try_into().expect("an X25519 private key"),
-            public: pair.public.try_into().expect("an X25519 public key"),
-        }
-    }
-
-    /// The key pair of a private key (its public key computed from it).
-    pub fn from_private(private: [u8; KEY_LEN]) -> Identity {
-        use snow::resolvers::CryptoResolver;
-        let mut dh = snow::resolvers::DefaultResolver
-            .resolve_dh(&snow::params::DHChoice::Curve25519)
-            .expect("snow's default resolver has X25519");
-        dh.set(&private);
-        let public = dh.pubkey().try_into().expect("an X25519 public key");
-        Identity { private, public }
-    }
-
+/// An identity kept in the configuration directory's files.
+pub trait IdentityFile: Sized {
     /// Reads the private key file `path` (as `--key FILE` names one). A file that others
     /// than its owner may read is refused, as ssh refuses one, with the `chmod` that
     /// fixes it.
-    pub fn load(path: &Path) -> Result<Identity, KeyError> {
+    fn load(path: &Path) -> Result<Self, KeyError>;
+
+    /// The identity in `dir` ([`PRIVATE_FILE`]), created there if there is none yet (and
+    /// `dir` with it); `true` when it was created.
+    fn load_or_create(dir: &Path) -> Result<(Self, bool), KeyError>;
+
+    /// Writes this identity into `dir` (created if missing, mode 0700): [`PRIVATE_FILE`]
+    /// with mode 0600 and [`PUBLIC_FILE`], each written whole under a temporary name first,
+    /// so that no reader sees half a key. An existing identity is kept
+    /// ([`KeyError::Exists`]) unless `replace`. Returns the private key file's path.
+    fn save(&self, dir: &Path, replace: bool) -> Result<PathBuf, KeyError>;
+}
+
+impl IdentityFile for Identity {
+    fn load(path: &Path) -> Result<Identity, KeyError> {
         let io = |action, source| KeyError::Io {
             action,
             path: path.to_path_buf(),
@@ -122,15 +97,13 @@ impl Identity {
         Ok(Identity::from_private(private))
     }
 
-    /// The identity in `dir` ([`PRIVATE_FILE`]), created there if there is none yet (and
-    /// `dir` with it); `true` when it was created.
-    pub fn load_or_create(dir: &Path) -> Result<(Identity, bool), KeyError> {
+    fn load_or_create(dir: &Path) -> Result<(Identity, bool), KeyError> {
         let path = dir.join(PRIVATE_FILE);
         match Identity::load(&path) {
             Err(KeyError::NoIdentity { .. }) => {}
             other => return other.map(|id| (id, false)),
         }
-        let id = Identity::generate();
+        let id = Identity::random();
         match id.save(dir, false) {
             Ok(_) => Ok((id, true)),
             // Another ctp created one meanwhile: use that.
@@ -139,11 +112,7 @@ impl Identity {
         }
     }
 
-    /// Writes this identity into `dir` (created if missing, mode 0700): [`PRIVATE_FILE`]
-    /// with mode 0600 and [`PUBLIC_FILE`], each written whole under a temporary name first,
-    /// so that no reader sees half a key. An existing identity is kept
-    /// ([`KeyError::Exists`]) unless `replace`. Returns the private key file's path.
-    pub fn save(&self, dir: &Path, replace: bool) -> Result<PathBuf, KeyError> {
+    fn save(&self, dir: &Path, replace: bool) -> Result<PathBuf, KeyError> {
         create_dir(dir)?;
         let path = dir.join(PRIVATE_FILE);
         if !replace && path.exists() {
@@ -228,8 +197,8 @@ mod tests {
 
     #[test]
     fn a_generated_identity_has_the_public_key_of_its_private_key() {
-        let a = Identity::generate();
-        let b = Identity::generate();
+        let a = Identity::random();
+        let b = Identity::random();
         assert_ne!(a.private, b.private);
         assert_eq!(Identity::from_private(a.private), a);
         // The private key is never shown by Debug.
@@ -273,7 +242,7 @@ mod tests {
     fn an_existing_identity_is_replaced_only_when_asked() {
         let dir = tempfile::tempdir().unwrap();
         let (first, _) = Identity::load_or_create(dir.path()).unwrap();
-        let other = Identity::generate();
+        let other = Identity::random();
         let e = other.save(dir.path(), false).unwrap_err();
         assert!(matches!(e, KeyError::Exists { .. }), "{e}");
         assert!(e.to_string().contains("--force"), "{e}");

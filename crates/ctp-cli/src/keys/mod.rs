@@ -21,7 +21,7 @@ mod known_peers;
 
 pub use allow::AllowList;
 pub use channel::Channel;
-pub use identity::{Identity, PRIVATE_FILE, PUBLIC_FILE};
+pub use identity::{Identity, IdentityFile, PRIVATE_FILE, PUBLIC_FILE};
 pub use known_peers::{normalize_addr, KnownPeers, Trust};
 
 use base64::engine::general_purpose::STANDARD;

@@ -49,10 +49,17 @@ impl Identity {
     /// A fresh key pair drawn from `seed` (an endpoint without a configured identity
     /// makes one at start: its peers cannot pin it, but its channel is still encrypted).
     pub fn generate(seed: [u8; 32]) -> Identity {
-        let params: NoiseParams = NOISE_PATTERN.parse().expect("a valid Noise pattern");
-        let kp = snow::Builder::with_resolver(params, resolver(seed))
-            .generate_keypair()
-            .expect("X25519 key generation");
+        Self::from_builder(snow::Builder::with_resolver(params(), resolver(seed)))
+    }
+
+    /// A fresh key pair from the operating system's random source: an identity to keep
+    /// (`ctp keygen`).
+    pub fn random() -> Identity {
+        Self::from_builder(snow::Builder::new(params()))
+    }
+
+    fn from_builder(b: snow::Builder<'_>) -> Identity {
+        let kp = b.generate_keypair().expect("X25519 key generation");
         Identity {
             private: kp.private.as_slice().try_into().expect("32-byte key"),
             public: kp.public.as_slice().try_into().expect("32-byte key"),
@@ -191,8 +198,7 @@ impl Noise {
     }
 
     fn build(me: &Identity, prologue: &[u8], seed: [u8; 32], initiator: bool) -> Noise {
-        let params: NoiseParams = NOISE_PATTERN.parse().expect("a valid Noise pattern");
-        let b = snow::Builder::with_resolver(params, resolver(seed))
+        let b = snow::Builder::with_resolver(params(), resolver(seed))
             .local_private_key(&me.private)
             .and_then(|b| b.prologue(prologue))
             .expect("a fresh builder takes one key and one prologue");
@@ -271,6 +277,11 @@ impl Noise {
             }
         })
     }
+}
+
+/// The parsed [`NOISE_PATTERN`].
+fn params() -> NoiseParams {
+    NOISE_PATTERN.parse().expect("a valid Noise pattern")
 }
 
 /// snow's default primitives with the endpoint's seeded generator for the ephemeral keys.
