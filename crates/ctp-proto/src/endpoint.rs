@@ -5,6 +5,7 @@ use crate::connection::{ComposedConnection, Connection, ConnectionState};
 use crate::engine::session::CloseReason;
 use crate::handshake::noise::{Identity, PeerPolicy};
 use crate::handshake::responder::{Init, InitAnswer, Responder};
+use crate::handshake::state::NoiseStart;
 use crate::profile::{self, Isn, MicroSet, Params, Profile, ProfileError};
 use crate::protection::crc32c;
 use crate::schedule::Schedule;
@@ -596,10 +597,15 @@ impl Endpoint {
             // A secure channel: message 2 answers message 1; the application hears of the
             // connection once message 3 authenticated the initiator.
             let seed = self.noise_seed();
-            let give_up = now + self.cfg.handshake_timeout;
-            if c.start_noise(&self.identity, &hash, &answer, msg1, seed, give_up)
-                .is_err()
-            {
+            let start = NoiseStart {
+                me: &self.identity,
+                offer_hash: &hash,
+                answer: &answer,
+                msg1,
+                seed,
+                give_up: now + self.cfg.handshake_timeout,
+            };
+            if c.start_noise(start).is_err() {
                 return false;
             }
             let h = self.insert(c.into());

@@ -13,6 +13,7 @@ use crate::engine::streams::{
 };
 use crate::handshake::noise::{Identity, NoiseError, PeerKey, PeerPolicy, Secrets};
 use crate::handshake::state::InitAckError;
+use crate::handshake::state::NoiseStart;
 use crate::handshake::{CookieContents, Handshake};
 use crate::packet::{open_short, Opened};
 use crate::perfmon::PerfMon;
@@ -144,20 +145,10 @@ impl ComposedConnection {
         true
     }
 
-    /// Responder on a secure channel, at COOKIE_ECHO: reads Noise message 1 (`msg1`) with
-    /// the cookie's offer hash and the negotiated `answer` bound, and owes message 2; the
-    /// connection waits for message 3 until `give_up`.
-    pub(crate) fn start_noise(
-        &mut self,
-        me: &Identity,
-        offer_hash: &[u8; 32],
-        answer: &[u8],
-        msg1: &[u8],
-        seed: [u8; 32],
-        give_up: Instant,
-    ) -> Result<(), NoiseError> {
-        self.hs
-            .start_responder(me, offer_hash, answer, msg1, seed, give_up)?;
+    /// Responder on a secure channel, at COOKIE_ECHO: reads Noise message 1 and owes
+    /// message 2 (see [`Handshake::start_responder`]); the connection waits for message 3.
+    pub(crate) fn start_noise(&mut self, start: NoiseStart<'_>) -> Result<(), NoiseError> {
+        self.hs.start_responder(start)?;
         self.state = ConnectionState::Authenticating;
         Ok(())
     }

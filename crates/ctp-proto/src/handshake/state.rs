@@ -52,6 +52,24 @@ pub enum InitAckError {
     Unencrypted,
 }
 
+/// What a secure channel's responder starts its side of the key agreement from, at
+/// COOKIE_ECHO.
+#[derive(Clone, Copy, Debug)]
+pub struct NoiseStart<'a> {
+    /// The responder's identity.
+    pub me: &'a Identity,
+    /// The hash of the INIT offer, as the cookie kept it.
+    pub offer_hash: &'a [u8; 32],
+    /// The negotiated offer as INIT_ACK carried it.
+    pub answer: &'a [u8],
+    /// Noise message 1, from COOKIE_ECHO.
+    pub msg1: &'a [u8],
+    /// Randomness for the ephemeral key.
+    pub seed: [u8; 32],
+    /// When the responder stops waiting for message 3.
+    pub give_up: Instant,
+}
+
 /// A connection's side of the handshake.
 #[derive(Debug)]
 pub struct Handshake {
@@ -176,19 +194,19 @@ impl Handshake {
     }
 
     /// Responder, on a secure channel: reads message 1 (from COOKIE_ECHO) with the
-    /// offer hash the cookie kept and the negotiated `answer` in the prologue, and writes
+    /// offer hash the cookie kept and the negotiated answer in the prologue, and writes
     /// message 2, due at once (and again for a repeated echo, never on a timer: the
-    /// responder only answers). Gives up at `give_up`. Fails when message 1 does not
+    /// responder only answers). Gives up at `start.give_up`. Fails when message 1 does not
     /// parse.
-    pub fn start_responder(
-        &mut self,
-        me: &Identity,
-        offer_hash: &[u8; 32],
-        answer: &[u8],
-        msg1: &[u8],
-        seed: [u8; 32],
-        give_up: Instant,
-    ) -> Result<(), NoiseError> {
+    pub fn start_responder(&mut self, start: NoiseStart<'_>) -> Result<(), NoiseError> {
+        let NoiseStart {
+            me,
+            offer_hash,
+            answer,
+            msg1,
+            seed,
+            give_up,
+        } = start;
         let mut n = Noise::responder(me, &noise::prologue(offer_hash, answer), seed);
         n.read(msg1)?;
         self.noise_msg.clear();
@@ -293,12 +311,12 @@ impl Handshake {
                 with_noise(&mut b);
                 long_packet(LongType::CookieEcho, peer_cid, local_cid, &b, 0)
             }
-            ConnectionState::Authenticating => {
-                let mut b = Vec::new();
-                with_noise(&mut b);
-                long_packet(LongType::Handshake, peer_cid, local_cid, &b, 0)
-            }
-            ConnectionState::Established | ConnectionState::Closing if self.confirming => {
+            // Noise message 2 (the responder's), or message 3 until it is confirmed.
+            ConnectionState::Authenticating
+            | ConnectionState::Established
+            | ConnectionState::Closing
+                if *state == ConnectionState::Authenticating || self.confirming =>
+            {
                 let mut b = Vec::new();
                 with_noise(&mut b);
                 long_packet(LongType::Handshake, peer_cid, local_cid, &b, 0)
