@@ -173,9 +173,13 @@ pub fn handshake(data: &[u8]) {
         0 => {
             let mut r = Reader::new(body);
             if let Ok((micros, asked, isn)) = decode_offer(&mut r, &local) {
-                if let Negotiated::Accept(set, params) =
-                    negotiate(micros, &asked, MicroSet::of(MicroId::ALL), &local)
-                {
+                if let Negotiated::Accept(set, params) = negotiate(
+                    micros,
+                    &asked,
+                    MicroSet::of(MicroId::ALL),
+                    MicroSet::default(),
+                    &local,
+                ) {
                     let _ = compose(set, &params, Isn::default(), isn);
                 }
             }

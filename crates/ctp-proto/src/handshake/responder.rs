@@ -91,14 +91,7 @@ impl Responder<'_> {
         let local = self.params.for_peer(from).fit_recv_buffer();
         let negotiated = match admitted {
             Err(full) => Negotiated::Refuse(full.to_string()),
-            Ok(()) if self.required.has(MicroId::Secure) && !micros.has(MicroId::Secure) => {
-                Negotiated::Refuse(
-                    "this responder accepts only encrypted connections: connect without \
-                     `--insecure`"
-                        .into(),
-                )
-            }
-            Ok(()) => profile::negotiate(micros, &asked, self.supported, &local),
+            Ok(()) => profile::negotiate(micros, &asked, self.supported, self.required, &local),
         };
         let answer = match negotiated {
             Negotiated::Refuse(reason) => {

@@ -81,17 +81,26 @@ pub enum Negotiated {
     Refuse(String),
 }
 
-/// Narrows a request against what the responder supports.
+/// Narrows a request against what the responder supports and requires.
 ///
-/// Optional microprotocols the responder lacks are dropped; a missing required one, an
+/// Optional microprotocols the responder lacks are dropped; a missing non-optional one, a
+/// request without one the responder requires (`secure`, unless it accepts plaintext), an
 /// unknown bit or an invalid result refuses with a reason naming it. Numeric parameters
 /// become the smaller of the two sides' values.
 pub fn negotiate(
     requested: MicroSet,
     asked: &Params,
     supported: MicroSet,
+    required: MicroSet,
     local: &Params,
 ) -> Negotiated {
+    if let Some(m) = required.iter().find(|&m| !requested.has(m)) {
+        return Negotiated::Refuse(if m == MicroId::Secure {
+            "this responder accepts only encrypted connections: connect without `--insecure`".into()
+        } else {
+            format!("this responder requires microprotocol `{m}`")
+        });
+    }
     if requested.unknown_bits() != 0 {
         return Negotiated::Refuse(format!(
             "unknown microprotocol bits {:#x}",
@@ -157,22 +166,34 @@ mod tests {
         let r = Profile::reliable();
         // The responder picks one AEAD suite of those offered (the first both allow).
         assert_eq!(
-            negotiate(r.micros, &r.params, all, &local),
+            negotiate(r.micros, &r.params, all, MicroSet::default(), &local),
             Negotiated::Accept(r.micros, Params { suites: 1, ..local })
         );
         let chacha_only = Params { suites: 2, ..local };
         assert_eq!(
-            negotiate(r.micros, &r.params, all, &chacha_only),
+            negotiate(r.micros, &r.params, all, MicroSet::default(), &chacha_only),
             Negotiated::Accept(r.micros, Params { suites: 2, ..local })
         );
-        match negotiate(r.micros, &chacha_only, all, &Params { suites: 1, ..local }) {
+        match negotiate(
+            r.micros,
+            &chacha_only,
+            all,
+            MicroSet::default(),
+            &Params { suites: 1, ..local },
+        ) {
             Negotiated::Refuse(why) => assert!(why.contains("no AEAD suite in common"), "{why}"),
             other => panic!("{other:?}"),
         }
         // Without encryption, nothing about suites is decided.
         let plain = r.clone().insecure();
         assert_eq!(
-            negotiate(plain.micros, &plain.params, all, &local),
+            negotiate(
+                plain.micros,
+                &plain.params,
+                all,
+                MicroSet::default(),
+                &local
+            ),
             Negotiated::Accept(plain.micros, local)
         );
         // Narrowing: the responder lacks keepalive (optional) and has a smaller window.
@@ -180,7 +201,13 @@ mod tests {
             flow_window: 64,
             ..local
         };
-        match negotiate(r.micros, &r.params, all.without(KeepAlive), &small) {
+        match negotiate(
+            r.micros,
+            &r.params,
+            all.without(KeepAlive),
+            MicroSet::default(),
+            &small,
+        ) {
             Negotiated::Accept(set, p) => {
                 assert_eq!(set, r.micros.without(KeepAlive));
                 assert_eq!(p.flow_window, 64);
@@ -188,13 +215,19 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // Refusal: ARQ is not optional.
-        match negotiate(r.micros, &r.params, all.without(Arq), &local) {
+        match negotiate(
+            r.micros,
+            &r.params,
+            all.without(Arq),
+            MicroSet::default(),
+            &local,
+        ) {
             Negotiated::Refuse(why) => assert!(why.contains("`arq`"), "{why}"),
             other => panic!("{other:?}"),
         }
         // Unknown bits.
         assert!(matches!(
-            negotiate(MicroSet(1 << 60), &local, all, &local),
+            negotiate(MicroSet(1 << 60), &local, all, MicroSet::default(), &local),
             Negotiated::Refuse(_)
         ));
     }
@@ -254,7 +287,7 @@ mod tests {
         assert!(decode_offer(&mut Reader::new(&bad), &Params::default()).is_err());
         // The responder adopts the initiator's choice.
         let all = MicroSet::of(MicroId::ALL);
-        match negotiate(p.micros, &q, all, &Params::default()) {
+        match negotiate(p.micros, &q, all, MicroSet::default(), &Params::default()) {
             Negotiated::Accept(set, n) => {
                 assert!(set.has(Cc));
                 assert_eq!((n.cc, n.cc_rate_kbps), (CcKind::Udt, 5_000));
