@@ -136,72 +136,47 @@ mod rustcrypto {
     }
 }
 
-mod ring_backend {
-    use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey};
+/// A backend over `ring`'s AEAD API, which `aws-lc-rs` offers unchanged under its own name.
+macro_rules! ring_like_backend {
+    ($module:ident, $krate:ident, $name:ident) => {
+        mod $module {
+            use $krate::aead::{Aad, LessSafeKey, Nonce, UnboundKey};
 
-    pub struct Ring(pub LessSafeKey);
+            pub struct $name(pub LessSafeKey);
 
-    impl Ring {
-        pub fn new(alg: &'static ring::aead::Algorithm, key: &[u8]) -> Self {
-            Ring(LessSafeKey::new(
-                UnboundKey::new(alg, &key[..alg.key_len()]).unwrap(),
-            ))
+            impl $name {
+                pub fn new(alg: &'static $krate::aead::Algorithm, key: &[u8]) -> Self {
+                    $name(LessSafeKey::new(
+                        UnboundKey::new(alg, &key[..alg.key_len()]).unwrap(),
+                    ))
+                }
+            }
+
+            impl super::Backend for $name {
+                fn seal(&self, n: u64, buf: &mut [u8]) {
+                    let nonce = Nonce::assume_unique_for_key(super::nonce(n));
+                    let (body, tag) = buf.split_at_mut(buf.len() - super::TAG);
+                    let t = self
+                        .0
+                        .seal_in_place_separate_tag(nonce, Aad::from(super::AAD), body)
+                        .unwrap();
+                    tag.copy_from_slice(t.as_ref());
+                }
+
+                fn open(&self, n: u64, buf: &mut [u8]) -> bool {
+                    let nonce = Nonce::assume_unique_for_key(super::nonce(n));
+                    self.0
+                        .open_in_place(nonce, Aad::from(super::AAD), buf)
+                        .is_ok()
+                }
+            }
         }
-    }
-
-    impl super::Backend for Ring {
-        fn seal(&self, n: u64, buf: &mut [u8]) {
-            let nonce = Nonce::assume_unique_for_key(super::nonce(n));
-            let (body, tag) = buf.split_at_mut(buf.len() - super::TAG);
-            let t = self
-                .0
-                .seal_in_place_separate_tag(nonce, Aad::from(super::AAD), body)
-                .unwrap();
-            tag.copy_from_slice(t.as_ref());
-        }
-
-        fn open(&self, n: u64, buf: &mut [u8]) -> bool {
-            let nonce = Nonce::assume_unique_for_key(super::nonce(n));
-            self.0
-                .open_in_place(nonce, Aad::from(super::AAD), buf)
-                .is_ok()
-        }
-    }
+    };
 }
 
+ring_like_backend!(ring_backend, ring, Ring);
 #[cfg(feature = "bench-aead-backends")]
-mod aws_lc_backend {
-    use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey};
-
-    pub struct AwsLc(pub LessSafeKey);
-
-    impl AwsLc {
-        pub fn new(alg: &'static aws_lc_rs::aead::Algorithm, key: &[u8]) -> Self {
-            AwsLc(LessSafeKey::new(
-                UnboundKey::new(alg, &key[..alg.key_len()]).unwrap(),
-            ))
-        }
-    }
-
-    impl super::Backend for AwsLc {
-        fn seal(&self, n: u64, buf: &mut [u8]) {
-            let nonce = Nonce::assume_unique_for_key(super::nonce(n));
-            let (body, tag) = buf.split_at_mut(buf.len() - super::TAG);
-            let t = self
-                .0
-                .seal_in_place_separate_tag(nonce, Aad::from(super::AAD), body)
-                .unwrap();
-            tag.copy_from_slice(t.as_ref());
-        }
-
-        fn open(&self, n: u64, buf: &mut [u8]) -> bool {
-            let nonce = Nonce::assume_unique_for_key(super::nonce(n));
-            self.0
-                .open_in_place(nonce, Aad::from(super::AAD), buf)
-                .is_ok()
-        }
-    }
-}
+ring_like_backend!(aws_lc_backend, aws_lc_rs, AwsLc);
 
 fn bench_one(c: &mut Bench, name: &str, backend: &dyn Backend) {
     for (op, sealing) in [("seal", true), ("open", false)] {
