@@ -39,8 +39,13 @@ pub struct Identity {
 impl core::fmt::Debug for Identity {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         // Never the private key, not even in a log.
+        // The public key as people see it: 44 characters of base64 (`ctp keygen`).
+        use base64::Engine as _;
         f.debug_struct("Identity")
-            .field("public", &hex(&self.public))
+            .field(
+                "public",
+                &base64::engine::general_purpose::STANDARD.encode(self.public),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -127,11 +132,6 @@ impl core::fmt::Debug for PeerPolicy {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str("PeerPolicy(..)")
     }
-}
-
-/// Lower-case hex of `bytes`.
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Why the key agreement failed.
@@ -322,6 +322,11 @@ impl Random for SeededRandom {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Lower-case hex of `bytes`.
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
 
     fn pair() -> (Noise, Noise, Identity, Identity) {
         let (a, b) = (Identity::generate([1; 32]), Identity::generate([2; 32]));
