@@ -31,6 +31,8 @@ fn build(out: &mut Vec<u8>, payload: &[u8], pn: u64) {
         data: payload,
         ts: None,
         deps: ctp_proto::wire::frame::Deps::NONE,
+        service: None,
+        reset: None,
     }
     .emit(out);
     packet.seal(out, &mut Crc32c);

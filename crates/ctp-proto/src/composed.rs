@@ -8,7 +8,7 @@
 use crate::engine::admission::Admission;
 use crate::engine::event::{Event, EventKind, OwnedEvents, PacketInfo, EVENT_KINDS};
 use crate::engine::session::CloseReason;
-use crate::engine::streams::Outgoing;
+use crate::engine::streams::{Outgoing, StreamRead};
 use crate::engine::{
     BorrowedRing, Cx, FrameWriter, Microprotocol, SetupError, State, CUT_AHEAD, MAX_HANDLERS,
 };
@@ -182,20 +182,57 @@ impl Engine {
     }
 
     /// Takes received data of stream `id` (not 0) with `take`, as
-    /// [`Engine::read_stream`]; also says whether the stream's end was reached.
+    /// [`Engine::read_stream`]; `None` when nothing was delivered on it yet.
     pub fn read_stream_on<T>(
         &mut self,
         now: Instant,
         id: crate::engine::streams::StreamId,
         take: impl FnOnce(&mut VecDeque<Bytes>) -> (T, usize),
-    ) -> Option<(T, usize, bool)> {
+    ) -> Option<StreamRead<T>> {
         let app = &mut self.st.app;
-        let (got, n, end) = app.rx_streams.take(id, take)?;
-        app.rx_bytes -= n;
-        if n > 0 {
-            self.dispatch(now, Event::UserRead);
+        let read = app.rx_streams.take(id, take)?;
+        if let StreamRead::Data(_, n, _) = read {
+            app.rx_bytes -= n;
+            if n > 0 {
+                self.dispatch(now, Event::UserRead);
+            }
         }
-        Some((got, n, end))
+        Some(read)
+    }
+
+    /// Streams other than 0 with send or receive state here.
+    pub fn streams_with_state(&self) -> usize {
+        let app = &self.st.app;
+        let tx = app.tx.stream_count() - usize::from(app.tx.stream(0).is_some());
+        tx + app.rx_streams.len()
+    }
+
+    /// The service stream `id` is for, as the peer named it when it opened the stream.
+    pub fn stream_service(&self, id: crate::engine::streams::StreamId) -> Option<u64> {
+        self.st.app.rx_streams.service(id)
+    }
+
+    /// Opens stream `id` with `priority` for `service` (its first chunk names it).
+    pub fn open_stream_for(
+        &mut self,
+        id: crate::engine::streams::StreamId,
+        priority: u8,
+        service: u64,
+    ) {
+        self.st.app.tx.open_for(id, priority, service);
+    }
+
+    /// Abandons stream `id` with `code`: what is queued on it and not yet cut is dropped,
+    /// and its reset is queued. The caller raises [`Event::UserData`].
+    pub fn reset_stream(&mut self, id: crate::engine::streams::StreamId, code: u64) {
+        let dropped = self.st.app.tx.reset(id, code);
+        self.st.app.tx_bytes -= dropped;
+    }
+
+    /// Whether stream `id` takes no more data from this side: its end (or reset) was
+    /// cut.
+    pub fn stream_retired(&self, id: crate::engine::streams::StreamId) -> bool {
+        self.st.app.tx.is_retired(id)
     }
 
     /// Takes the next received message, if any; the microprotocols learn that the

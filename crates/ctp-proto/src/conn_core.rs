@@ -129,15 +129,40 @@ pub trait ConnectionCore {
 
     /// Opens a stream of this side, of `kind`, with `priority` (higher is served first).
     fn open_stream(&mut self, _kind: StreamKind, _priority: u8) -> Result<StreamId, WriteError> {
-        Err(WriteError::NoStream(
-            "this wire carries one stream (stream 0)".into(),
-        ))
+        Err(one_stream_only())
+    }
+    /// Opens a stream of this side for `service` (named to the peer with its first data).
+    fn open_stream_for(
+        &mut self,
+        _kind: StreamKind,
+        _priority: u8,
+        _service: u64,
+    ) -> Result<StreamId, WriteError> {
+        Err(one_stream_only())
+    }
+    /// The service the peer opened `stream` for, if it named one.
+    fn stream_service(&self, _stream: StreamId) -> Option<u64> {
+        None
     }
     /// Changes the priority of a stream (0 included).
     fn set_priority(&mut self, _stream: StreamId, _priority: u8) -> Result<(), WriteError> {
-        Err(WriteError::NoStream(
-            "this wire carries one stream (stream 0)".into(),
-        ))
+        Err(one_stream_only())
+    }
+    /// Queues all of `data` on `stream` and ends the stream with it (one chunk, so a small
+    /// stream's opening, data and end travel in one packet); `Ok(0)` queues nothing when it
+    /// does not all fit now.
+    fn write_last_on(
+        &mut self,
+        _now: Instant,
+        _stream: StreamId,
+        _data: &[u8],
+    ) -> Result<usize, WriteError> {
+        Err(one_stream_only())
+    }
+    /// Abandons `stream` with `code`: what was queued and not sent is dropped, and the
+    /// peer's reads of the stream end with the code.
+    fn reset_on(&mut self, _now: Instant, _stream: StreamId, _code: u64) -> Result<(), WriteError> {
+        Err(one_stream_only())
     }
     /// Queues bytes on `stream`; returns how many were accepted.
     fn write_on(
@@ -148,18 +173,14 @@ pub trait ConnectionCore {
     ) -> Result<usize, WriteError> {
         match stream {
             0 => self.stream_write(now, data),
-            _ => Err(WriteError::NoStream(
-                "this wire carries one stream (stream 0)".into(),
-            )),
+            _ => Err(one_stream_only()),
         }
     }
     /// Ends `stream`.
     fn finish_on(&mut self, now: Instant, stream: StreamId) -> Result<(), WriteError> {
         match stream {
             0 => self.stream_finish(now),
-            _ => Err(WriteError::NoStream(
-                "this wire carries one stream (stream 0)".into(),
-            )),
+            _ => Err(one_stream_only()),
         }
     }
     /// Reads from `stream`; `Ok(0)` at its end.
@@ -209,4 +230,9 @@ pub trait ConnectionCore {
     fn stats(&self) -> ConnectionStats;
     /// The performance monitor (UDT's `perfmon`); with `clear` the next interval starts now.
     fn perfmon(&mut self, now: Instant, clear: bool) -> PerfMon;
+}
+
+/// Why a wire without streams refuses a stream operation.
+fn one_stream_only() -> WriteError {
+    WriteError::NoStream("this wire carries one stream (stream 0)".into())
 }

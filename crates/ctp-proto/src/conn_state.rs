@@ -63,6 +63,9 @@ pub enum ReadError {
     /// The connection ended before the peer finished; the reason.
     #[error("{0}")]
     Closed(CloseReason),
+    /// The peer abandoned the stream (see `Connection::reset_on`), with this code.
+    #[error("the peer reset the stream (code {0})")]
+    Reset(u64),
 }
 
 /// Largest piece of the byte stream sent as one message.

@@ -39,6 +39,7 @@ pub use ctp_cc::time;
 pub use conn_core::ConnectionCore;
 pub use connection::{
     Connection, ConnectionState, MsgOptions, ReadError, StreamId, StreamKind, WriteError,
+    MAX_STREAMS,
 };
 pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointEvent, Transmit};
 pub use engine::session::CloseReason;

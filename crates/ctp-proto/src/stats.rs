@@ -17,6 +17,9 @@ pub struct ConnectionStats {
     pub app_bytes_delivered: u64,
     /// Messages (and stream chunks) delivered.
     pub messages_delivered: u64,
+    /// Streams other than 0 this side holds state for, sending or receiving (a stream is
+    /// forgotten once its end was sent, and read): what the streams cost now.
+    pub streams_with_state: u64,
     /// Segments put in packets, including retransmissions.
     pub segments_sent: u64,
     /// Data packets (segments) received, duplicates included (`udt` profiles only).

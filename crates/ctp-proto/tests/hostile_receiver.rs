@@ -46,6 +46,8 @@ fn data_frame(seg: u64, pieces: &[(u8, u64, u64, &[u8])]) -> Vec<u8> {
             data,
             ts: None,
             deps: Deps::NONE,
+            service: None,
+            reset: None,
         })
         .collect();
     let mut f = Vec::new();

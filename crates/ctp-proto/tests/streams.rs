@@ -301,3 +301,223 @@ fn an_idle_stream_costs_less_than_256_bytes() {
     eprintln!("an idle stream (both sides): {per_stream} bytes of heap");
     assert!(per_stream < 256, "{per_stream} bytes per idle stream");
 }
+
+/// Reads stream `id` on `side`'s connection `h` to what it has; `Ok(true)` at its end.
+fn read_all(
+    conn: &mut ctp_proto::connection::Connection,
+    now: ctp_proto::Instant,
+    id: StreamId,
+    got: &mut Vec<u8>,
+) -> Result<bool, ReadError> {
+    let mut buf = [0u8; 4096];
+    loop {
+        match conn.read_on(now, id, &mut buf) {
+            Ok(0) => return Ok(true),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(ReadError::Blocked) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[test]
+fn a_stream_opened_written_and_finished_at_once_travels_in_one_packet_and_names_its_service() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut p = Pair::new(21);
+    let (c, s) = connect(&mut p, &Profile::reliable());
+    // Let the handshake's last acknowledgements go first.
+    let quiet = p.now + Duration::from_millis(500);
+    p.run_until(Duration::from_secs(1), |p| p.now >= quiet);
+    let now = p.now;
+    let conn = p.client.connection_mut(c).expect("client");
+    let sent_before = conn.stats().packets_sent;
+    // A request to service 7 that asks for its answer on service 9.
+    let id = conn
+        .open_stream_for(StreamKind::Unidirectional, 0, 7)
+        .expect("opens");
+    assert_eq!(
+        conn.write_last_on(now, id, b"reply to 9").expect("queued"),
+        10
+    );
+    assert!(matches!(
+        conn.write_on(now, id, b"more"),
+        Err(WriteError::Finished)
+    ));
+    let mut request = Vec::new();
+    let mut sent_by_then = 0;
+    let ok = p.run_until(Duration::from_secs(10), |p| {
+        let now = p.now;
+        let server = p.server.connection_mut(s).expect("server");
+        if let Some(got) = server.accept_stream() {
+            assert_eq!(got, id);
+            assert_eq!(server.stream_service(id), Some(7));
+        }
+        let end = read_all(server, now, id, &mut request).expect("no reset");
+        if end {
+            sent_by_then = p.client.connection(c).expect("client").stats().packets_sent;
+        }
+        end
+    });
+    assert!(ok && request == b"reply to 9", "{request:?}");
+    assert_eq!(
+        sent_by_then - sent_before,
+        1,
+        "opening, data and end took more than one packet"
+    );
+    // The answer goes back on a stream of the responder's, for the service asked.
+    let now = p.now;
+    let server = p.server.connection_mut(s).expect("server");
+    let back = server
+        .open_stream_for(StreamKind::Unidirectional, 0, 9)
+        .expect("opens");
+    server.write_last_on(now, back, b"answer").expect("queued");
+    let mut answer = Vec::new();
+    let ok = p.run_until(Duration::from_secs(10), |p| {
+        let now = p.now;
+        let client = p.client.connection_mut(c).expect("client");
+        if let Some(got) = client.accept_stream() {
+            assert_eq!((got, client.stream_service(got)), (back, Some(9)));
+        }
+        read_all(client, now, back, &mut answer).expect("no reset")
+    });
+    assert!(ok && answer == b"answer");
+    for h in [(&p.client, c), (&p.server, s)] {
+        let st = h.0.connection(h.1).expect("open").stats();
+        assert_eq!(st.streams_with_state, 0, "ended streams keep no state");
+    }
+}
+
+#[test]
+fn a_connection_carries_more_streams_over_its_life_than_it_holds_at_once() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut p = Pair::new(22);
+    p.to_server.loss = 0.02;
+    p.to_client.loss = 0.02;
+    let (c, s) = connect(&mut p, &Profile::reliable());
+    // More streams than may be open at once, one small request each, in waves; lost
+    // packets are retransmitted whole, opening and all.
+    let total = ctp_proto::MAX_STREAMS + 4_000;
+    const WAVE: usize = 2_000;
+    let mut opened = 0;
+    let mut finished = 0;
+    let mut expected: HashMap<StreamId, u32> = HashMap::new();
+    let mut seen = std::collections::HashSet::new();
+    let ok = p.run_until(Duration::from_secs(600), |p| {
+        let now = p.now;
+        let conn = p.client.connection_mut(c).expect("client");
+        if opened == finished {
+            for _ in 0..WAVE.min(total - opened) {
+                let id = conn
+                    .open_stream(StreamKind::Unidirectional, 0)
+                    .expect("opens");
+                let n = opened as u32;
+                assert_eq!(conn.write_last_on(now, id, &n.to_le_bytes()).unwrap(), 4);
+                expected.insert(id, n);
+                opened += 1;
+            }
+        }
+        let server = p.server.connection_mut(s).expect("server");
+        while let Some(id) = server.accept_stream() {
+            assert!(seen.insert(id), "stream {id} opened twice");
+            let mut got = Vec::new();
+            assert!(read_all(server, now, id, &mut got).expect("no reset"));
+            let want = expected.remove(&id).expect("a stream the client opened");
+            assert_eq!(got, want.to_le_bytes());
+            finished += 1;
+        }
+        finished == total
+    });
+    assert!(ok, "{finished} of {total} streams");
+    assert!(expected.is_empty());
+    let server = p.server.connection(s).expect("server").stats();
+    assert_eq!(server.streams_with_state, 0);
+    let client = p.client.connection(c).expect("client").stats();
+    assert_eq!(client.streams_with_state, 0);
+    assert!(client.retransmissions > 0, "the loss was exercised");
+}
+
+#[test]
+fn a_reset_stream_ends_the_peers_reads_with_its_code_and_holds_up_no_other() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut p = Pair::new(23);
+    p.to_server.loss = 0.02;
+    p.to_client.loss = 0.02;
+    let (c, s) = connect(&mut p, &Profile::reliable());
+    let now = p.now;
+    let conn = p.client.connection_mut(c).expect("client");
+    let doomed = conn
+        .open_stream(StreamKind::Unidirectional, 0)
+        .expect("opens");
+    let kept = conn
+        .open_stream(StreamKind::Unidirectional, 0)
+        .expect("opens");
+    let big = data(3 << 20, 5);
+    let small = data(200_000, 6);
+    let (mut wd, mut wk) = (0, 0);
+    let (mut got_doomed, mut got_kept) = (Vec::new(), Vec::new());
+    let (mut reset_seen, mut kept_end) = (None, false);
+    let mut reset_sent = false;
+    let ok = p.run_until(Duration::from_secs(120), |p| {
+        let now = p.now;
+        let conn = p.client.connection_mut(c).expect("client");
+        if !reset_sent {
+            wd += conn.write_on(now, doomed, &big[wd..]).unwrap_or(0);
+            if wd > 1 << 20 {
+                conn.reset_on(now, doomed, 42).expect("resets");
+                assert!(matches!(
+                    conn.write_on(now, doomed, b"x"),
+                    Err(WriteError::Finished)
+                ));
+                reset_sent = true;
+            }
+        }
+        if wk < small.len() {
+            wk += conn.write_on(now, kept, &small[wk..]).unwrap_or(0);
+            if wk == small.len() {
+                conn.finish_on(now, kept).expect("finishes");
+            }
+        }
+        let server = p.server.connection_mut(s).expect("server");
+        while server.accept_stream().is_some() {}
+        if reset_seen.is_none() {
+            match read_all(server, now, doomed, &mut got_doomed) {
+                Err(ReadError::Reset(code)) => reset_seen = Some(code),
+                Ok(end) => assert!(!end, "the reset stream ended normally"),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        if !kept_end {
+            kept_end = read_all(server, now, kept, &mut got_kept).expect("no reset");
+        }
+        reset_seen.is_some() && kept_end
+    });
+    assert!(ok, "reset {reset_seen:?}, kept stream ended {kept_end}");
+    assert_eq!(reset_seen, Some(42));
+    assert!(got_kept == small, "the other stream arrived changed");
+    assert!(got_doomed.len() < big.len() && big.starts_with(&got_doomed));
+    // Reading the reset stream again finds its end; it holds no state on either side.
+    let server = p.server.connection_mut(s).expect("server");
+    assert_eq!(server.read_on(now, doomed, &mut [0u8; 16]), Ok(0));
+    let drained = p.run_until(Duration::from_secs(30), |p| {
+        p.client
+            .connection(c)
+            .is_some_and(|x| x.stats().bytes_in_flight == 0)
+    });
+    assert!(drained);
+    assert_eq!(
+        p.server
+            .connection(s)
+            .expect("server")
+            .stats()
+            .streams_with_state,
+        0
+    );
+    assert_eq!(
+        p.client
+            .connection(c)
+            .expect("client")
+            .stats()
+            .streams_with_state,
+        0
+    );
+}

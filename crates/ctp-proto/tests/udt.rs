@@ -189,6 +189,7 @@ fn message_transfer(p: &mut Pair, count: u32, ttl: Option<Duration>, in_order: b
                 Ok(m) => got.push(m),
                 Err(ReadError::Blocked) => return false,
                 Err(ReadError::Closed(_)) => return true,
+                Err(e @ ReadError::Reset(_)) => panic!("{e}"),
             }
         }
     });

@@ -216,6 +216,9 @@ impl Connection {
                 // Everything the peer sent was delivered before it closed: end of stream.
                 Err(ReadError::Closed(CloseReason::Graceful)) => Op::Done(Ok(T::default()), false),
                 Err(ReadError::Closed(r)) => Op::Done(Err(ConnectionError::Closed(r)), false),
+                Err(ReadError::Reset(code)) => {
+                    Op::Done(Err(ConnectionError::StreamReset(code)), false)
+                }
             }
         })
     }
@@ -360,6 +363,9 @@ impl Connection {
                 Ok(m) => Op::Done(Ok(m), true),
                 Err(ReadError::Blocked) => Op::Wait,
                 Err(ReadError::Closed(r)) => Op::Done(Err(ConnectionError::Closed(r)), false),
+                Err(ReadError::Reset(code)) => {
+                    Op::Done(Err(ConnectionError::StreamReset(code)), false)
+                }
             })
         })
         .await

@@ -31,6 +31,9 @@ pub enum ConnectionError {
     /// the connection's own byte stream); why.
     #[error("{0}")]
     NoStream(String),
+    /// The peer abandoned the stream being read, with this code.
+    #[error("the peer reset the stream (code {0})")]
+    StreamReset(u64),
 }
 
 impl ConnectionError {
@@ -58,6 +61,7 @@ impl From<ConnectionError> for io::Error {
                 io::ErrorKind::InvalidData
             }
             ConnectionError::Closing | ConnectionError::Finished => io::ErrorKind::BrokenPipe,
+            ConnectionError::StreamReset(_) => io::ErrorKind::ConnectionReset,
             ConnectionError::MessageTooLarge { .. }
             | ConnectionError::BadDependency(_)
             | ConnectionError::NoStream(_) => io::ErrorKind::InvalidInput,

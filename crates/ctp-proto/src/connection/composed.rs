@@ -7,10 +7,10 @@ use crate::composed::Engine;
 use crate::conn_core::{ConnectionCore, Dropped};
 use crate::engine::event::Event;
 use crate::engine::session::CloseReason;
-use crate::engine::streams::Outgoing;
 use crate::engine::streams::{
     kind_of, opened_by_initiator, stream_id, StreamId, StreamKind, MAX_STREAMS,
 };
+use crate::engine::streams::{Outgoing, StreamRead};
 use crate::handshake::noise::{Identity, NoiseError, PeerKey, PeerPolicy, Secrets};
 use crate::handshake::state::InitAckError;
 use crate::handshake::state::NoiseStart;
@@ -326,7 +326,7 @@ impl ComposedConnection {
         let e = Self::open_engine(&self.state, &mut self.engine)?;
         let finished = match stream {
             0 => self.stream_finished,
-            id => e.state().app.tx.stream(id).is_some_and(|s| s.finished),
+            id => e.stream_retired(id) || e.state().app.tx.stream(id).is_some_and(|s| s.finished),
         };
         if finished {
             return Err(WriteError::Finished);
@@ -709,6 +709,33 @@ impl ComposedConnection {
         self.after_engine(now);
         built
     }
+
+    /// Opens a stream of this side, naming `service` to the peer if given.
+    fn open_stream_with(
+        &mut self,
+        kind: StreamKind,
+        priority: u8,
+        service: Option<u64>,
+    ) -> Result<StreamId, WriteError> {
+        if !(self.micros.has(MicroId::Fifo) && self.micros.has(MicroId::Arq)) {
+            return Err(WriteError::NoStream(
+                "streams need an ordered, reliable profile (with `fifo` and `arq`)".into(),
+            ));
+        }
+        let id = stream_id(self.initiator, kind, self.opened[kind as usize]);
+        let e = Self::open_engine(&self.state, &mut self.engine)?;
+        if e.state().app.tx.stream_count() >= MAX_STREAMS {
+            return Err(WriteError::NoStream(format!(
+                "{MAX_STREAMS} streams are open on this connection"
+            )));
+        }
+        match service {
+            Some(service) => e.open_stream_for(id, priority, service),
+            None => e.open_stream(id, priority),
+        }
+        self.opened[kind as usize] += 1;
+        Ok(id)
+    }
 }
 
 impl ConnectionCore for ComposedConnection {
@@ -814,6 +841,7 @@ impl ConnectionCore for ComposedConnection {
         st.bytes_in_flight = s.bytes_in_flight;
         st.pacing_rate = s.pacing_rate;
         st.buffered_bytes = self.buffered_bytes();
+        st.streams_with_state = e.streams_with_state() as u64;
         st.path_mtu = s.plpmtu as u64;
         st.path_migrations = self.paths.migrations;
         st.path_validation_failures = self.paths.failed_validations;
@@ -931,21 +959,71 @@ impl ConnectionCore for ComposedConnection {
     /// to it travels without a round trip to set it up. Streams need an ordered, reliable
     /// profile (`fifo` and `arq`).
     fn open_stream(&mut self, kind: StreamKind, priority: u8) -> Result<StreamId, WriteError> {
-        if !(self.micros.has(MicroId::Fifo) && self.micros.has(MicroId::Arq)) {
+        self.open_stream_with(kind, priority, None)
+    }
+
+    fn open_stream_for(
+        &mut self,
+        kind: StreamKind,
+        priority: u8,
+        service: u64,
+    ) -> Result<StreamId, WriteError> {
+        self.open_stream_with(kind, priority, Some(service))
+    }
+
+    fn stream_service(&self, stream: StreamId) -> Option<u64> {
+        self.engine.as_ref()?.stream_service(stream)
+    }
+
+    fn write_last_on(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        data: &[u8],
+    ) -> Result<usize, WriteError> {
+        if stream == 0 {
             return Err(WriteError::NoStream(
-                "streams need an ordered, reliable profile (with `fifo` and `arq`)".into(),
+                "stream 0 ends with stream_finish, after its data".into(),
             ));
         }
-        let id = stream_id(self.initiator, kind, self.opened[kind as usize]);
+        self.check_stream(stream)?;
         let e = Self::open_engine(&self.state, &mut self.engine)?;
-        if e.state().app.tx.stream_count() >= MAX_STREAMS {
-            return Err(WriteError::NoStream(format!(
-                "{MAX_STREAMS} streams are open on this connection"
-            )));
+        if e.stream_retired(stream) || e.state().app.tx.stream(stream).is_some_and(|s| s.finished) {
+            return Err(WriteError::Finished);
         }
-        e.open_stream(id, priority);
-        self.opened[kind as usize] += 1;
-        Ok(id)
+        let max = (self.params.max_message as usize).min(STREAM_CHUNK);
+        if data.len() > max {
+            return Err(WriteError::TooLarge {
+                len: data.len(),
+                max,
+            });
+        }
+        if e.state().app.tx_room() < data.len() {
+            return Ok(0);
+        }
+        let stamp = e.state().session.stamp_messages.then_some(now.as_micros());
+        let mut out = Outgoing::new(Bytes::copy_from_slice(data), true, true, stamp);
+        out.stream_id = stream;
+        e.queue(out);
+        e.finish_stream(stream);
+        e.dispatch(now, Event::UserData);
+        Ok(data.len())
+    }
+
+    fn reset_on(&mut self, now: Instant, stream: StreamId, code: u64) -> Result<(), WriteError> {
+        if stream == 0 {
+            return Err(WriteError::NoStream(
+                "stream 0 is the connection's own: abort the connection instead".into(),
+            ));
+        }
+        self.check_stream(stream)?;
+        let e = Self::open_engine(&self.state, &mut self.engine)?;
+        if e.stream_retired(stream) {
+            return Err(WriteError::Finished);
+        }
+        e.reset_stream(stream, code);
+        e.dispatch(now, Event::UserData);
+        Ok(())
     }
 
     fn set_priority(&mut self, stream: StreamId, priority: u8) -> Result<(), WriteError> {
@@ -972,7 +1050,7 @@ impl ConnectionCore for ComposedConnection {
         }
         self.check_stream(stream)?;
         let e = Self::open_engine(&self.state, &mut self.engine)?;
-        if e.state().app.tx.stream(stream).is_some_and(|s| s.finished) {
+        if e.stream_retired(stream) || e.state().app.tx.stream(stream).is_some_and(|s| s.finished) {
             return Ok(());
         }
         let mut out = Outgoing::new(Bytes::new(), true, true, None);
@@ -1000,8 +1078,9 @@ impl ConnectionCore for ComposedConnection {
             let n = crate::chunk_queue::read_into(q, buf);
             (n, n)
         }) {
-            Some((n, _, _)) if n > 0 => Ok(n),
-            Some((_, _, true)) => Ok(0),
+            Some(StreamRead::Data(n, _, _)) if n > 0 => Ok(n),
+            Some(StreamRead::Data(_, _, true) | StreamRead::End) => Ok(0),
+            Some(StreamRead::Reset(code)) => Err(ReadError::Reset(code)),
             _ => Err(gate),
         }
     }

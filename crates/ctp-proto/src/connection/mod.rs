@@ -24,7 +24,7 @@ use std::net::SocketAddr;
 
 pub use self::composed::{ComposedConnection, MAX_PN_JUMP};
 pub use crate::conn_state::{ConnectionState, MsgOptions, ReadError, WriteError, STREAM_CHUNK};
-pub use crate::engine::streams::{StreamId, StreamKind};
+pub use crate::engine::streams::{StreamId, StreamKind, MAX_STREAMS};
 pub use crate::handshake::{HANDSHAKE_MAX_RTO, HANDSHAKE_RTO};
 
 /// The core of a connection.
@@ -268,6 +268,49 @@ impl Connection {
     /// its first data. Stream 0 is the byte stream of [`Connection::stream_write`].
     pub fn open_stream(&mut self, kind: StreamKind, priority: u8) -> Result<StreamId, WriteError> {
         self.core_mut().open_stream(kind, priority)
+    }
+
+    /// Opens a stream of this side for `service`, an id the applications agree on (as a
+    /// port): the peer reads it with [`Connection::stream_service`]. A request that
+    /// expects answers names, in its data, the services its replies should go to (CUSP's
+    /// reply services).
+    pub fn open_stream_for(
+        &mut self,
+        kind: StreamKind,
+        priority: u8,
+        service: u64,
+    ) -> Result<StreamId, WriteError> {
+        self.core_mut().open_stream_for(kind, priority, service)
+    }
+
+    /// The service the peer opened `stream` for, if it named one.
+    pub fn stream_service(&self, stream: StreamId) -> Option<u64> {
+        self.core().stream_service(stream)
+    }
+
+    /// Queues all of `data` on `stream` and ends it with the same chunk: a stream opened,
+    /// written and finished before the next packet leaves travels in that one packet, with
+    /// no round trip. Queues nothing (`Ok(0)`) when `data` does not all fit now.
+    pub fn write_last_on(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        data: &[u8],
+    ) -> Result<usize, WriteError> {
+        self.core_mut().write_last_on(now, stream, data)
+    }
+
+    /// Abandons `stream` with `code`: what was queued on it and not sent is dropped, the
+    /// peer drops what it holds of it, and its reads of the stream end with
+    /// [`ReadError::Reset`] and the code. Data already sent may still be retransmitted,
+    /// and is discarded on arrival.
+    pub fn reset_on(
+        &mut self,
+        now: Instant,
+        stream: StreamId,
+        code: u64,
+    ) -> Result<(), WriteError> {
+        self.core_mut().reset_on(now, stream, code)
     }
 
     /// Changes the priority of `stream` (0 included).

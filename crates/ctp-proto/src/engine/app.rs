@@ -32,6 +32,10 @@ pub struct Completed {
     pub pending: crate::engine::hold::HoldMask,
     /// The stream it came on (0: the default stream).
     pub stream_id: StreamId,
+    /// On a stream's first chunk, the service the stream is for.
+    pub service: Option<u64>,
+    /// The peer abandoned the stream here, with this code.
+    pub reset: Option<u64>,
 }
 
 /// Bytes charged for each message the receiver holds, beyond its data: the reassembly or
@@ -121,7 +125,10 @@ impl AppIo {
     pub fn deliver(&mut self, c: Completed) {
         self.rx_bytes += c.data.len();
         if c.stream_id != 0 {
-            self.rx_streams.deliver(c.stream_id, c.data, c.fin);
+            let dropped = self
+                .rx_streams
+                .deliver(c.stream_id, c.data, c.fin, c.service, c.reset);
+            self.rx_bytes -= dropped;
         } else if c.stream {
             if !c.data.is_empty() {
                 self.rx_stream.push_back(c.data);

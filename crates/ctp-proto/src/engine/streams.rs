@@ -4,9 +4,16 @@
 //!
 //! Stream 0 is the connection's default stream: the byte stream and the messages of
 //! `stream_write`/`send_msg` ride on it, numbered by the connection's message sequence as
-//! before. Any other stream is opened by writing to it — no round trip — and carries a byte
-//! stream whose chunks are numbered from 0 within the stream; the receiver orders each
-//! stream on its own, so a stream waiting for a retransmission holds up no other.
+//! before. Any other stream is opened by writing to it — no round trip, and a stream's
+//! opening, data and end can share one packet (CUSP's streams, one per action) — and
+//! carries a byte stream whose chunks are numbered by the offset of their first byte in
+//! the stream; the receiver orders each stream on its own, so a stream waiting for a
+//! retransmission holds up no other.
+//!
+//! A stream that ended (its end was cut, or reset) is *retired* on each side: its state
+//! is freed and its id recorded in [`Retired`] — a floor per kind of id and the few ended
+//! above it — so a retransmitted or late piece never opens it again, and a connection can
+//! carry any number of streams over its life, [`MAX_STREAMS`] at a time.
 //!
 //! The scheduler serves the highest priority with data queued first and streams of equal
 //! priority in turn, one queued chunk (at most [`crate::conn_state::STREAM_CHUNK`] bytes)
@@ -37,6 +44,10 @@ pub struct Outgoing {
     pub deps: Vec<u64>,
     /// The stream it goes on (0: the default stream).
     pub stream_id: StreamId,
+    /// On a stream's first chunk, the service the stream is for.
+    pub service: Option<u64>,
+    /// The stream is abandoned here, with this code (an empty chunk that ends it).
+    pub reset: Option<u64>,
 }
 
 impl Outgoing {
@@ -52,6 +63,8 @@ impl Outgoing {
             urgent: false,
             deps: Vec::new(),
             stream_id: 0,
+            service: None,
+            reset: None,
         }
     }
 }
@@ -91,9 +104,49 @@ pub fn kind_of(id: StreamId) -> StreamKind {
     }
 }
 
-/// Streams opened at most on one connection, by either side (each costs its state, see
-/// [`StreamTx`] and [`StreamRx`]).
+/// Streams open at once at most on one connection, by either side (each costs its state,
+/// see [`StreamTx`] and [`StreamRx`]); streams that ended do not count.
 pub const MAX_STREAMS: usize = 65_536;
+
+/// The streams that ended on one side of a connection: for each of the four kinds of id
+/// (opener, direction) a floor below which every stream ended, and the ended ones above
+/// it. Streams of one kind are opened in order and mostly end in order, so this stays a
+/// few numbers; a stream that never ends holds the floor and the ones ending after it
+/// wait above it.
+#[derive(Debug, Default)]
+pub struct Retired {
+    floor: [u64; 4],
+    above: std::collections::BTreeSet<StreamId>,
+}
+
+impl Retired {
+    /// Whether stream `id` ended.
+    pub fn contains(&self, id: StreamId) -> bool {
+        id >> 2 < self.floor[(id & 3) as usize] || self.above.contains(&id)
+    }
+
+    /// Records that stream `id` ended.
+    pub fn insert(&mut self, id: StreamId) {
+        if self.contains(id) {
+            return;
+        }
+        let class = id & 3;
+        let floor = &mut self.floor[class as usize];
+        if id >> 2 != *floor {
+            self.above.insert(id);
+            return;
+        }
+        *floor += 1;
+        while self.above.remove(&(*floor << 2 | class)) {
+            *floor += 1;
+        }
+    }
+
+    /// Ended streams recorded one by one (above their floor).
+    pub fn scattered(&self) -> usize {
+        self.above.len()
+    }
+}
 
 /// The send side of one stream.
 #[derive(Debug)]
@@ -104,8 +157,9 @@ pub struct StreamTx {
     pub priority: u8,
     /// Chunks queued, oldest first.
     queue: VecDeque<Outgoing>,
-    /// The stream's next message number (streams other than 0 number their own, from 0).
-    pub next_msg: u64,
+    /// The offset in the stream of the next byte queued (streams other than 0 number
+    /// their chunks by it).
+    pub next_offset: u64,
     /// The application finished the stream.
     pub finished: bool,
 }
@@ -113,9 +167,16 @@ pub struct StreamTx {
 /// What the application queued on every stream, and the order it is cut in.
 #[derive(Debug, Default)]
 pub struct SendQueue {
-    /// Stream states; slot 0 is stream 0 once anything was queued on it.
+    /// Stream states by slot; slot 0 is stream 0 once anything was queued on it. The
+    /// slot of a retired stream is reused.
     streams: Vec<StreamTx>,
     slot_of: HashMap<StreamId, u32>,
+    free: Vec<u32>,
+    /// The service of each stream opened for one, until its first chunk takes it (kept
+    /// apart: most streams name none, and an idle stream stays small).
+    services: HashMap<StreamId, u64>,
+    /// Streams whose end was cut.
+    retired: Retired,
     /// Streams with data queued, by priority (highest first), in turn within one. A
     /// priority's queue stays when it empties (at most 256 of them), so a queue that
     /// drains after every message allocates nothing.
@@ -138,25 +199,74 @@ impl SendQueue {
         self.len
     }
 
-    /// Streams with send state.
+    /// Streams with send state (open, or ended with data still to cut).
     pub fn stream_count(&self) -> usize {
-        self.streams.len()
+        self.slot_of.len()
+    }
+
+    /// Whether stream `id`'s end was cut: it takes no more data.
+    pub fn is_retired(&self, id: StreamId) -> bool {
+        self.retired.contains(id)
     }
 
     fn slot(&mut self, id: StreamId, priority: u8) -> u32 {
         if let Some(&s) = self.slot_of.get(&id) {
             return s;
         }
-        let s = self.streams.len() as u32;
-        self.streams.push(StreamTx {
+        let st = StreamTx {
             id,
             priority,
             queue: VecDeque::new(),
-            next_msg: 0,
+            next_offset: 0,
             finished: false,
-        });
+        };
+        let s = match self.free.pop() {
+            Some(s) => {
+                self.streams[s as usize] = st;
+                s
+            }
+            None => {
+                self.streams.push(st);
+                (self.streams.len() - 1) as u32
+            }
+        };
         self.slot_of.insert(id, s);
         s
+    }
+
+    /// Opens stream `id` for `service` (its first chunk names it to the peer).
+    pub fn open_for(&mut self, id: StreamId, priority: u8, service: u64) {
+        self.slot(id, priority);
+        self.services.insert(id, service);
+    }
+
+    /// Abandons stream `id`: drops what is queued on it and not yet cut and queues its
+    /// reset with `code` (an empty chunk that ends it); returns the bytes dropped.
+    pub fn reset(&mut self, id: StreamId, code: u64) -> usize {
+        let s = self.slot(id, 0);
+        let st = &mut self.streams[s as usize];
+        let was_ready = !st.queue.is_empty();
+        let mut dropped = 0;
+        let mut at = st.next_offset;
+        // A chunk partly cut stays (its first pieces left, so the rest follows them);
+        // the others go, and the reset takes the offset after what stays.
+        let keep = usize::from(st.queue.front().is_some_and(|o| o.cut > 0));
+        for o in st.queue.drain(keep..) {
+            dropped += o.data.len() - o.cut;
+            at -= o.data.len() as u64;
+            self.len -= 1;
+        }
+        st.next_offset = at;
+        st.finished = true;
+        let priority = st.priority;
+        if was_ready && st.queue.is_empty() {
+            self.unready(s, priority);
+        }
+        let mut out = Outgoing::new(Bytes::new(), true, true, None);
+        out.stream_id = id;
+        out.reset = Some(code);
+        self.push_back(out);
+        dropped
     }
 
     /// The send state of stream `id`, if it has any.
@@ -192,8 +302,11 @@ impl SendQueue {
         let s = self.slot(out.stream_id, 0);
         let st = &mut self.streams[s as usize];
         if out.stream_id != 0 {
-            out.msg = Some(st.next_msg);
-            st.next_msg += 1;
+            out.msg = Some(st.next_offset);
+            st.next_offset += out.data.len() as u64;
+            if out.msg == Some(0) {
+                out.service = self.services.remove(&out.stream_id);
+            }
         }
         st.queue.push_back(out);
         self.len += 1;
@@ -249,9 +362,11 @@ impl SendQueue {
         let st = &mut self.streams[s as usize];
         let out = st.queue.pop_front()?;
         self.len -= 1;
+        let mut ended = None;
         if st.queue.is_empty() && st.id != 0 {
             // An idle stream keeps no buffer (stream 0, the bulk path, keeps its own).
             st.queue = VecDeque::new();
+            ended = out.fin.then_some(st.id);
         }
         let (priority, more) = (st.priority, !st.queue.is_empty());
         if let Some(q) = self.ready.get_mut(&core::cmp::Reverse(priority)) {
@@ -261,6 +376,12 @@ impl SendQueue {
                     q.push_back(s);
                 }
             }
+        }
+        if let Some(id) = ended {
+            // Its end is cut: the stream is retired and its slot freed.
+            self.slot_of.remove(&id);
+            self.free.push(s);
+            self.retired.insert(id);
         }
         Some(out)
     }
@@ -274,8 +395,6 @@ pub struct StreamRx {
     pub chunks: VecDeque<Bytes>,
     /// The peer finished the stream and everything before its end was delivered.
     pub fin: bool,
-    /// The application read the end.
-    pub fin_read: bool,
 }
 
 /// What was delivered on the streams other than 0.
@@ -286,14 +405,50 @@ pub struct RecvStreams {
     fresh: VecDeque<StreamId>,
     /// Chunks held in all streams.
     pub chunk_count: usize,
+    /// Streams whose end (or reset) the application read: they keep no state.
+    read_out: Retired,
+    /// The service each stream was opened for, of those that named one (kept apart: most
+    /// name none, and an idle stream stays small).
+    services: HashMap<StreamId, u64>,
+    /// Streams the peer reset, and the code, until the application reads it.
+    resets: HashMap<StreamId, u64>,
+}
+
+/// What one read of a stream found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum StreamRead<T> {
+    /// Data (`n` bytes), and whether the end follows it.
+    Data(T, usize, bool),
+    /// The end: the stream is finished and everything was read.
+    End,
+    /// The peer reset the stream with this code.
+    Reset(u64),
 }
 
 impl RecvStreams {
-    /// Adds a delivered chunk of stream `id`; `fin` when it ends the stream.
-    pub fn deliver(&mut self, id: StreamId, data: Bytes, fin: bool) {
+    /// Adds a delivered chunk of stream `id`; `fin` when it ends the stream, `service` on
+    /// its first chunk, `reset` when the peer abandoned it. Returns the bytes a reset
+    /// dropped (delivered, never read).
+    pub fn deliver(
+        &mut self,
+        id: StreamId,
+        data: Bytes,
+        fin: bool,
+        service: Option<u64>,
+        reset: Option<u64>,
+    ) -> usize {
         let is_new = !self.streams.contains_key(&id);
         let st = self.streams.entry(id).or_default();
-        if !data.is_empty() {
+        if let Some(service) = service {
+            self.services.insert(id, service);
+        }
+        let mut dropped = 0;
+        if let Some(code) = reset {
+            dropped = st.chunks.iter().map(Bytes::len).sum();
+            self.chunk_count -= st.chunks.len();
+            st.chunks = VecDeque::new();
+            self.resets.insert(id, code);
+        } else if !data.is_empty() {
             st.chunks.push_back(data);
             self.chunk_count += 1;
         }
@@ -301,11 +456,12 @@ impl RecvStreams {
         if is_new {
             self.fresh.push_back(id);
         }
+        dropped
     }
 
-    /// Whether stream `id` has receive state.
+    /// Whether the peer ever sent on stream `id` (it may have ended since).
     pub fn contains(&self, id: StreamId) -> bool {
-        self.streams.contains_key(&id)
+        self.streams.contains_key(&id) || self.read_out.contains(id)
     }
 
     /// The next stream the peer opened that the application was not told of.
@@ -318,14 +474,26 @@ impl RecvStreams {
         self.streams.get_mut(&id)
     }
 
+    /// The service stream `id` is for, as its opener named it.
+    pub fn service(&self, id: StreamId) -> Option<u64> {
+        self.services.get(&id).copied()
+    }
+
     /// Takes chunks of stream `id` with `take` (which returns what it took and how many
-    /// bytes); the stream's state is forgotten once its end was read.
+    /// bytes); `None` when nothing was delivered on it yet. The stream's state is freed
+    /// once its end (or reset) was read.
     pub fn take<T>(
         &mut self,
         id: StreamId,
         take: impl FnOnce(&mut VecDeque<Bytes>) -> (T, usize),
-    ) -> Option<(T, usize, bool)> {
-        let st = self.streams.get_mut(&id)?;
+    ) -> Option<StreamRead<T>> {
+        let Some(st) = self.streams.get_mut(&id) else {
+            return self.read_out.contains(id).then_some(StreamRead::End);
+        };
+        if let Some(code) = self.resets.remove(&id) {
+            self.forget(id);
+            return Some(StreamRead::Reset(code));
+        }
         let before = st.chunks.len();
         let (got, n) = take(&mut st.chunks);
         self.chunk_count -= before - st.chunks.len();
@@ -335,9 +503,17 @@ impl RecvStreams {
         }
         let end = st.chunks.is_empty() && st.fin;
         if end && n == 0 {
-            st.fin_read = true;
+            self.forget(id);
+            return Some(StreamRead::End);
         }
-        Some((got, n, end))
+        Some(StreamRead::Data(got, n, end))
+    }
+
+    /// Frees the state of stream `id`, whose end the application read.
+    fn forget(&mut self, id: StreamId) {
+        self.streams.remove(&id);
+        self.services.remove(&id);
+        self.read_out.insert(id);
     }
 
     /// Streams with receive state.
@@ -418,6 +594,55 @@ mod tests {
             kinds,
             [Bidirectional, Unidirectional, Bidirectional, Unidirectional]
         );
+    }
+
+    #[test]
+    fn retired_streams_fold_into_a_floor_as_they_end_in_order() {
+        let mut r = Retired::default();
+        let uni = |n: u64| stream_id(false, StreamKind::Unidirectional, n);
+        for n in [1, 2, 4] {
+            r.insert(uni(n));
+        }
+        assert_eq!(r.scattered(), 3, "stream 0 still open holds the floor");
+        assert!(r.contains(uni(2)) && !r.contains(uni(0)) && !r.contains(uni(3)));
+        r.insert(uni(0));
+        assert_eq!(
+            r.scattered(),
+            1,
+            "0, 1 and 2 fold into the floor; 4 waits for 3"
+        );
+        r.insert(uni(3));
+        assert_eq!(r.scattered(), 0);
+        assert!((0..5).all(|n| r.contains(uni(n))) && !r.contains(uni(5)));
+        assert!(
+            !r.contains(stream_id(true, StreamKind::Unidirectional, 0)),
+            "another kind"
+        );
+    }
+
+    #[test]
+    fn a_reset_drops_what_was_not_cut_and_ends_the_stream_after_what_was() {
+        let mut q = SendQueue::default();
+        q.open(2, 0);
+        let mut first = Outgoing::new(Bytes::from_static(&[1, 1, 1, 1]), true, false, None);
+        first.stream_id = 2;
+        q.push_back(first);
+        for t in [2, 3] {
+            q.push_back(chunk(2, t));
+        }
+        // Half the first chunk left: the rest of it follows; the two behind it go.
+        q.front_mut().expect("queued").cut = 2;
+        let dropped = q.reset(2, 9);
+        assert_eq!(dropped, 2);
+        let cut: Vec<(u8, Option<u64>, Option<u64>)> = std::iter::from_fn(|| {
+            q.front_mut()?;
+            let o = q.pop_front()?;
+            Some((o.data.first().copied().unwrap_or(0), o.msg, o.reset))
+        })
+        .collect();
+        assert_eq!(cut, vec![(1, Some(0), None), (0, Some(4), Some(9))]);
+        assert!(q.is_retired(2), "its end was cut");
+        assert_eq!(q.stream_count(), 0, "its state is freed");
     }
 
     #[test]

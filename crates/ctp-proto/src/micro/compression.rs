@@ -157,6 +157,8 @@ mod tests {
             data,
             ts: None,
             deps: Deps::NONE,
+            service: None,
+            reset: None,
         }
         .emit(&mut v);
         v

@@ -43,6 +43,7 @@ struct Partial {
     sent_us: Option<u64>,
     urgent: bool,
     deps: Vec<u64>,
+    service: Option<u64>,
 }
 
 impl Partial {
@@ -182,10 +183,8 @@ impl Fragmentation {
                 };
                 // A piece that fills the rest of the segment runs to its end without a
                 // length field; one that leaves room says how long it is.
-                let stream_len = match out.stream_id {
-                    0 => 0,
-                    id => crate::wire::varint::len(id),
-                };
+                let service = if out.cut == 0 { out.service } else { None };
+                let stream_len = Piece::stream_field_len(out.stream_id, service, out.reset);
                 let extra =
                     stamp.map_or(0, crate::wire::varint::len) + deps.wire_len() + stream_len;
                 let to_end_overhead = Piece::wire_len_to_end(msg, out.cut as u64, 0) + extra;
@@ -221,6 +220,8 @@ impl Fragmentation {
                     data: &out.data[out.cut..out.cut + take],
                     ts: stamp,
                     deps,
+                    service,
+                    reset: out.reset,
                 };
                 let data = out.cut..out.cut + take;
                 if to_end {
@@ -280,6 +281,8 @@ impl Fragmentation {
                     deps: deps.collect(),
                     pending: 0,
                     stream_id: piece.stream,
+                    service: piece.service,
+                    reset: piece.reset,
                 },
                 cx,
             );
@@ -317,6 +320,9 @@ impl Fragmentation {
             p.sent_us = piece.ts;
         }
         p.urgent |= urgent;
+        if piece.service.is_some() {
+            p.service = piece.service;
+        }
         if !piece.deps.is_empty() {
             p.deps = deps.collect();
         }
@@ -343,6 +349,9 @@ impl Fragmentation {
                     deps: p.deps,
                     pending: 0,
                     stream_id: piece.stream,
+                    service: p.service,
+                    // A reset is one empty piece, never reassembled.
+                    reset: None,
                 },
                 cx,
             );

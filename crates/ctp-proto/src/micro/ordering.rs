@@ -5,6 +5,7 @@
 use super::decl::{Doubt, Group, MicroDecl, MicroId, Need};
 use crate::engine::event::{Event, EventKind, HoldBit};
 use crate::engine::hold::{Barrier, Rearm};
+use crate::engine::streams::Retired;
 use crate::engine::timer::TimerId;
 use crate::engine::{Cx, Microprotocol, Setup, SetupError};
 use core::time::Duration;
@@ -117,16 +118,20 @@ impl InOrder {
 }
 
 /// Delivers messages strictly in the order they were sent, each stream on its own: a
-/// stream waiting for a lost chunk holds up no other.
+/// stream waiting for a lost chunk holds up no other. A stream's chunks are numbered by
+/// the offset of their first byte; once a stream's end (or reset) went through, its state
+/// here is freed and its id kept in [`Retired`], so a late copy never opens it again.
 #[derive(Debug)]
 pub struct Fifo {
     bit: HoldBit,
     order: InOrder,
-    /// The next message of each stream other than 0 that has had data (8 bytes a stream:
-    /// what an idle stream costs here).
+    /// The offset of the next chunk of each stream other than 0 that has had data and
+    /// has not ended (8 bytes a stream: what an open stream costs here).
     stream_next: std::collections::HashMap<u64, u64>,
-    /// Messages of streams other than 0 waiting for an earlier one, by stream and number.
+    /// Chunks of streams other than 0 waiting for an earlier one, by stream and offset.
     stream_waiting: BTreeMap<(u64, u64), u32>,
+    /// Streams whose end went through.
+    ended: Retired,
 }
 
 impl Fifo {
@@ -137,35 +142,82 @@ impl Fifo {
             order: InOrder::default(),
             stream_next: std::collections::HashMap::new(),
             stream_waiting: BTreeMap::new(),
+            ended: Retired::default(),
         })
     }
 
-    /// A complete message of stream `stream` (not 0): released in the stream's own order,
-    /// whatever waits on other streams.
-    fn on_stream_message(&mut self, stream: u64, msg: u64, slot: u32, cx: &mut Cx<'_, '_>) {
+    /// A complete chunk of stream `stream` (not 0) at offset `at`: released in the
+    /// stream's own order, whatever waits on other streams; a reset goes through at once
+    /// and takes whatever of the stream waits with it.
+    fn on_stream_message(&mut self, stream: u64, at: u64, slot: u32, cx: &mut Cx<'_, '_>) {
+        let Some((len, fin, reset)) = cx
+            .st
+            .app
+            .parked_mut(slot)
+            .map(|c| (c.data.len() as u64, c.fin, c.reset.is_some()))
+        else {
+            return;
+        };
+        if self.ended.contains(stream) {
+            // A late copy of a stream that ended: it never opens the stream again.
+            cx.discard_message(slot);
+            return;
+        }
         let limit = crate::engine::streams::MAX_STREAMS;
-        if self.stream_next.len() >= limit && !self.stream_next.contains_key(&stream) {
+        let known = self.stream_next.contains_key(&stream);
+        if !known && (self.stream_next.len() >= limit || self.ended.scattered() >= limit) {
             cx.discard_message(slot);
             cx.st.stats.protocol_violations += 1;
-            let why = format!("data on more than {limit} streams");
+            let why = format!("data on more than {limit} open streams");
             cx.st.session.close = Some(crate::engine::session::CloseReason::ProtocolViolation(why));
             return;
         }
+        if reset {
+            let waiting: Vec<u32> = self
+                .stream_waiting
+                .range((stream, 0)..=(stream, u64::MAX))
+                .map(|(_, &s)| s)
+                .collect();
+            self.stream_waiting.retain(|&(s, _), _| s != stream);
+            for s in waiting {
+                cx.discard_message(s);
+            }
+            cx.release_message(slot, self.bit);
+            self.end(stream);
+            return;
+        }
         let next = self.stream_next.entry(stream).or_insert(0);
-        if msg < *next {
+        if at < *next {
             cx.discard_message(slot);
             return;
         }
-        if msg > *next {
-            self.stream_waiting.insert((stream, msg), slot);
+        if at > *next {
+            self.stream_waiting.insert((stream, at), slot);
             return;
         }
         cx.release_message(slot, self.bit);
-        *next += 1;
-        while let Some(slot) = self.stream_waiting.remove(&(stream, *next)) {
+        *next += len;
+        let mut ended = fin;
+        while !ended {
+            let Some(slot) = self.stream_waiting.remove(&(stream, *next)) else {
+                break;
+            };
+            let (len, fin) = cx.st.app.parked_mut(slot).map_or((0, false), |c| {
+                (c.data.len() as u64, c.fin || c.reset.is_some())
+            });
             cx.release_message(slot, self.bit);
-            *next += 1;
+            *next += len;
+            ended = fin;
         }
+        if ended {
+            self.end(stream);
+        }
+    }
+
+    /// Frees the state of a stream whose end went through.
+    fn end(&mut self, stream: u64) {
+        self.stream_next.remove(&stream);
+        self.ended.insert(stream);
     }
 }
 

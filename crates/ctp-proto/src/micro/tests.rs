@@ -161,6 +161,8 @@ fn data_frame(seg: u64, pieces: &[(u8, u64, u64, &[u8])]) -> Vec<u8> {
             data,
             ts: None,
             deps: Deps::NONE,
+            service: None,
+            reset: None,
         })
         .collect();
     let mut f = Vec::new();
@@ -1566,6 +1568,8 @@ fn causal_frame(seg: u64, msg: u64, deps: &[u64]) -> Vec<u8> {
         data: &[(msg - LOCAL.msg) as u8],
         ts: None,
         deps: crate::wire::frame::Deps::encode(msg, deps, &mut buf),
+        service: None,
+        reset: None,
     }
     .emit(&mut f);
     f
@@ -1875,4 +1879,108 @@ fn fec_drops_a_repair_frame_with_an_empty_shard() {
     assert_eq!(rx.state().stats.malformed_dropped, 2);
     assert_eq!(rx.state().stats.fec_recovered, 0);
     assert!(rx.state().app.rx_msgs.is_empty());
+}
+
+/// A DATA frame with one piece of stream `stream` (not 0): the chunk at offset `at`.
+fn stream_frame(
+    seg: u64,
+    stream: u64,
+    at: u64,
+    data: &[u8],
+    fin: bool,
+    reset: Option<u64>,
+) -> Vec<u8> {
+    let mut flags = PieceFlags::STREAM | PieceFlags::LAST;
+    if fin || reset.is_some() {
+        flags |= PieceFlags::FIN;
+    }
+    let piece = Piece {
+        flags: PieceFlags(flags),
+        stream,
+        msg: at,
+        offset: 0,
+        data,
+        ts: None,
+        deps: Deps::NONE,
+        service: (at == 0).then_some(7),
+        reset,
+    };
+    let mut f = Vec::new();
+    Frame::emit_data(&mut f, wire_seg(seg), &[piece]);
+    f
+}
+
+/// Reads stream `id` of `e`'s application to what it has now.
+fn read_stream(e: &mut Engine, id: u64) -> Option<crate::engine::streams::StreamRead<Vec<u8>>> {
+    e.read_stream_on(t(0), id, |q| {
+        let got: Vec<u8> = q.drain(..).flat_map(|b| b.to_vec()).collect();
+        let n = got.len();
+        (got, n)
+    })
+}
+
+#[test]
+fn a_stream_is_opened_once_however_often_its_pieces_come_again() {
+    use crate::engine::streams::StreamRead;
+    let mut rx = reliable();
+    // Opening, data and end in one piece; the same piece again in later segments (as a
+    // sender that re-cut it, or a hostile one, would send it).
+    let once = stream_frame(PEER.seg, 2, 0, b"once", true, None);
+    rx.receive(t(0), PEER.pn, &once, 40).unwrap();
+    let again = stream_frame(PEER.seg + 1, 2, 0, b"once", true, None);
+    rx.receive(t(0), PEER.pn + 1, &again, 40).unwrap();
+    assert_eq!(rx.accept_stream(), Some(2));
+    assert_eq!(rx.accept_stream(), None, "opened twice");
+    assert_eq!(
+        rx.stream_service(2),
+        Some(7),
+        "the service its first piece named"
+    );
+    assert_eq!(
+        read_stream(&mut rx, 2),
+        Some(StreamRead::Data(b"once".to_vec(), 4, true))
+    );
+    assert_eq!(read_stream(&mut rx, 2), Some(StreamRead::End));
+    assert_eq!(rx.streams_with_state(), 0, "an ended stream keeps no state");
+    // After its end was read and its state freed, a late copy opens nothing either.
+    let late = stream_frame(PEER.seg + 2, 2, 0, b"once", true, None);
+    rx.receive(t(0), PEER.pn + 2, &late, 40).unwrap();
+    assert_eq!(
+        rx.accept_stream(),
+        None,
+        "a late copy opened the stream again"
+    );
+    assert_eq!(read_stream(&mut rx, 2), Some(StreamRead::End));
+    assert_eq!(rx.streams_with_state(), 0);
+    // A later stream of the same kind still opens.
+    let next = stream_frame(PEER.seg + 3, 6, 0, b"next", true, None);
+    rx.receive(t(0), PEER.pn + 3, &next, 40).unwrap();
+    assert_eq!(rx.accept_stream(), Some(6));
+}
+
+#[test]
+fn a_reset_ends_its_stream_at_once_and_drops_what_waited() {
+    use crate::engine::streams::StreamRead;
+    let mut rx = reliable();
+    // The stream's second chunk arrives, its first is lost: the second waits.
+    let second = stream_frame(PEER.seg + 1, 2, 3, b"def", false, None);
+    rx.receive(t(0), PEER.pn, &second, 40).unwrap();
+    assert_eq!(rx.accept_stream(), None, "nothing delivered yet");
+    // The sender abandons the stream: its reset goes through without the first chunk.
+    let reset = stream_frame(PEER.seg + 2, 2, 6, b"", false, Some(42));
+    rx.receive(t(0), PEER.pn + 1, &reset, 40).unwrap();
+    assert_eq!(rx.accept_stream(), Some(2));
+    assert_eq!(read_stream(&mut rx, 2), Some(StreamRead::Reset(42)));
+    assert_eq!(
+        rx.state().app.parked_messages(),
+        0,
+        "the waiting chunk was dropped"
+    );
+    assert_eq!(rx.state().app.rx_bytes, 0);
+    // The first chunk's retransmission comes too late to open anything.
+    let first = stream_frame(PEER.seg, 2, 0, b"abc", false, None);
+    rx.receive(t(0), PEER.pn + 2, &first, 40).unwrap();
+    assert_eq!(rx.accept_stream(), None);
+    assert_eq!(read_stream(&mut rx, 2), Some(StreamRead::End));
+    assert_eq!(rx.streams_with_state(), 0);
 }

@@ -84,8 +84,11 @@ impl PieceFlags {
     /// The piece runs to the end of its segment and carries no length field: set on a piece
     /// that fills the rest of the segment, the common case of bulk data (set by [`Piece::emit`]).
     pub const TO_END: u8 = 0x40;
-    /// A stream id (varint) follows the flags (and timestamp): the piece belongs to that
-    /// stream. Without it the piece is on stream 0, the connection's default stream.
+    /// A stream field (varint) follows the flags (and timestamp): the piece belongs to
+    /// that stream. Without it the piece is on stream 0, the connection's default stream.
+    /// The field is `id << 2 | reset << 1 | service`: with `service` set a varint service
+    /// id follows it (the stream's first piece names the service it is for); with `reset`
+    /// a varint reset code follows (the sender abandoned the stream at this offset).
     pub const STREAM_ID: u8 = 0x80;
 
     /// True when `bit` is set.
@@ -100,7 +103,7 @@ pub struct Piece<'a> {
     /// Stream / last / fin flags.
     pub flags: PieceFlags,
     /// The stream it belongs to (0: the connection's default stream). On another stream,
-    /// `msg` numbers the stream's own messages from 0.
+    /// `msg` is the offset in the stream of the chunk's first byte.
     pub stream: u64,
     /// Message sequence number.
     pub msg: u64,
@@ -112,7 +115,15 @@ pub struct Piece<'a> {
     pub ts: Option<u64>,
     /// Messages that must be delivered before this one (causal ordering).
     pub deps: Deps<'a>,
+    /// On a stream's first piece, the service the stream is for (an id the applications
+    /// agree on, as a port; a request names the service its reply should go to).
+    pub service: Option<u64>,
+    /// The sender abandoned the stream here, with this code (a stream other than 0).
+    pub reset: Option<u64>,
 }
+
+/// Largest stream id a piece can name (the stream field keeps two bits beside it).
+pub const MAX_STREAM_ID: u64 = varint::MAX >> 2;
 
 /// Most predecessors one message may name (causal ordering).
 pub const MAX_DEPS: usize = 16;
@@ -200,6 +211,15 @@ impl Piece<'_> {
         1 + varint::len(msg) + varint::len(offset) + len
     }
 
+    /// Bytes the stream field takes (with the service id and reset code after it); 0 on
+    /// stream 0.
+    pub fn stream_field_len(stream: u64, service: Option<u64>, reset: Option<u64>) -> usize {
+        if stream == 0 {
+            return 0;
+        }
+        varint::len(stream << 2) + service.map_or(0, varint::len) + reset.map_or(0, varint::len)
+    }
+
     /// Appends the piece to `out` with an explicit length (the TIMESTAMP and DEPS flags
     /// follow `ts` and `deps`); more pieces may follow it in the segment.
     pub fn emit(&self, out: &mut Vec<u8>) {
@@ -254,7 +274,14 @@ impl Piece<'_> {
             varint::put(out, ts);
         }
         if self.stream != 0 {
-            varint::put(out, self.stream);
+            let marks = u64::from(self.reset.is_some()) << 1 | u64::from(self.service.is_some());
+            varint::put(out, self.stream << 2 | marks);
+            if let Some(service) = self.service {
+                varint::put(out, service);
+            }
+            if let Some(code) = self.reset {
+                varint::put(out, code);
+            }
         }
         varint::put(out, self.msg);
         if !self.deps.is_empty() {
@@ -275,14 +302,20 @@ impl Piece<'_> {
         } else {
             None
         };
-        let stream = if flags & PieceFlags::STREAM_ID != 0 {
-            match r.varint()? {
-                0 => return Err(WireError::Invalid("stream id 0 given explicitly")),
-                id => id,
+        let (mut stream, mut service, mut reset) = (0, None, None);
+        if flags & PieceFlags::STREAM_ID != 0 {
+            let field = r.varint()?;
+            stream = field >> 2;
+            if stream == 0 {
+                return Err(WireError::Invalid("stream id 0 given explicitly"));
             }
-        } else {
-            0
-        };
+            if field & 1 != 0 {
+                service = Some(r.varint()?);
+            }
+            if field & 2 != 0 {
+                reset = Some(r.varint()?);
+            }
+        }
         let msg = r.varint()?;
         let deps = if flags & PieceFlags::DEPS != 0 {
             Deps::parse(r, msg)?
@@ -307,6 +340,8 @@ impl Piece<'_> {
             data,
             ts,
             deps,
+            service,
+            reset,
         })
     }
 }
@@ -810,6 +845,8 @@ mod tests {
             data: b"hi",
             ts: None,
             deps: Deps::NONE,
+            service: None,
+            reset: None,
         }
         .emit(&mut out);
         let f = parse_all(&out).unwrap();
@@ -841,6 +878,8 @@ mod tests {
             data: &data,
             ts: None,
             deps: Deps::NONE,
+            service: None,
+            reset: None,
         };
         let (mut explicit, mut to_end) = (Vec::new(), Vec::new());
         bulk.emit(&mut explicit);
@@ -873,6 +912,48 @@ mod tests {
         let flags_at = out.len() - to_end.len();
         out[flags_at] &= !PieceFlags::TO_END;
         assert!(parse_all(&out).is_err());
+    }
+
+    #[test]
+    fn a_stream_piece_carries_its_service_and_reset_code() {
+        let mut out = Vec::new();
+        Frame::emit_data_header(&mut out, 5);
+        let base = Piece {
+            flags: PieceFlags(PieceFlags::STREAM | PieceFlags::LAST | PieceFlags::STREAM_ID),
+            stream: 6,
+            msg: 0,
+            offset: 0,
+            data: b"req",
+            ts: None,
+            deps: Deps::NONE,
+            service: Some(300),
+            reset: None,
+        };
+        base.emit(&mut out);
+        let reset = Piece {
+            flags: PieceFlags(base.flags.0 | PieceFlags::FIN),
+            msg: 3,
+            data: b"",
+            service: None,
+            reset: Some(7),
+            ..base
+        };
+        reset.emit(&mut out);
+        let plain = Piece {
+            service: None,
+            ..base
+        };
+        plain.emit(&mut out);
+        let f = parse_all(&out).unwrap();
+        let Frame::Data(d) = f[0] else { panic!() };
+        let p: Vec<_> = d.pieces().collect();
+        assert_eq!(p, vec![base, reset, plain]);
+        let mut one = Vec::new();
+        plain.emit(&mut one);
+        assert_eq!(
+            Piece::wire_len(0, 0, 3) + Piece::stream_field_len(6, None, None),
+            one.len()
+        );
     }
 
     #[test]

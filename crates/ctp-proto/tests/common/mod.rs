@@ -130,6 +130,7 @@ pub fn read_available(
             Ok(_) => {}
             Err(ReadError::Blocked) => return false,
             Err(ReadError::Closed(_)) => return true,
+            Err(e @ ReadError::Reset(_)) => panic!("{e}"),
         }
     }
 }
