@@ -3,7 +3,7 @@
 
 use crate::connection::{write_error, Connection, Op};
 use crate::error::ConnectionError;
-use ctp_proto::{ConnectionState, StreamId, StreamKind};
+use ctp_proto::{ConnectionState, StreamId, StreamKind, WriteError};
 use std::future::poll_fn;
 use std::io;
 use std::pin::Pin;
@@ -18,11 +18,12 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 pub struct Stream {
     conn: Connection,
     id: StreamId,
+    service: Option<u64>,
 }
 
 impl Stream {
-    pub(crate) fn new(conn: Connection, id: StreamId) -> Self {
-        Stream { conn, id }
+    pub(crate) fn new(conn: Connection, id: StreamId, service: Option<u64>) -> Self {
+        Stream { conn, id, service }
     }
 
     /// The stream's id (bit 0: opened by the responder; bit 1: unidirectional).
@@ -33,6 +34,48 @@ impl Stream {
     /// The connection it belongs to.
     pub fn connection(&self) -> &Connection {
         &self.conn
+    }
+
+    /// The service the stream is for, if its opener named one
+    /// ([`Connection::open_stream_for`]): what an accepting application dispatches on, as
+    /// on a port.
+    pub fn service(&self) -> Option<u64> {
+        self.service
+    }
+
+    /// Writes all of `data` and finishes the stream with it, waiting for room: a stream
+    /// opened, written and finished this way before the next packet leaves travels in that
+    /// one packet (CUSP's stream per action). `data` is at most one chunk
+    /// ([`ctp_proto::connection::STREAM_CHUNK`] bytes).
+    pub async fn write_last(&self, data: &[u8]) -> Result<(), ConnectionError> {
+        let id = self.id;
+        poll_fn(|cx| {
+            self.conn
+                .poll_send(cx, |c, now| match c.write_last_on(now, id, data) {
+                    Ok(0) if !data.is_empty() => Err(WriteError::Blocked),
+                    r => r,
+                })
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Abandons the stream with `code`: what was written and not yet sent is dropped, and
+    /// the peer's reads end with [`ConnectionError::StreamReset`] and the code.
+    pub fn reset(&self, code: u64) -> Result<(), ConnectionError> {
+        let id = self.id;
+        match self
+            .conn
+            .with(None, |c, now, closing| match c.reset_on(now, id, code) {
+                Ok(()) => Op::Done(Ok(()), true),
+                Err(e) => Op::Done(
+                    Err(write_error(e, c.state(), closing).unwrap_or(ConnectionError::Closing)),
+                    false,
+                ),
+            }) {
+            Poll::Ready(r) => r,
+            Poll::Pending => unreachable!("a reset never waits"),
+        }
     }
 
     /// Changes the stream's priority (higher is served first).
@@ -62,7 +105,30 @@ impl Connection {
     /// the peer learns of the stream with its first data. Needs an ordered, reliable
     /// profile.
     pub fn open_stream(&self, kind: StreamKind, priority: u8) -> Result<Stream, ConnectionError> {
-        let id = match self.with(None, |c, _, _| match c.open_stream(kind, priority) {
+        self.open_stream_with(None, |c| c.open_stream(kind, priority))
+    }
+
+    /// Opens a stream as [`Connection::open_stream`] does, for `service`: an id the two
+    /// applications agree on, as a port, that the peer reads with [`Stream::service`]. A
+    /// request that expects answers names in its data the services its replies should be
+    /// opened for (CUSP's reply services).
+    pub fn open_stream_for(
+        &self,
+        kind: StreamKind,
+        priority: u8,
+        service: u64,
+    ) -> Result<Stream, ConnectionError> {
+        self.open_stream_with(Some(service), |c| {
+            c.open_stream_for(kind, priority, service)
+        })
+    }
+
+    fn open_stream_with(
+        &self,
+        service: Option<u64>,
+        open: impl FnOnce(&mut ctp_proto::connection::Connection) -> Result<StreamId, WriteError>,
+    ) -> Result<Stream, ConnectionError> {
+        let id = match self.with(None, |c, _, _| match open(c) {
             Ok(id) => Op::Done(Ok(id), false),
             Err(e) => Op::Done(
                 Err(write_error(e, c.state(), false).unwrap_or(ConnectionError::Closing)),
@@ -72,14 +138,14 @@ impl Connection {
             Poll::Ready(r) => r?,
             Poll::Pending => unreachable!("opening a stream never waits"),
         };
-        Ok(Stream::new(self.clone(), id))
+        Ok(Stream::new(self.clone(), id, service))
     }
 
     /// Waits for the next stream the peer opened (by sending on it).
     pub async fn accept_stream(&self) -> Result<Stream, ConnectionError> {
-        let id = poll_fn(|cx| {
+        let (id, service) = poll_fn(|cx| {
             self.with(Some(cx), |c, _, _| match c.accept_stream() {
-                Some(id) => Op::Done(Ok(id), false),
+                Some(id) => Op::Done(Ok((id, c.stream_service(id))), false),
                 None => match c.state() {
                     ConnectionState::Closed(r) => {
                         Op::Done(Err(ConnectionError::Closed(r.clone())), false)
@@ -89,7 +155,7 @@ impl Connection {
             })
         })
         .await?;
-        Ok(Stream::new(self.clone(), id))
+        Ok(Stream::new(self.clone(), id, service))
     }
 }
 

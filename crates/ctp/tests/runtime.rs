@@ -798,6 +798,60 @@ async fn a_client_sends_from_the_local_address_it_was_given() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_names_its_service_and_its_answer_comes_back_on_a_reply_service() {
+    let (server, addr) = server().await;
+    let (_c, conn, acc) = pair(&server, addr, &Profile::reliable()).await;
+    // A responder that answers each request on a stream of its own, for the reply
+    // service the request named; a request it dislikes is reset.
+    let responder = tokio::spawn(async move {
+        for _ in 0..3 {
+            let mut req = acc.accept_stream().await.expect("accepts");
+            assert_eq!(
+                req.service(),
+                Some(80),
+                "the service the request was opened for"
+            );
+            let mut body = Vec::new();
+            req.read_to_end(&mut body).await.expect("reads");
+            let reply_to = u64::from_le_bytes(body[..8].try_into().expect("8 bytes"));
+            let answer = acc
+                .open_stream_for(StreamKind::Unidirectional, 0, reply_to)
+                .expect("opens");
+            if body[8..] == *b"bad" {
+                answer.reset(7).expect("resets");
+            } else {
+                let mut text = b"re: ".to_vec();
+                text.extend_from_slice(&body[8..]);
+                answer.write_last(&text).await.expect("answers");
+            }
+        }
+    });
+    let mut answers = std::collections::BTreeMap::new();
+    for (reply_to, what) in [(1001u64, &b"one"[..]), (1002, b"bad"), (1003, b"three")] {
+        let req = conn
+            .open_stream_for(StreamKind::Unidirectional, 0, 80)
+            .expect("opens");
+        let mut body = reply_to.to_le_bytes().to_vec();
+        body.extend_from_slice(what);
+        req.write_last(&body).await.expect("sends");
+        let mut back = timeout(Duration::from_secs(20), conn.accept_stream())
+            .await
+            .expect("in time")
+            .expect("an answer");
+        let mut text = Vec::new();
+        let read = back.read_to_end(&mut text).await;
+        answers.insert(
+            back.service().expect("names its service"),
+            (read.map_err(|e| e.kind()), text),
+        );
+    }
+    responder.await.expect("responder");
+    assert_eq!(answers[&1001], (Ok(3 + 4), b"re: one".to_vec()));
+    assert_eq!(answers[&1002].0, Err(std::io::ErrorKind::ConnectionReset));
+    assert_eq!(answers[&1003], (Ok(5 + 4), b"re: three".to_vec()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_carry_their_own_bytes_beside_the_connection_stream() {
     let (server, addr) = server().await;
     let (_c, conn, acc) = pair(&server, addr, &Profile::reliable()).await;
