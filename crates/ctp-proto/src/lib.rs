@@ -40,7 +40,9 @@ pub use conn_core::ConnectionCore;
 pub use connection::{
     Connection, ConnectionState, MsgOptions, ReadError, StreamId, StreamKind, WriteError,
 };
-pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointEvent, Transmit};
+pub use endpoint::{
+    ConnectionHandle, Endpoint, EndpointConfig, EndpointEvent, Footprint, Transmit,
+};
 pub use engine::session::CloseReason;
 pub use handshake::noise::{Identity, PeerKey, PeerPolicy};
 pub use perfmon::{PerfCounters, PerfInstant, PerfMon};

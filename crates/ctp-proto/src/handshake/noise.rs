@@ -21,7 +21,7 @@ use std::sync::Arc;
 pub const NOISE_PATTERN: &str = "Noise_XX_25519_ChaChaPoly_BLAKE2s";
 
 /// What every prologue starts with: the protocol and its wire version.
-const PROLOGUE_LABEL: &[u8] = b"ctp secure channel, wire 0xc7a00006";
+const PROLOGUE_LABEL: &[u8] = b"ctp secure channel, wire 0xc7a00007";
 
 /// Largest Noise message the handshake carries (message 2: 32 + 48 + 16 bytes; room for
 /// nothing else).
