@@ -309,6 +309,6 @@ mod tests {
         let mut short = [0u8; ECHO_LEN];
         short[ECHO_LEN - 3..].copy_from_slice(&[1, 2, 3]);
         assert_eq!(NoState::echo_of(&[1, 2, 3]), short);
-        assert_eq!(NoState::echo_of(&[[7u8; 4], echo].concat()), echo);
+        assert_eq!(NoState::echo_of(&[&[7u8; 4][..], &echo].concat()), echo);
     }
 }
