@@ -146,8 +146,9 @@ impl TokenBucket {
         let full = self.burst * 1_000_000;
         let refill = match self.last {
             None => full,
-            Some(last) => (now.saturating_since(last).as_micros() as u64)
-                .saturating_mul(self.per_second),
+            Some(last) => {
+                (now.saturating_since(last).as_micros() as u64).saturating_mul(self.per_second)
+            }
         };
         self.last = Some(now);
         self.micro_tokens = self.micro_tokens.saturating_add(refill).min(full);

@@ -46,7 +46,11 @@ fn restart_server(p: &mut Pair, salt: u8) {
 }
 
 fn state(p: &Pair, c: ConnectionHandle) -> ConnectionState {
-    p.client.connection(c).expect("client connection").state().clone()
+    p.client
+        .connection(c)
+        .expect("client connection")
+        .state()
+        .clone()
 }
 
 fn closed(p: &Pair, c: ConnectionHandle) -> bool {
@@ -167,7 +171,12 @@ fn a_forged_or_stale_nostate_is_ignored_and_the_transfer_completes() {
             feed(p, c, &payload, &mut written);
             let now = p.now;
             if written == payload.len() && !finished {
-                finished = p.client.connection_mut(c).unwrap().stream_finish(now).is_ok();
+                finished = p
+                    .client
+                    .connection_mut(c)
+                    .unwrap()
+                    .stream_finish(now)
+                    .is_ok();
             }
             if sniffed.is_none() && got.len() > 1 << 20 {
                 p.tap_client = true;
@@ -194,7 +203,12 @@ fn a_forged_or_stale_nostate_is_ignored_and_the_transfer_completes() {
             }
             read_available(p.server.connection_mut(s).unwrap(), now, &mut buf, &mut got)
         });
-        assert!(done && got == payload, "{name}: {} of {} bytes", got.len(), payload.len());
+        assert!(
+            done && got == payload,
+            "{name}: {} of {} bytes",
+            got.len(),
+            payload.len()
+        );
         assert_eq!(forged, 2, "{name}: the forgeries were sent mid-transfer");
         let st = p.client.stats();
         assert_eq!((st.nostate_ignored, st.nostate_honoured), (2, 0), "{name}");
@@ -250,7 +264,11 @@ fn nostate_answers_an_unknown_short_packet_and_never_amplifies() {
         }
         assert_eq!(out.len(), 1, "{len}");
         let reply = &out[0];
-        assert!(reply.len() < len, "a {len}-byte packet drew {} bytes", reply.len());
+        assert!(
+            reply.len() < len,
+            "a {len}-byte packet drew {} bytes",
+            reply.len()
+        );
         assert_eq!(reply.len(), NOSTATE_LEN);
         let body = crc32c::open_long(reply).expect("the CRC32C checks out");
         let mut r = Reader::new(body);
@@ -379,7 +397,13 @@ fn a_thousand_connections_opened_and_closed_leave_nothing_behind() {
     for (side, ep) in [("server", &mut p.server), ("client", &mut p.client)] {
         let f = ep.footprint();
         assert_eq!(
-            (f.connections, f.by_cid, f.by_remote_cid, f.per_address, f.stateless_queued),
+            (
+                f.connections,
+                f.by_cid,
+                f.by_remote_cid,
+                f.per_address,
+                f.stateless_queued
+            ),
             (0, 0, 0, 0, 0),
             "{side}: {f:?}"
         );

@@ -298,10 +298,7 @@ mod tests {
     #[test]
     fn nostate_reads_its_echo_and_nothing_else() {
         let echo: [u8; ECHO_LEN] = core::array::from_fn(|i| i as u8);
-        assert_eq!(
-            NoState::parse(9, &echo),
-            Ok(NoState { cid: 9, echo })
-        );
+        assert_eq!(NoState::parse(9, &echo), Ok(NoState { cid: 9, echo }));
         assert!(NoState::parse(9, &echo[1..]).is_err());
         assert!(NoState::parse(9, &[0; ECHO_LEN + 1]).is_err());
         assert_eq!(LongType::from_bits(5), Ok(LongType::NoState));
