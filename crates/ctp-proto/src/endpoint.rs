@@ -577,16 +577,17 @@ impl Endpoint {
             }
         };
         let rest = r.rest();
-        if ty == LongType::NoState {
-            return self.on_nostate(from, scid, rest);
-        }
         let ok = match ty {
             LongType::Init => self.on_init(now, from, scid, rest, data.len()),
             LongType::InitAck => self.on_init_ack(now, from, dcid, scid, rest),
             LongType::CookieEcho => self.on_cookie_echo(now, from, dcid, rest),
             LongType::Refuse => self.on_refuse(from, dcid, rest),
             LongType::Handshake => self.on_noise(now, from, dcid, rest),
-            LongType::NoState => unreachable!("answered above"),
+            LongType::NoState => {
+                // Counted by its own counters; never answered.
+                self.on_nostate(from, scid, rest);
+                true
+            }
         };
         if !ok {
             self.stats.handshake_dropped += 1;
