@@ -13,7 +13,7 @@ use ctp_proto::protection::{crc32c, Crc32c};
 use ctp_proto::time::Instant;
 use ctp_proto::udt::packet::{nak_ranges, ControlBody, Packet};
 use ctp_proto::wire::frame::Frame;
-use ctp_proto::wire::header::{ConnectionId, Header, LongType};
+use ctp_proto::wire::header::{ConnectionId, Header, LongType, NoState};
 use ctp_proto::wire::Reader;
 use ctp_proto::{ConnectionHandle, Endpoint, EndpointConfig, Params, Profile};
 use std::net::SocketAddr;
@@ -67,6 +67,22 @@ fn packet_body(p: &[u8]) {
     h.emit(&mut out);
     assert_eq!(out.len(), h.wire_len());
     assert_eq!(out[..], p[..out.len()], "header does not re-emit as parsed");
+    if let Header::Long {
+        ty: LongType::NoState,
+        dcid,
+        scid,
+        ..
+    } = h
+    {
+        // A NOSTATE carries an echo, not frames; as sent, it re-emits byte for byte.
+        if let Ok(n) = NoState::parse(scid, r.rest()) {
+            let again = ctp_proto::packet::nostate_packet(&n);
+            if dcid == 0 {
+                assert_eq!(again[..again.len() - crc32c::TRAILER_LEN], p[..]);
+            }
+        }
+        return;
+    }
     let seg_base = match h {
         Header::Short { pn, .. } => pn.expand(1 << 31),
         Header::Long { .. } => 0,

@@ -7,7 +7,7 @@ use ctp_fuzz::transfer_header_mod::{FileHeader, Reply};
 use ctp_proto::protection::crc32c;
 use ctp_proto::udt::packet::{ControlBody, Packet};
 use ctp_proto::udt::WireFormat;
-use ctp_proto::wire::header::{Header, LongType};
+use ctp_proto::wire::header::{Header, LongType, NoState};
 use ctp_proto::wire::Reader;
 use ctp_proto::Profile;
 use std::path::Path;
@@ -61,6 +61,12 @@ fn write_seed_corpus() {
     for (i, (_, d)) in audio.iter().take(8).enumerate() {
         put("wire", &format!("audio-{i:02}"), d);
     }
+    // A NOSTATE (a transfer without a restart sends none).
+    let n = NoState {
+        cid: 0x0102_0304,
+        echo: core::array::from_fn(|i| i as u8 * 17),
+    };
+    put("wire", "nostate", &ctp_proto::packet::nostate_packet(&n));
     // Handshake bodies, behind the mode byte the target reads first.
     for (_, d) in &native {
         let Ok(packet) = crc32c::open_long(d) else {
@@ -92,6 +98,8 @@ fn write_seed_corpus() {
             }
             LongType::CookieEcho => put("handshake", "cookie-echo", &with(5)),
             LongType::Handshake => put("handshake", "noise", &with(6)),
+            // (Not in a transfer without a restart; the wire seed above.)
+            LongType::NoState => {}
             LongType::Refuse => {}
         }
     }

@@ -13,7 +13,7 @@ use crate::engine::{
     BorrowedRing, Cx, FrameWriter, Microprotocol, SetupError, State, CUT_AHEAD, MAX_HANDLERS,
 };
 use crate::micro::AnyMicro;
-use crate::packet::ShortPacket;
+use crate::packet::{ShortPacket, NOSTATE_LEN};
 use crate::protection::PacketProtection;
 use crate::wire::frame::{CompressedFrame, DataFrame, Frame};
 use crate::wire::header::ConnectionId;
@@ -262,8 +262,9 @@ impl Engine {
         self.st.session.ping_owed = true;
     }
 
-    /// Appends a packet with only CLOSE, sealed by `protection` and counted as sent (never
-    /// held back by congestion control, outside the microprotocols' packet events).
+    /// Appends a packet with only CLOSE (padded to more than [`NOSTATE_LEN`] bytes), sealed
+    /// by `protection` and counted as sent (never held back by congestion control, outside
+    /// the microprotocols' packet events).
     pub fn build_close(
         &mut self,
         dcid: ConnectionId,
@@ -274,6 +275,12 @@ impl Engine {
     ) {
         let packet = ShortPacket::begin(out, dcid, self.st.next_pn, self.st.pn_on_wire());
         Frame::emit_close(out, code, reason);
+        // Padded to be larger than a NOSTATE: a peer that has forgotten the connection
+        // may answer it with one (which never amplifies), ending our drain at once.
+        let sealed = out.len() - packet.start() + protection.overhead();
+        if sealed <= NOSTATE_LEN {
+            out.resize(out.len() + NOSTATE_LEN + 1 - sealed, 0);
+        }
         let bytes = packet.seal(out, protection);
         self.st.next_pn += 1;
         self.st.stats.packets_sent += 1;

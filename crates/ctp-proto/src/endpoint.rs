@@ -6,11 +6,12 @@ use crate::engine::session::CloseReason;
 use crate::handshake::noise::{Identity, PeerPolicy};
 use crate::handshake::responder::{Init, InitAnswer, Responder};
 use crate::handshake::state::NoiseStart;
+use crate::packet::{nostate_packet, NOSTATE_LEN};
 use crate::profile::{self, Isn, MicroSet, Params, Profile, ProfileError};
 use crate::protection::crc32c;
 use crate::schedule::Schedule;
 use crate::stats::EndpointStats;
-use crate::wire::header::{self, ConnectionId, Header, LongType};
+use crate::wire::header::{self, ConnectionId, Header, LongType, NoState};
 use crate::wire::{Reader, WireError};
 use core::time::Duration;
 use ctp_cc::time::Instant;
@@ -59,6 +60,10 @@ pub struct EndpointConfig {
     /// Microprotocols an incoming request must include: `secure` refuses connections
     /// without encryption.
     pub required: MicroSet,
+    /// Most NOSTATE packets sent per second, in answer to short packets for a connection
+    /// id this endpoint does not know (bursts of an eighth of it; 0: never answer). Bounds
+    /// the work and bytes a flood of such packets can draw from the endpoint.
+    pub nostate_per_second: u32,
 }
 
 impl EndpointConfig {
@@ -78,6 +83,7 @@ impl EndpointConfig {
             identity: None,
             peer_policy: PeerPolicy::any(),
             required: MicroSet::default(),
+            nostate_per_second: 256,
         }
     }
 }
@@ -109,6 +115,71 @@ pub struct Transmit {
 
 /// Stateless replies queued at most (beyond this, handshakes are dropped).
 const MAX_STATELESS_QUEUE: usize = 1024;
+
+/// A token bucket: at most `burst` tokens, refilled at `per_second`; kept in millionths of
+/// a token so that any elapsed microsecond counts.
+#[derive(Clone, Copy, Debug)]
+struct TokenBucket {
+    per_second: u64,
+    burst: u64,
+    micro_tokens: u64,
+    last: Option<Instant>,
+}
+
+impl TokenBucket {
+    /// A full bucket refilled at `per_second`, holding an eighth of that (at least one).
+    fn new(per_second: u32) -> Self {
+        let per_second = u64::from(per_second);
+        TokenBucket {
+            per_second,
+            burst: (per_second / 8).max(1),
+            micro_tokens: 0,
+            last: None,
+        }
+    }
+
+    /// Takes a token at `now`, if there is one.
+    fn take(&mut self, now: Instant) -> bool {
+        if self.per_second == 0 {
+            return false;
+        }
+        let full = self.burst * 1_000_000;
+        let refill = match self.last {
+            None => full,
+            Some(last) => {
+                (now.saturating_since(last).as_micros() as u64).saturating_mul(self.per_second)
+            }
+        };
+        self.last = Some(now);
+        self.micro_tokens = self.micro_tokens.saturating_add(refill).min(full);
+        if self.micro_tokens < 1_000_000 {
+            return false;
+        }
+        self.micro_tokens -= 1_000_000;
+        true
+    }
+}
+
+/// How many entries an endpoint's per-connection tables hold ([`Endpoint::footprint`]):
+/// what a long-lived endpoint must give back as its connections end.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Footprint {
+    /// Live connections.
+    pub connections: usize,
+    /// Connection slots, live or free (the high-water mark of connections at once).
+    pub slots: usize,
+    /// Entries of the table routing by local connection id.
+    pub by_cid: usize,
+    /// Entries of the table finding a connection by its peer's connection id and address
+    /// (where a NOSTATE goes).
+    pub by_remote_cid: usize,
+    /// Peer addresses with connections (the per-address limit's table).
+    pub per_address: usize,
+    /// Entries of the timer heap, stale ones included.
+    pub timers: usize,
+    /// Stateless replies waiting to be sent.
+    pub stateless_queued: usize,
+}
 
 /// The sans-IO endpoint.
 pub struct Endpoint {
@@ -142,6 +213,13 @@ pub struct Endpoint {
     announced: Vec<bool>,
     /// This endpoint's static key pair (the configured one, or one drawn at start).
     identity: Identity,
+    /// Composed connections by their peer's connection id and address: where a NOSTATE
+    /// from that address for that id goes.
+    by_remote_cid: HashMap<(ConnectionId, SocketAddr), usize>,
+    /// The key each slot is filed under in `by_remote_cid`, if any.
+    remote_key: Vec<Option<(ConnectionId, SocketAddr)>>,
+    /// Limits the NOSTATE packets sent.
+    nostate_bucket: TokenBucket,
 }
 
 /// Whether a datagram from `from` could be genuine and answered: not from port 0, the
@@ -166,6 +244,9 @@ impl Endpoint {
         });
         Endpoint {
             identity,
+            by_remote_cid: HashMap::new(),
+            remote_key: Vec::new(),
+            nostate_bucket: TokenBucket::new(cfg.nostate_per_second),
             announced: Vec::new(),
             cfg,
             rng,
@@ -210,6 +291,48 @@ impl Endpoint {
     /// Number of live connection slots.
     pub fn connection_count(&self) -> usize {
         self.live
+    }
+
+    /// The sizes of the endpoint's per-connection tables: with no connection left, each is
+    /// empty (the slots and timers excepted, which stay bounded by the most connections
+    /// ever open at once).
+    pub fn footprint(&self) -> Footprint {
+        Footprint {
+            connections: self.live,
+            slots: self.conns.len(),
+            by_cid: self.by_cid.len(),
+            by_remote_cid: self.by_remote_cid.len(),
+            per_address: self.per_address.len(),
+            timers: self.schedule.timers(),
+            stateless_queued: self.stateless.len(),
+        }
+    }
+
+    /// Files connection `idx` under its peer's connection id and current address (or
+    /// takes it out when the slot is empty), when that changed: at insertion, when the
+    /// initiator learns the peer's id, when the peer moves, at removal.
+    fn reindex_remote(&mut self, idx: usize) {
+        if self.remote_key.len() <= idx {
+            self.remote_key.resize(idx + 1, None);
+        }
+        let key = self.conns[idx]
+            .as_ref()
+            .and_then(Connection::composed)
+            .filter(|c| c.peer_cid != 0)
+            .map(|c| (c.peer_cid, c.paths.current().remote));
+        let old = self.remote_key[idx];
+        if old == key {
+            return;
+        }
+        if let Some(k) = old {
+            if self.by_remote_cid.get(&k) == Some(&idx) {
+                self.by_remote_cid.remove(&k);
+            }
+        }
+        if let Some(k) = key {
+            self.by_remote_cid.insert(k, idx);
+        }
+        self.remote_key[idx] = key;
     }
 
     /// Whether a new connection from `from` fits the limits (all connections, and those
@@ -271,6 +394,7 @@ impl Endpoint {
         self.by_cid.insert(cid, idx);
         self.schedule.touch(idx);
         self.udt_index(idx);
+        self.reindex_remote(idx);
         ConnectionHandle(idx)
     }
 
@@ -344,9 +468,52 @@ impl Endpoint {
         };
         let Some(&idx) = self.by_cid.get(&dcid) else {
             self.stats.unknown_connection += 1;
+            self.answer_unknown(now, from, dcid, data);
             return;
         };
         self.deliver(now, idx, from, data);
+    }
+
+    /// A short packet for a connection id nobody here has: answered statelessly with
+    /// NOSTATE, echoing its trailing bytes, so that its sender learns at once that this
+    /// side forgot the connection (closed it, or restarted). Only a packet larger than the
+    /// NOSTATE is answered (no amplification), within the rate limit.
+    fn answer_unknown(&mut self, now: Instant, from: SocketAddr, dcid: ConnectionId, data: &[u8]) {
+        if data.len() <= NOSTATE_LEN || !self.nostate_bucket.take(now) {
+            self.stats.nostate_unanswered += 1;
+            return;
+        }
+        let n = NoState {
+            cid: dcid,
+            echo: NoState::echo_of(data),
+        };
+        if self.queue_stateless(from, nostate_packet(&n)) {
+            self.stats.nostate_sent += 1;
+        } else {
+            self.stats.nostate_unanswered += 1;
+        }
+    }
+
+    /// A NOSTATE: the connection whose peer is `from` with connection id `scid` learns that
+    /// the peer forgot it, if the echo in `body` is the end of the last packet it sent.
+    /// Never answered.
+    fn on_nostate(&mut self, from: SocketAddr, scid: ConnectionId, body: &[u8]) {
+        let honoured = NoState::parse(scid, body).ok().is_some_and(|n| {
+            let Some(&idx) = self.by_remote_cid.get(&(n.cid, from)) else {
+                return false;
+            };
+            let Some(c) = self.conns[idx].as_mut().and_then(Connection::composed_mut) else {
+                return false;
+            };
+            let honoured = c.on_nostate(&n.echo);
+            self.schedule.touch(idx);
+            honoured
+        });
+        if honoured {
+            self.stats.nostate_honoured += 1;
+        } else {
+            self.stats.nostate_ignored += 1;
+        }
     }
 
     /// Hands a datagram routed to connection `idx` to its core, if it came from the
@@ -371,13 +538,19 @@ impl Endpoint {
             // the packet, and challenges the new address with fresh randomness.
             let mut token = [0u8; 8];
             self.rng.fill_bytes(&mut token);
-            c.handle_datagram_from(now, from, data, token)
+            let handled = c.handle_datagram_from(now, from, data, token);
+            // Where a NOSTATE would come from now.
+            self.reindex_remote(idx);
+            handled
         };
         if let Err(dropped) = handled {
             dropped.count(&mut self.stats);
             return false;
         }
-        if !was_open && *c.state() == ConnectionState::Established {
+        let established = self.conns[idx]
+            .as_ref()
+            .is_some_and(|c| *c.state() == ConnectionState::Established);
+        if !was_open && established {
             self.events
                 .push_back(EndpointEvent::Connected(ConnectionHandle(idx)));
         }
@@ -410,16 +583,24 @@ impl Endpoint {
             LongType::CookieEcho => self.on_cookie_echo(now, from, dcid, rest),
             LongType::Refuse => self.on_refuse(from, dcid, rest),
             LongType::Handshake => self.on_noise(now, from, dcid, rest),
+            LongType::NoState => {
+                // Counted by its own counters; never answered.
+                self.on_nostate(from, scid, rest);
+                true
+            }
         };
         if !ok {
             self.stats.handshake_dropped += 1;
         }
     }
 
-    pub(crate) fn queue_stateless(&mut self, to: SocketAddr, packet: Vec<u8>) {
-        if self.stateless.len() < MAX_STATELESS_QUEUE {
+    /// Queues a stateless reply; false when the queue is full (it is dropped).
+    pub(crate) fn queue_stateless(&mut self, to: SocketAddr, packet: Vec<u8>) -> bool {
+        let room = self.stateless.len() < MAX_STATELESS_QUEUE;
+        if room {
             self.stateless.push_back((to, packet));
         }
+        room
     }
 
     /// The cookie secret, supported microprotocols and parameters this endpoint answers
@@ -508,10 +689,13 @@ impl Endpoint {
         self.schedule.touch(idx);
         let seed = self.noise_seed();
         let me = &self.identity;
-        self.conns[idx]
+        let ok = self.conns[idx]
             .as_mut()
             .and_then(Connection::composed_mut)
-            .is_some_and(|c| c.on_init_ack(now, scid, body, me, seed))
+            .is_some_and(|c| c.on_init_ack(now, scid, body, me, seed));
+        // The peer's connection id is known now.
+        self.reindex_remote(idx);
+        ok
     }
 
     /// A HANDSHAKE packet: a Noise message for a secure channel being set up (or a repeat
@@ -634,6 +818,8 @@ impl Endpoint {
                     c.handle_timeout(now);
                 }
             }
+            // A failed move may have taken the connection back to its old address.
+            self.reindex_remote(i);
             self.schedule.touch(i);
         }
         self.settle();
@@ -732,6 +918,7 @@ impl Endpoint {
                 }
             }
             self.unindex(h.0, &c);
+            self.reindex_remote(h.0);
             let mut farewell = Vec::new();
             if c.take_farewell(&mut farewell) {
                 self.queue_stateless(remote, farewell);

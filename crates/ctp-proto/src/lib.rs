@@ -41,7 +41,9 @@ pub use connection::{
     Connection, ConnectionState, MsgOptions, ReadError, StreamId, StreamKind, WriteError,
     MAX_STREAMS,
 };
-pub use endpoint::{ConnectionHandle, Endpoint, EndpointConfig, EndpointEvent, Transmit};
+pub use endpoint::{
+    ConnectionHandle, Endpoint, EndpointConfig, EndpointEvent, Footprint, Transmit,
+};
 pub use engine::session::CloseReason;
 pub use handshake::noise::{Identity, PeerKey, PeerPolicy};
 pub use perfmon::{PerfCounters, PerfInstant, PerfMon};

@@ -8,7 +8,7 @@
 
 use crate::protection::{crc32c, PacketProtection, Unprotected};
 use crate::wire::header::{
-    ConnectionId, Header, LongType, SHORT_PN_OFFSET, SHORT_RESERVED, VERSION,
+    ConnectionId, Header, LongType, NoState, ECHO_LEN, SHORT_PN_OFFSET, SHORT_RESERVED, VERSION,
 };
 use crate::wire::truncated::Truncated;
 use crate::wire::Reader;
@@ -131,6 +131,19 @@ pub fn long_packet(
     out
 }
 
+/// Bytes of a NOSTATE packet on the wire: long header, echo, CRC32C trailer. Only a
+/// datagram larger than this is answered with one, so a NOSTATE never amplifies.
+pub const NOSTATE_LEN: usize = 13 + ECHO_LEN + crc32c::TRAILER_LEN;
+
+/// A NOSTATE packet ([`LongType::NoState`]): `n.cid` is the connection id of the short
+/// packet nobody here knows (sent as the source id; the destination id is zero) and
+/// `n.echo` its trailing bytes.
+pub fn nostate_packet(n: &NoState) -> Vec<u8> {
+    let p = long_packet(LongType::NoState, 0, n.cid, &n.echo, 0);
+    debug_assert_eq!(p.len(), NOSTATE_LEN);
+    p
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,6 +197,23 @@ mod tests {
             });
             assert_eq!(r.unwrap_err(), Unprotected, "bit {bit}");
         }
+    }
+
+    #[test]
+    fn a_nostate_packet_is_its_fixed_size_and_parses_back() {
+        let n = NoState {
+            cid: 0xabcd_0123,
+            echo: [9; ECHO_LEN],
+        };
+        let p = nostate_packet(&n);
+        assert_eq!(p.len(), NOSTATE_LEN);
+        let body = crc32c::open_long(&p).unwrap();
+        let mut r = Reader::new(body);
+        let Header::Long { ty, dcid, scid, .. } = Header::parse(&mut r).unwrap() else {
+            panic!("a long header");
+        };
+        assert_eq!((ty, dcid), (LongType::NoState, 0));
+        assert_eq!(NoState::parse(scid, r.rest()), Ok(n));
     }
 
     #[test]

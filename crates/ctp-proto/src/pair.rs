@@ -100,6 +100,11 @@ pub struct Pair {
     pub delivered: u64,
     /// Datagrams dropped for exceeding a link's `max_datagram`.
     pub dropped_too_big: u64,
+    /// While set, a copy of every datagram the client sends goes to `tapped` (what an
+    /// eavesdropper on the path sees).
+    pub tap_client: bool,
+    /// The client's datagrams copied while `tap_client` was set, oldest first.
+    pub tapped: Vec<Vec<u8>>,
 }
 
 fn seed(n: u64, salt: u8) -> [u8; 32] {
@@ -146,6 +151,8 @@ impl Pair {
             server_events: Vec::new(),
             delivered: 0,
             dropped_too_big: 0,
+            tap_client: false,
+            tapped: Vec::new(),
         }
     }
 
@@ -181,6 +188,9 @@ impl Pair {
                     break;
                 };
                 let mut bytes = self.buf[..t.size].to_vec();
+                if from_client && self.tap_client {
+                    self.tapped.push(bytes.clone());
+                }
                 let client_side = if from_client {
                     t.src.unwrap_or(self.client_addr)
                 } else {

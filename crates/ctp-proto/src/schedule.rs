@@ -88,7 +88,24 @@ impl Schedule {
             if let Some(at) = d {
                 self.deadlines.push(Reverse((at, i)));
             }
+            if self.deadlines.len() > 2 * self.deadline.len() + 64 {
+                // Stale entries leave the heap only when they surface; far-off ones (an
+                // idle timeout, a connection gone) would pile up. Rebuilt from the
+                // current deadlines: one entry per slot, so the heap stays bounded by the
+                // slots (amortized: each rebuild drops more entries than there are slots).
+                self.deadlines = self
+                    .deadline
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, d)| d.map(|at| Reverse((at, i))))
+                    .collect();
+            }
         }
+    }
+
+    /// Entries of the timer heap, stale ones included.
+    pub(crate) fn timers(&self) -> usize {
+        self.deadlines.len()
     }
 
     /// The earliest deadline (settle first).

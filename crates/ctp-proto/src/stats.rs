@@ -144,6 +144,18 @@ pub struct EndpointStats {
     /// Secure channels whose initiator never authenticated (no message 3 in time, or a
     /// key the peer policy refused): removed without being shown to the application.
     pub handshake_failed: u64,
+    /// NOSTATE packets sent: answers to short packets for a connection id this endpoint
+    /// does not know.
+    pub nostate_sent: u64,
+    /// Short packets for an unknown connection id left unanswered: too small to answer
+    /// without amplifying, over the NOSTATE rate limit, or with the reply queue full.
+    pub nostate_unanswered: u64,
+    /// NOSTATE packets honoured: their echo matched the last packet a connection sent,
+    /// which ended it (or its drain).
+    pub nostate_honoured: u64,
+    /// NOSTATE packets received and ignored: malformed, for no connection here, or with an
+    /// echo that is not the end of the last packet the connection sent (forged or stale).
+    pub nostate_ignored: u64,
 }
 
 impl EndpointStats {

@@ -51,7 +51,9 @@ impl From<ConnectionError> for io::Error {
         let kind = match &e {
             ConnectionError::Closed(CloseReason::Graceful) => io::ErrorKind::NotConnected,
             ConnectionError::Closed(CloseReason::LocalAbort(_)) => io::ErrorKind::ConnectionAborted,
-            ConnectionError::Closed(CloseReason::Peer { .. }) => io::ErrorKind::ConnectionReset,
+            ConnectionError::Closed(CloseReason::Peer { .. } | CloseReason::PeerForgot) => {
+                io::ErrorKind::ConnectionReset
+            }
             ConnectionError::Closed(CloseReason::IdleTimeout(_)) => io::ErrorKind::TimedOut,
             ConnectionError::Closed(CloseReason::PathFailed(_)) => {
                 io::ErrorKind::NetworkUnreachable

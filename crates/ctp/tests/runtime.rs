@@ -910,3 +910,70 @@ async fn streams_carry_their_own_bytes_beside_the_connection_stream() {
         .expect_err("refused");
     assert!(err.to_string().contains("ordered, reliable"), "{err}");
 }
+
+/// A sender whose receiver restarts mid-transfer — a fresh endpoint behind the same
+/// address, knowing no connection — is told that the peer forgot the connection (its
+/// packets draw NOSTATE, echoing their MAC), long before the 30 s idle timeout. The
+/// "address" is a relay the test controls, switched from the old receiver to the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sender_is_told_the_peer_forgot_when_its_receiver_restarts() {
+    use std::sync::{Arc, Mutex};
+    timeout(Duration::from_secs(20), async {
+        let (old, old_addr) = server().await;
+        let (new, new_addr) = server().await;
+        let front = Arc::new(tokio::net::UdpSocket::bind(LOCAL).await.unwrap());
+        let back = Arc::new(tokio::net::UdpSocket::bind(LOCAL).await.unwrap());
+        let relay_addr = front.local_addr().unwrap();
+        let target = Arc::new(Mutex::new(old_addr));
+        let sender = Arc::new(Mutex::new(None::<SocketAddr>));
+        let forward = {
+            let (front, back, target, sender) =
+                (front.clone(), back.clone(), target.clone(), sender.clone());
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                while let Ok((n, from)) = front.recv_from(&mut buf).await {
+                    *sender.lock().unwrap() = Some(from);
+                    let to = *target.lock().unwrap();
+                    let _ = back.send_to(&buf[..n], to).await;
+                }
+            })
+        };
+        let backward = {
+            let (front, back, target, sender) =
+                (front.clone(), back.clone(), target.clone(), sender.clone());
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 65536];
+                while let Ok((n, from)) = back.recv_from(&mut buf).await {
+                    let to = *sender.lock().unwrap();
+                    // Only the current receiver is heard (the old one is gone).
+                    let current = from == *target.lock().unwrap();
+                    if let (true, Some(to)) = (current, to) {
+                        let _ = front.send_to(&buf[..n], to).await;
+                    }
+                }
+            })
+        };
+        let c = client().await;
+        let (tx, rx) = tokio::join!(c.connect(relay_addr, &Profile::reliable()), old.accept());
+        let (mut tx, mut rx) = (tx.expect("connect"), rx.expect("accept"));
+        let writer = tokio::spawn(async move {
+            let chunk = data(1 << 16, 9);
+            while tx.write_all(&chunk).await.is_ok() {}
+            tx
+        });
+        let mut got = vec![0u8; 1 << 20];
+        rx.read_exact(&mut got).await.expect("the first megabyte");
+        // The receiver restarts: everything now reaches an endpoint that never heard of
+        // the connection.
+        *target.lock().unwrap() = new_addr;
+        let tx = writer.await.unwrap();
+        assert_eq!(tx.closed().await, ctp::CloseReason::PeerForgot);
+        assert!(new.stats().nostate_sent >= 1);
+        assert!(c.stats().nostate_honoured >= 1);
+        forward.abort();
+        backward.abort();
+        drop((old, rx));
+    })
+    .await
+    .expect("the sender was not told (an idle timeout takes 30 s)");
+}

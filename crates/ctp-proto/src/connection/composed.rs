@@ -22,7 +22,7 @@ use crate::protection::aead::{Aead, Suite};
 use crate::protection::{Crc32c, PacketProtection};
 use crate::stats::ConnectionStats;
 use crate::wire::frame::{close_code, MAX_DEPS};
-use crate::wire::header::ConnectionId;
+use crate::wire::header::{ConnectionId, NoState, ECHO_LEN};
 use crate::wire::truncated::Truncated;
 use bytes::Bytes;
 use core::time::Duration;
@@ -65,6 +65,9 @@ pub struct ComposedConnection {
     pub(crate) opened: [u64; 2],
     /// On a secure channel, the static key the peer proved in the handshake.
     pub(crate) peer_key: Option<[u8; 32]>,
+    /// The trailing bytes of the last short packet sent: what a genuine NOSTATE from the
+    /// peer echoes (`None` before the first).
+    pub(crate) last_sent_echo: Option<[u8; ECHO_LEN]>,
 }
 
 /// The AEAD protection of a secure channel: the negotiated suite (the one bit of
@@ -269,6 +272,7 @@ impl ComposedConnection {
             initiator: true,
             opened: [1, 0],
             peer_key: None,
+            last_sent_echo: None,
         }
     }
 
@@ -298,6 +302,7 @@ impl ComposedConnection {
             initiator: false,
             opened: [0, 0],
             peer_key: None,
+            last_sent_echo: None,
         }
     }
 
@@ -669,8 +674,35 @@ impl ComposedConnection {
         let built = self.build_short_within_budget(now, out);
         if built {
             self.paths.on_sent(out.len() - before);
+            self.last_sent_echo = Some(NoState::echo_of(&out[before..]));
         }
         built
+    }
+
+    /// A NOSTATE from the peer's address for this connection, with the trailing bytes of
+    /// the packet that triggered it. Honoured only when `echo` is the end of the last
+    /// packet this side sent (on a secure channel its AEAD tag, which nobody who did not
+    /// see the packet can produce): a draining connection ends its drain at once, any
+    /// other live one closes with [`CloseReason::PeerForgot`]. Returns whether it was
+    /// honoured; anything else is ignored.
+    pub(crate) fn on_nostate(&mut self, echo: &[u8; ECHO_LEN]) -> bool {
+        let Some(last) = &self.last_sent_echo else {
+            return false;
+        };
+        // Compared in constant time: nothing about a guess leaks through timing.
+        if last.iter().zip(echo).fold(0, |d, (a, b)| d | (a ^ b)) != 0 {
+            return false;
+        }
+        match self.state {
+            // Our CLOSE reached a peer that had already forgotten: the close is complete.
+            ConnectionState::Draining => self.end_drain(),
+            ConnectionState::Established | ConnectionState::Closing => {
+                tracing::debug!(remote = %self.remote(), "the peer has no state for the connection");
+                self.terminate(CloseReason::PeerForgot);
+            }
+            _ => return false,
+        }
+        true
     }
 
     /// [`Self::build_short`] within what may be sent to the current address: a packet as
@@ -782,7 +814,12 @@ impl ConnectionCore for ComposedConnection {
     }
 
     fn take_farewell(&mut self, out: &mut Vec<u8>) -> bool {
-        self.build_close(out)
+        let before = out.len();
+        let built = self.build_close(out);
+        if built {
+            self.last_sent_echo = Some(NoState::echo_of(&out[before..]));
+        }
+        built
     }
 
     /// Hands a custom control message (e.g. a [`ctp_cc::RateMessage`] from a

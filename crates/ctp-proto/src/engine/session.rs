@@ -32,6 +32,10 @@ pub enum CloseReason {
     /// The connection moved to a new peer address that never answered path validation,
     /// and no validated path was left to return to.
     PathFailed(String),
+    /// The peer answered with NOSTATE, echoing the last packet sent: it has no state for
+    /// this connection (it closed and forgot it, or its endpoint restarted). Told at once
+    /// instead of after the idle timeout.
+    PeerForgot,
 }
 
 impl core::fmt::Display for CloseReason {
@@ -55,6 +59,10 @@ impl core::fmt::Display for CloseReason {
             CloseReason::Handshake(r) => write!(f, "connection set-up failed: {r}"),
             CloseReason::ProtocolViolation(r) => write!(f, "the peer broke the protocol: {r}"),
             CloseReason::PathFailed(r) => write!(f, "path lost: {r}"),
+            CloseReason::PeerForgot => write!(
+                f,
+                "the peer has no state for this connection (it closed or restarted)"
+            ),
         }
     }
 }

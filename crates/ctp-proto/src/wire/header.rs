@@ -72,6 +72,11 @@ pub enum LongType {
     /// Either way, on a secure channel: a Noise message (2 from the responder, 3 from the
     /// initiator).
     Handshake = 4,
+    /// Either way, sent statelessly: the sender has no connection for a short packet it
+    /// received. The header's source connection id is that packet's destination id (the
+    /// receiver's *remote* id), the destination id is zero, and the body is the
+    /// [`ECHO_LEN`] trailing bytes of the packet ([`NoState`]).
+    NoState = 5,
 }
 
 impl LongType {
@@ -82,8 +87,45 @@ impl LongType {
             2 => LongType::CookieEcho,
             3 => LongType::Refuse,
             4 => LongType::Handshake,
+            5 => LongType::NoState,
             other => return Err(WireError::Unknown("long packet", other.into())),
         })
+    }
+}
+
+/// Bytes of a triggering packet a NOSTATE echoes: its trailing bytes, which are the AEAD
+/// tag on a secure channel (and the CRC32C with the payload's tail on a plain one).
+pub const ECHO_LEN: usize = 16;
+
+/// The body of a NOSTATE packet ([`LongType::NoState`]), with the connection id from its
+/// header: which connection the sender does not know, and the trailing bytes of the
+/// packet that showed it. The receiver honours it only when the echo equals the end of
+/// the last packet it sent on that connection, which only someone who saw that packet
+/// can know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NoState {
+    /// The connection id the unknown short packet carried (the receiver's remote id).
+    pub cid: ConnectionId,
+    /// The last [`ECHO_LEN`] bytes of that packet.
+    pub echo: [u8; ECHO_LEN],
+}
+
+impl NoState {
+    /// Reads a NOSTATE from its header's source id `scid` and its body (the bytes after
+    /// the long header, without the CRC32C trailer): exactly [`ECHO_LEN`] bytes.
+    pub fn parse(scid: ConnectionId, body: &[u8]) -> Result<NoState, WireError> {
+        let echo = body
+            .try_into()
+            .map_err(|_| WireError::Invalid("nostate echo"))?;
+        Ok(NoState { cid: scid, echo })
+    }
+
+    /// The echo of a packet: its last [`ECHO_LEN`] bytes (zeros before a shorter one).
+    pub fn echo_of(packet: &[u8]) -> [u8; ECHO_LEN] {
+        let mut echo = [0u8; ECHO_LEN];
+        let tail = &packet[packet.len().saturating_sub(ECHO_LEN)..];
+        echo[ECHO_LEN - tail.len()..].copy_from_slice(tail);
+        echo
     }
 }
 
@@ -251,5 +293,19 @@ mod tests {
             Header::parse(&mut Reader::new(&[0xcf; 20])),
             Err(WireError::Unknown("long packet", 0xf))
         );
+    }
+
+    #[test]
+    fn nostate_reads_its_echo_and_nothing_else() {
+        let echo: [u8; ECHO_LEN] = core::array::from_fn(|i| i as u8);
+        assert_eq!(NoState::parse(9, &echo), Ok(NoState { cid: 9, echo }));
+        assert!(NoState::parse(9, &echo[1..]).is_err());
+        assert!(NoState::parse(9, &[0; ECHO_LEN + 1]).is_err());
+        assert_eq!(LongType::from_bits(5), Ok(LongType::NoState));
+        assert!(LongType::from_bits(6).is_err());
+        let mut short = [0u8; ECHO_LEN];
+        short[ECHO_LEN - 3..].copy_from_slice(&[1, 2, 3]);
+        assert_eq!(NoState::echo_of(&[1, 2, 3]), short);
+        assert_eq!(NoState::echo_of(&[&[7u8; 4][..], &echo].concat()), echo);
     }
 }
