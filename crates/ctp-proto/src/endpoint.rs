@@ -4,7 +4,7 @@
 use crate::connection::{ComposedConnection, Connection, ConnectionState};
 use crate::engine::session::CloseReason;
 use crate::handshake::noise::{Identity, PeerPolicy};
-use crate::handshake::responder::{Init, InitAnswer, Responder};
+use crate::handshake::responder::{EchoError, Init, InitAnswer, Responder};
 use crate::handshake::state::NoiseStart;
 use crate::profile::{self, Isn, MicroSet, Params, Profile, ProfileError};
 use crate::protection::crc32c;
@@ -59,6 +59,18 @@ pub struct EndpointConfig {
     /// Microprotocols an incoming request must include: `secure` refuses connections
     /// without encryption.
     pub required: MicroSet,
+    /// Half-open connections (secure channels waiting for their initiator's
+    /// authentication) from which on a client puzzle is asked: below, none; at it, 8 bits;
+    /// 2 bits more with each doubling (see [`crate::handshake::puzzle::difficulty`]). 0:
+    /// always a puzzle; `usize::MAX`: never.
+    pub puzzle_low_watermark: usize,
+    /// The most difficulty (bits) the puzzle asks, at most
+    /// [`crate::handshake::puzzle::MAX_DIFFICULTY`]: what a legitimate initiator pays at
+    /// worst (`2^d` hashes).
+    pub puzzle_max_difficulty: u8,
+    /// Most half-open connections at once: beyond, COOKIE_ECHOs of secure channels are
+    /// dropped (and counted), whatever the puzzle, so memory stays bounded.
+    pub max_half_open: usize,
 }
 
 impl EndpointConfig {
@@ -78,6 +90,9 @@ impl EndpointConfig {
             identity: None,
             peer_policy: PeerPolicy::any(),
             required: MicroSet::default(),
+            puzzle_low_watermark: 64,
+            puzzle_max_difficulty: crate::handshake::puzzle::DEFAULT_CAP,
+            max_half_open: 1024,
         }
     }
 }
@@ -142,6 +157,9 @@ pub struct Endpoint {
     announced: Vec<bool>,
     /// This endpoint's static key pair (the configured one, or one drawn at start).
     identity: Identity,
+    /// Connections half-open: not `announced` (a secure channel's responder side before
+    /// its initiator authenticated, or after it failed and until it is removed).
+    half_open: usize,
 }
 
 /// Whether a datagram from `from` could be genuine and answered: not from port 0, the
@@ -182,12 +200,34 @@ impl Endpoint {
             admitted_ip: Vec::new(),
             schedule: Schedule::default(),
             per_address: HashMap::new(),
+            half_open: 0,
         }
     }
 
-    /// Endpoint-level counters.
+    /// Endpoint-level counters (with the gauges `half_open` and `puzzle_difficulty` as
+    /// they are now).
     pub fn stats(&self) -> EndpointStats {
-        self.stats
+        EndpointStats {
+            half_open: self.half_open as u64,
+            puzzle_difficulty: self.puzzle_difficulty().into(),
+            ..self.stats
+        }
+    }
+
+    /// Connections half-open now: secure channels created from a cookie whose initiator
+    /// has not authenticated yet (they are the load the client puzzle answers).
+    pub fn half_open(&self) -> usize {
+        self.half_open
+    }
+
+    /// The client puzzle's difficulty (bits) an INIT_ACK asks now, from the half-open
+    /// connections and the configuration (0: none).
+    pub fn puzzle_difficulty(&self) -> u8 {
+        crate::handshake::puzzle::difficulty(
+            self.half_open,
+            self.cfg.puzzle_low_watermark,
+            self.cfg.puzzle_max_difficulty,
+        )
     }
 
     /// Accepts (or stops accepting) incoming connections.
@@ -430,6 +470,8 @@ impl Endpoint {
             supported: self.cfg.supported,
             params: &self.cfg.params,
             required: self.cfg.required,
+            difficulty: self.puzzle_difficulty(),
+            half_open_room: self.half_open < self.cfg.max_half_open,
         }
     }
 
@@ -460,11 +502,14 @@ impl Endpoint {
         let admitted = self.admits(from);
         // Copies: the answer may draw fresh numbers from the endpoint meanwhile.
         let (secret, params) = (self.cfg.cookie_secret, self.cfg.params);
+        let difficulty = self.puzzle_difficulty();
         let responder = Responder {
             secret: &secret,
             supported: self.cfg.supported,
             params: &params,
             required: self.cfg.required,
+            difficulty,
+            half_open_room: self.half_open < self.cfg.max_half_open,
         };
         let fresh = || (self.fresh_cid(), self.fresh_isn());
         let init = Init {
@@ -476,8 +521,10 @@ impl Endpoint {
         let Some(answer) = responder.answer_init(now, init, admitted, fresh) else {
             return false;
         };
-        if matches!(answer, InitAnswer::Refuse(_)) {
-            self.stats.refused += 1;
+        match answer {
+            InitAnswer::Refuse(_) => self.stats.refused += 1,
+            InitAnswer::Accept(_) if difficulty > 0 => self.stats.puzzles_asked += 1,
+            InitAnswer::Accept(_) => {}
         }
         self.queue_stateless(from, answer.into_packet());
         true
@@ -508,10 +555,12 @@ impl Endpoint {
         self.schedule.touch(idx);
         let seed = self.noise_seed();
         let me = &self.identity;
-        self.conns[idx]
+        let hashes = self.conns[idx]
             .as_mut()
             .and_then(Connection::composed_mut)
-            .is_some_and(|c| c.on_init_ack(now, scid, body, me, seed))
+            .and_then(|c| c.on_init_ack(now, scid, body, me, seed));
+        self.stats.puzzle_hashes += hashes.unwrap_or(0);
+        hashes.is_some()
     }
 
     /// A HANDSHAKE packet: a Noise message for a secure channel being set up (or a repeat
@@ -548,6 +597,7 @@ impl Endpoint {
                 self.events.push_back(EndpointEvent::Connected(h));
             } else {
                 self.announced[idx] = true;
+                self.half_open -= 1;
                 self.stats.accepted += 1;
                 self.events.push_back(EndpointEvent::Incoming(h));
             }
@@ -588,9 +638,23 @@ impl Endpoint {
         if !self.cfg.accept || self.admits(from).is_err() {
             return false;
         }
-        let Some(echo) = self.responder().accept_echo(now, from, dcid, body) else {
-            return false;
+        let echo = match self.responder().accept_echo(now, from, dcid, body) {
+            Ok(echo) => echo,
+            Err(why) => {
+                match why {
+                    EchoError::Invalid => {}
+                    EchoError::Puzzle => {
+                        self.stats.puzzles_verified += 1;
+                        self.stats.puzzle_failed += 1;
+                    }
+                    EchoError::HalfOpenFull => self.stats.half_open_full += 1,
+                }
+                return false;
+            }
         };
+        if echo.contents.difficulty > 0 {
+            self.stats.puzzles_verified += 1;
+        }
         let answer = echo.answer();
         let mut c = ComposedConnection::responder(from, &echo.contents, echo.engine);
         if let (Some(msg1), Some(hash)) = (echo.noise_msg, echo.contents.offer_hash) {
@@ -610,6 +674,7 @@ impl Endpoint {
             }
             let h = self.insert(c.into());
             self.announced[h.0] = false;
+            self.half_open += 1;
             return true;
         }
         let h = self.insert(c.into());
@@ -724,6 +789,9 @@ impl Endpoint {
             let remote = c.remote();
             self.by_cid.remove(&c.local_cid());
             self.schedule.forget(h.0);
+            if !self.announced[h.0] {
+                self.half_open -= 1;
+            }
             let ip = self.admitted_ip[h.0];
             if let Some(n) = self.per_address.get_mut(&ip) {
                 *n -= 1;

@@ -141,6 +141,25 @@ pub struct EndpointStats {
     /// Secure channels whose initiator never authenticated (no message 3 in time, or a
     /// key the peer policy refused): removed without being shown to the application.
     pub handshake_failed: u64,
+    /// INIT_ACKs that asked a client puzzle (the endpoint was under load).
+    pub puzzles_asked: u64,
+    /// COOKIE_ECHOs whose puzzle was checked, at most one hash each (what the puzzle costs
+    /// the responder), whether solved or not.
+    pub puzzles_verified: u64,
+    /// COOKIE_ECHOs dropped because the puzzle their cookie asks was not solved (no or a
+    /// wrong solution, or an easier cookie than asked now, grown stale); also counted in
+    /// `handshake_dropped`.
+    pub puzzle_failed: u64,
+    /// Hashes this endpoint spent solving responders' puzzles, as an initiator.
+    pub puzzle_hashes: u64,
+    /// COOKIE_ECHOs of secure channels dropped because the endpoint held as many half-open
+    /// connections as it allows; also counted in `handshake_dropped`.
+    pub half_open_full: u64,
+    /// Gauge: connections half-open now (secure channels created from a cookie whose
+    /// initiator has not authenticated yet, until they are removed).
+    pub half_open: u64,
+    /// Gauge: the client puzzle's difficulty an INIT_ACK asks now (bits; 0: none).
+    pub puzzle_difficulty: u64,
 }
 
 impl EndpointStats {

@@ -19,6 +19,7 @@
 
 pub mod cookie;
 pub mod noise;
+pub mod puzzle;
 pub mod responder;
 pub mod state;
 

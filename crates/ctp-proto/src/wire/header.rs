@@ -19,7 +19,7 @@ use super::truncated::Truncated;
 use super::{Reader, WireError};
 
 /// The only version this implementation speaks.
-pub const VERSION: u32 = 0xc7a0_0006;
+pub const VERSION: u32 = 0xc7a0_0007;
 
 const LONG: u8 = 0x80;
 const FIXED: u8 = 0x40;
