@@ -68,8 +68,11 @@ pub struct EndpointConfig {
     /// [`crate::handshake::puzzle::MAX_DIFFICULTY`]: what a legitimate initiator pays at
     /// worst (`2^d` hashes).
     pub puzzle_max_difficulty: u8,
-    /// Most half-open connections at once: beyond, COOKIE_ECHOs of secure channels are
-    /// dropped (and counted), whatever the puzzle, so memory stays bounded.
+    /// Most half-open connections at once (at least 1): a secure channel's COOKIE_ECHO that
+    /// passed the puzzle at the cap evicts the oldest half-open connection (as a SYN cache
+    /// does), so memory stays bounded whatever the puzzle, and a legitimate initiator is
+    /// not locked out while the attacker's connections wait for their timeout. Keep it
+    /// below `max_connections`: half-open connections take connection slots.
     pub max_half_open: usize,
 }
 
@@ -160,6 +163,9 @@ pub struct Endpoint {
     /// Connections half-open: not `announced` (a secure channel's responder side before
     /// its initiator authenticated, or after it failed and until it is removed).
     half_open: usize,
+    /// The half-open connections by age, oldest first, as (slot, connection id); entries
+    /// of connections no longer half-open are skipped (and compacted away).
+    half_open_order: VecDeque<(usize, ConnectionId)>,
 }
 
 /// Whether a datagram from `from` could be genuine and answered: not from port 0, the
@@ -201,6 +207,7 @@ impl Endpoint {
             schedule: Schedule::default(),
             per_address: HashMap::new(),
             half_open: 0,
+            half_open_order: VecDeque::new(),
         }
     }
 
@@ -471,7 +478,6 @@ impl Endpoint {
             params: &self.cfg.params,
             required: self.cfg.required,
             difficulty: self.puzzle_difficulty(),
-            half_open_room: self.half_open < self.cfg.max_half_open,
         }
     }
 
@@ -509,7 +515,6 @@ impl Endpoint {
             params: &params,
             required: self.cfg.required,
             difficulty,
-            half_open_room: self.half_open < self.cfg.max_half_open,
         };
         let fresh = || (self.fresh_cid(), self.fresh_isn());
         let init = Init {
@@ -647,13 +652,15 @@ impl Endpoint {
                         self.stats.puzzles_verified += 1;
                         self.stats.puzzle_failed += 1;
                     }
-                    EchoError::HalfOpenFull => self.stats.half_open_full += 1,
                 }
                 return false;
             }
         };
         if echo.contents.difficulty > 0 {
             self.stats.puzzles_verified += 1;
+        }
+        if echo.noise_msg.is_some() && self.half_open >= self.cfg.max_half_open.max(1) {
+            self.evict_oldest_half_open();
         }
         let answer = echo.answer();
         let mut c = ComposedConnection::responder(from, &echo.contents, echo.engine);
@@ -672,15 +679,44 @@ impl Endpoint {
             if c.start_noise(start).is_err() {
                 return false;
             }
+            let cid = c.local_cid;
             let h = self.insert(c.into());
             self.announced[h.0] = false;
             self.half_open += 1;
+            self.half_open_order.push_back((h.0, cid));
+            if self.half_open_order.len() > 2 * self.half_open + 64 {
+                let (conns, announced) = (&self.conns, &self.announced);
+                self.half_open_order
+                    .retain(|&(i, cid)| Self::is_half_open(conns, announced, i, cid));
+            }
             return true;
         }
         let h = self.insert(c.into());
         self.stats.accepted += 1;
         self.events.push_back(EndpointEvent::Incoming(h));
         true
+    }
+
+    /// Whether slot `i` still holds the half-open connection `cid`.
+    fn is_half_open(
+        conns: &[Option<Connection>],
+        announced: &[bool],
+        i: usize,
+        cid: ConnectionId,
+    ) -> bool {
+        !announced[i] && conns[i].as_ref().is_some_and(|c| c.local_cid() == cid)
+    }
+
+    /// Removes the oldest half-open connection, silently (its initiator never proved its
+    /// key; a legitimate one that is this slow starts over).
+    fn evict_oldest_half_open(&mut self) {
+        while let Some((i, cid)) = self.half_open_order.pop_front() {
+            if Self::is_half_open(&self.conns, &self.announced, i, cid) {
+                self.stats.half_open_evicted += 1;
+                self.remove(ConnectionHandle(i));
+                return;
+            }
+        }
     }
 
     /// Recomputes what the touched connections need (see [`Schedule`]).

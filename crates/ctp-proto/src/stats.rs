@@ -152,9 +152,9 @@ pub struct EndpointStats {
     pub puzzle_failed: u64,
     /// Hashes this endpoint spent solving responders' puzzles, as an initiator.
     pub puzzle_hashes: u64,
-    /// COOKIE_ECHOs of secure channels dropped because the endpoint held as many half-open
-    /// connections as it allows; also counted in `handshake_dropped`.
-    pub half_open_full: u64,
+    /// Half-open connections removed to make room for a newer one, the endpoint holding as
+    /// many as it allows (oldest first).
+    pub half_open_evicted: u64,
     /// Gauge: connections half-open now (secure channels created from a cookie whose
     /// initiator has not authenticated yet, until they are removed).
     pub half_open: u64,

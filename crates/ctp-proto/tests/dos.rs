@@ -305,7 +305,8 @@ fn a_client_cannot_lower_the_difficulty() {
 }
 
 /// However many echoes arrive with valid cookies and solutions, half-open connections
-/// stop at the cap; the rest are dropped and counted, and nothing else grows.
+/// stop at the cap: each one beyond evicts the oldest (never a newer one), and nothing
+/// else grows.
 #[test]
 fn the_half_open_cap_holds() {
     let mut srv = server(usize::MAX, 0, 10);
@@ -318,15 +319,24 @@ fn the_half_open_cap_holds() {
     let s = srv.stats();
     assert_eq!(srv.half_open(), 10);
     assert_eq!(srv.connection_count(), 10);
-    assert_eq!(s.half_open_full, 15);
+    assert_eq!(s.half_open_evicted, 15);
     assert_eq!(s.puzzles_asked, 0, "no puzzle with watermark usize::MAX");
+    // The ten left are the ten newest.
+    for i in 0..25 {
+        let from = attacker_addr(i);
+        let kept = (0..64).any(|h| {
+            srv.connection(ctp_proto::ConnectionHandle(h))
+                .is_some_and(|c| c.remote() == from)
+        });
+        assert_eq!(kept, i >= 15, "connection {i}");
+    }
     // A connection without encryption is never half-open: the cap does not apply to it.
     let mut plain = Profile::reliable();
     plain.micros = plain.micros.without(ctp_proto::MicroId::Secure);
     echo_with(&mut srv, &mut cl, attacker_addr(99), now, &plain, |e| e);
     assert_eq!(srv.connection_count(), 11);
     assert_eq!(srv.half_open(), 10);
-    assert_eq!(srv.stats().half_open_full, 15);
+    assert_eq!(srv.stats().half_open_evicted, 15);
 }
 
 /// Half-open connections expire after the handshake timeout: the load, the difficulty and

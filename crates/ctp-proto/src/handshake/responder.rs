@@ -43,9 +43,6 @@ pub struct Responder<'a> {
     /// The client puzzle's difficulty asked now (bits; 0: none), from the responder's load
     /// ([`puzzle::difficulty`]).
     pub difficulty: u8,
-    /// Whether a connection may be created half-open (a secure channel waiting for the
-    /// initiator's authentication): false at the endpoint's cap.
-    pub half_open_room: bool,
 }
 
 /// Why a COOKIE_ECHO creates no connection.
@@ -58,9 +55,6 @@ pub enum EchoError {
     /// cookie asks an easier puzzle than the responder does now and is older than
     /// [`PUZZLE_GRACE`].
     Puzzle,
-    /// A secure channel's echo while the responder holds as many half-open connections as
-    /// it allows.
-    HalfOpenFull,
 }
 
 /// A received INIT: who sent it, and what.
@@ -165,9 +159,9 @@ impl Responder<'_> {
     }
 
     /// Opens the cookie a COOKIE_ECHO (to connection id `dcid`, `body`) carries, checks the
-    /// client puzzle it asks, and composes the connection's engine. In order of cost: the
-    /// cookie's MAC (one hash), the half-open cap, the puzzle (one hash); nothing is kept
-    /// and no Diffie–Hellman done before all three passed.
+    /// client puzzle it asks, and composes the connection's engine. The cookie's MAC (one
+    /// hash), then the puzzle (one hash): nothing is kept and no Diffie–Hellman done before
+    /// both passed.
     pub fn accept_echo<'b>(
         &self,
         now: Instant,
@@ -185,9 +179,6 @@ impl Responder<'_> {
             return Err(Invalid);
         }
         let secure = k.micros.has(MicroId::Secure);
-        if secure && !self.half_open_room {
-            return Err(EchoError::HalfOpenFull);
-        }
         if k.difficulty > 0 {
             let nonce = r.u64().map_err(|_| EchoError::Puzzle)?;
             if !puzzle::verify(puzzle::challenge(cookie), k.difficulty, nonce) {
