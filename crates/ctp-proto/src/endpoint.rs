@@ -4,7 +4,7 @@
 use crate::connection::{ComposedConnection, Connection, ConnectionState};
 use crate::engine::session::CloseReason;
 use crate::handshake::noise::{Identity, PeerPolicy};
-use crate::handshake::responder::{Init, InitAnswer, Responder};
+use crate::handshake::responder::{EchoError, Init, InitAnswer, Responder};
 use crate::handshake::state::NoiseStart;
 use crate::packet::{nostate_packet, NOSTATE_LEN};
 use crate::profile::{self, Isn, MicroSet, Params, Profile, ProfileError};
@@ -64,6 +64,21 @@ pub struct EndpointConfig {
     /// id this endpoint does not know (bursts of an eighth of it; 0: never answer). Bounds
     /// the work and bytes a flood of such packets can draw from the endpoint.
     pub nostate_per_second: u32,
+    /// Half-open connections (secure channels waiting for their initiator's
+    /// authentication) from which on a client puzzle is asked: below, none; at it, 8 bits;
+    /// 2 bits more with each doubling (see [`crate::handshake::puzzle::difficulty`]). 0:
+    /// always a puzzle; `usize::MAX`: never.
+    pub puzzle_low_watermark: usize,
+    /// The most difficulty (bits) the puzzle asks, at most
+    /// [`crate::handshake::puzzle::MAX_DIFFICULTY`]: what a legitimate initiator pays at
+    /// worst (`2^d` hashes).
+    pub puzzle_max_difficulty: u8,
+    /// Most half-open connections at once (at least 1): a secure channel's COOKIE_ECHO that
+    /// passed the puzzle at the cap evicts the oldest half-open connection (as a SYN cache
+    /// does), so memory stays bounded whatever the puzzle, and a legitimate initiator is
+    /// not locked out while the attacker's connections wait for their timeout. Keep it
+    /// below `max_connections`: half-open connections take connection slots.
+    pub max_half_open: usize,
 }
 
 impl EndpointConfig {
@@ -84,6 +99,9 @@ impl EndpointConfig {
             peer_policy: PeerPolicy::any(),
             required: MicroSet::default(),
             nostate_per_second: 256,
+            puzzle_low_watermark: 64,
+            puzzle_max_difficulty: crate::handshake::puzzle::DEFAULT_CAP,
+            max_half_open: 1024,
         }
     }
 }
@@ -220,6 +238,12 @@ pub struct Endpoint {
     remote_key: Vec<Option<(ConnectionId, SocketAddr)>>,
     /// Limits the NOSTATE packets sent.
     nostate_bucket: TokenBucket,
+    /// Connections half-open: not `announced` (a secure channel's responder side before
+    /// its initiator authenticated, or after it failed and until it is removed).
+    half_open: usize,
+    /// The half-open connections by age, oldest first, as (slot, connection id); entries
+    /// of connections no longer half-open are skipped (and compacted away).
+    half_open_order: VecDeque<(usize, ConnectionId)>,
 }
 
 /// Whether a datagram from `from` could be genuine and answered: not from port 0, the
@@ -263,12 +287,35 @@ impl Endpoint {
             admitted_ip: Vec::new(),
             schedule: Schedule::default(),
             per_address: HashMap::new(),
+            half_open: 0,
+            half_open_order: VecDeque::new(),
         }
     }
 
-    /// Endpoint-level counters.
+    /// Endpoint-level counters (with the gauges `half_open` and `puzzle_difficulty` as
+    /// they are now).
     pub fn stats(&self) -> EndpointStats {
-        self.stats
+        EndpointStats {
+            half_open: self.half_open as u64,
+            puzzle_difficulty: self.puzzle_difficulty().into(),
+            ..self.stats
+        }
+    }
+
+    /// Connections half-open now: secure channels created from a cookie whose initiator
+    /// has not authenticated yet (they are the load the client puzzle answers).
+    pub fn half_open(&self) -> usize {
+        self.half_open
+    }
+
+    /// The client puzzle's difficulty (bits) an INIT_ACK asks now, from the half-open
+    /// connections and the configuration (0: none).
+    pub fn puzzle_difficulty(&self) -> u8 {
+        crate::handshake::puzzle::difficulty(
+            self.half_open,
+            self.cfg.puzzle_low_watermark,
+            self.cfg.puzzle_max_difficulty,
+        )
     }
 
     /// Accepts (or stops accepting) incoming connections.
@@ -611,6 +658,7 @@ impl Endpoint {
             supported: self.cfg.supported,
             params: &self.cfg.params,
             required: self.cfg.required,
+            difficulty: self.puzzle_difficulty(),
         }
     }
 
@@ -641,11 +689,13 @@ impl Endpoint {
         let admitted = self.admits(from);
         // Copies: the answer may draw fresh numbers from the endpoint meanwhile.
         let (secret, params) = (self.cfg.cookie_secret, self.cfg.params);
+        let difficulty = self.puzzle_difficulty();
         let responder = Responder {
             secret: &secret,
             supported: self.cfg.supported,
             params: &params,
             required: self.cfg.required,
+            difficulty,
         };
         let fresh = || (self.fresh_cid(), self.fresh_isn());
         let init = Init {
@@ -657,8 +707,10 @@ impl Endpoint {
         let Some(answer) = responder.answer_init(now, init, admitted, fresh) else {
             return false;
         };
-        if matches!(answer, InitAnswer::Refuse(_)) {
-            self.stats.refused += 1;
+        match answer {
+            InitAnswer::Refuse(_) => self.stats.refused += 1,
+            InitAnswer::Accept(_) if difficulty > 0 => self.stats.puzzles_asked += 1,
+            InitAnswer::Accept(_) => {}
         }
         self.queue_stateless(from, answer.into_packet());
         true
@@ -689,13 +741,14 @@ impl Endpoint {
         self.schedule.touch(idx);
         let seed = self.noise_seed();
         let me = &self.identity;
-        let ok = self.conns[idx]
+        let hashes = self.conns[idx]
             .as_mut()
             .and_then(Connection::composed_mut)
-            .is_some_and(|c| c.on_init_ack(now, scid, body, me, seed));
+            .and_then(|c| c.on_init_ack(now, scid, body, me, seed));
+        self.stats.puzzle_hashes += hashes.unwrap_or(0);
         // The peer's connection id is known now.
         self.reindex_remote(idx);
-        ok
+        hashes.is_some()
     }
 
     /// A HANDSHAKE packet: a Noise message for a secure channel being set up (or a repeat
@@ -732,6 +785,7 @@ impl Endpoint {
                 self.events.push_back(EndpointEvent::Connected(h));
             } else {
                 self.announced[idx] = true;
+                self.half_open -= 1;
                 self.stats.accepted += 1;
                 self.events.push_back(EndpointEvent::Incoming(h));
             }
@@ -772,9 +826,25 @@ impl Endpoint {
         if !self.cfg.accept || self.admits(from).is_err() {
             return false;
         }
-        let Some(echo) = self.responder().accept_echo(now, from, dcid, body) else {
-            return false;
+        let echo = match self.responder().accept_echo(now, from, dcid, body) {
+            Ok(echo) => echo,
+            Err(why) => {
+                match why {
+                    EchoError::Invalid => {}
+                    EchoError::Puzzle => {
+                        self.stats.puzzles_verified += 1;
+                        self.stats.puzzle_failed += 1;
+                    }
+                }
+                return false;
+            }
         };
+        if echo.contents.difficulty > 0 {
+            self.stats.puzzles_verified += 1;
+        }
+        if echo.noise_msg.is_some() && self.half_open >= self.cfg.max_half_open.max(1) {
+            self.evict_oldest_half_open();
+        }
         let answer = echo.answer();
         let mut c = ComposedConnection::responder(from, &echo.contents, echo.engine);
         if let (Some(msg1), Some(hash)) = (echo.noise_msg, echo.contents.offer_hash) {
@@ -792,14 +862,44 @@ impl Endpoint {
             if c.start_noise(start).is_err() {
                 return false;
             }
+            let cid = c.local_cid;
             let h = self.insert(c.into());
             self.announced[h.0] = false;
+            self.half_open += 1;
+            self.half_open_order.push_back((h.0, cid));
+            if self.half_open_order.len() > 2 * self.half_open + 64 {
+                let (conns, announced) = (&self.conns, &self.announced);
+                self.half_open_order
+                    .retain(|&(i, cid)| Self::is_half_open(conns, announced, i, cid));
+            }
             return true;
         }
         let h = self.insert(c.into());
         self.stats.accepted += 1;
         self.events.push_back(EndpointEvent::Incoming(h));
         true
+    }
+
+    /// Whether slot `i` still holds the half-open connection `cid`.
+    fn is_half_open(
+        conns: &[Option<Connection>],
+        announced: &[bool],
+        i: usize,
+        cid: ConnectionId,
+    ) -> bool {
+        !announced[i] && conns[i].as_ref().is_some_and(|c| c.local_cid() == cid)
+    }
+
+    /// Removes the oldest half-open connection, silently (its initiator never proved its
+    /// key; a legitimate one that is this slow starts over).
+    fn evict_oldest_half_open(&mut self) {
+        while let Some((i, cid)) = self.half_open_order.pop_front() {
+            if Self::is_half_open(&self.conns, &self.announced, i, cid) {
+                self.stats.half_open_evicted += 1;
+                self.remove(ConnectionHandle(i));
+                return;
+            }
+        }
     }
 
     /// Recomputes what the touched connections need (see [`Schedule`]).
@@ -910,6 +1010,9 @@ impl Endpoint {
             let remote = c.remote();
             self.by_cid.remove(&c.local_cid());
             self.schedule.forget(h.0);
+            if !self.announced[h.0] {
+                self.half_open -= 1;
+            }
             let ip = self.admitted_ip[h.0];
             if let Some(n) = self.per_address.get_mut(&ip) {
                 *n -= 1;

@@ -156,6 +156,25 @@ pub struct EndpointStats {
     /// NOSTATE packets received and ignored: malformed, for no connection here, or with an
     /// echo that is not the end of the last packet the connection sent (forged or stale).
     pub nostate_ignored: u64,
+    /// INIT_ACKs that asked a client puzzle (the endpoint was under load).
+    pub puzzles_asked: u64,
+    /// COOKIE_ECHOs whose puzzle was checked, at most one hash each (what the puzzle costs
+    /// the responder), whether solved or not.
+    pub puzzles_verified: u64,
+    /// COOKIE_ECHOs dropped because the puzzle their cookie asks was not solved (no or a
+    /// wrong solution, or an easier cookie than asked now, grown stale); also counted in
+    /// `handshake_dropped`.
+    pub puzzle_failed: u64,
+    /// Hashes this endpoint spent solving responders' puzzles, as an initiator.
+    pub puzzle_hashes: u64,
+    /// Half-open connections removed to make room for a newer one, the endpoint holding as
+    /// many as it allows (oldest first).
+    pub half_open_evicted: u64,
+    /// Gauge: connections half-open now (secure channels created from a cookie whose
+    /// initiator has not authenticated yet, until they are removed).
+    pub half_open: u64,
+    /// Gauge: the client puzzle's difficulty an INIT_ACK asks now (bits; 0: none).
+    pub puzzle_difficulty: u64,
 }
 
 impl EndpointStats {

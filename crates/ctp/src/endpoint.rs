@@ -49,6 +49,16 @@ pub struct EndpointOptions {
     /// Accept incoming connections without encryption (`--insecure`). Off by default: a
     /// server refuses a peer that asks for a plaintext connection, and tells it why.
     pub accept_insecure: bool,
+    /// Half-open connections (secure channels whose initiator has not authenticated yet)
+    /// from which on new initiators must solve a client puzzle, harder as they pile up
+    /// (see `ctp_proto::handshake::puzzle`). 0: always; `usize::MAX`: never.
+    pub puzzle_low_watermark: usize,
+    /// The hardest puzzle asked, in bits (what a legitimate initiator pays at worst:
+    /// `2^bits` hashes).
+    pub puzzle_max_difficulty: u8,
+    /// Most half-open connections at once: beyond, set-ups are dropped until some
+    /// authenticate or time out, so a handshake flood cannot exhaust memory.
+    pub max_half_open: usize,
 }
 
 impl Default for EndpointOptions {
@@ -65,6 +75,9 @@ impl Default for EndpointOptions {
             identity: None,
             peer_policy: PeerPolicy::any(),
             accept_insecure: false,
+            puzzle_low_watermark: 64,
+            puzzle_max_difficulty: ctp_proto::handshake::puzzle::DEFAULT_CAP,
+            max_half_open: 1024,
         }
     }
 }
@@ -141,6 +154,9 @@ impl Endpoint {
         cfg.handshake_timeout = opts.handshake_timeout;
         cfg.max_connections = opts.max_connections;
         cfg.max_connections_per_address = opts.max_connections_per_address;
+        cfg.puzzle_low_watermark = opts.puzzle_low_watermark;
+        cfg.puzzle_max_difficulty = opts.puzzle_max_difficulty;
+        cfg.max_half_open = opts.max_half_open;
         cfg.wire = opts.wire;
         cfg.identity = opts.identity.clone();
         cfg.peer_policy = opts.peer_policy.clone();

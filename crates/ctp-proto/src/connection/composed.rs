@@ -101,7 +101,9 @@ impl ComposedConnection {
 
     /// The initiator's handling of INIT_ACK: the responder's narrowed offer and cookie.
     /// The offer may only narrow what was asked for; then the engine is composed and the
-    /// cookie echoed. False when the packet is to be dropped.
+    /// cookie echoed, with the solution of the client puzzle when the responder asks one
+    /// (solved here: at most [`crate::handshake::puzzle::max_hashes`]). Returns the hashes
+    /// the puzzle cost, or `None` when the packet is to be dropped.
     /// On a secure channel the key agreement starts here (`me`, `seed` for the ephemeral
     /// key): Noise message 1 goes with the echo.
     pub(crate) fn on_init_ack(
@@ -111,15 +113,15 @@ impl ComposedConnection {
         body: &[u8],
         me: &Identity,
         seed: [u8; 32],
-    ) -> bool {
+    ) -> Option<u64> {
         let offer = match self.hs.check_init_ack(body) {
             Ok(offer) => offer,
-            Err(InitAckError::Malformed) => return false,
+            Err(InitAckError::Malformed) => return None,
             Err(InitAckError::Wider) => {
                 self.terminate(CloseReason::Handshake(
                     "responder answered with a profile wider than requested".into(),
                 ));
-                return false;
+                return None;
             }
             Err(InitAckError::Unencrypted) => {
                 self.terminate(CloseReason::Handshake(
@@ -127,12 +129,22 @@ impl ComposedConnection {
                      rewritten on the way?)"
                         .into(),
                 ));
-                return false;
+                return None;
             }
+        };
+        // The puzzle first: a cookie whose puzzle found no solution (odds e^-64) is
+        // dropped, and INIT goes again on its timer.
+        let solution = match offer.difficulty {
+            0 => None,
+            d => Some(crate::handshake::puzzle::solve(
+                crate::handshake::puzzle::challenge(offer.cookie),
+                d,
+                0,
+            )?),
         };
         let Ok(engine) = compose(offer.micros, &offer.params, self.local_isn, offer.peer_isn)
         else {
-            return false;
+            return None;
         };
         self.engine = Some(engine);
         self.peer_pn_isn = offer.peer_isn.pn;
@@ -140,12 +152,12 @@ impl ComposedConnection {
         self.params = offer.params;
         self.peer_cid = scid;
         self.state = ConnectionState::Echoing;
-        self.hs.echo(now, offer.cookie);
+        self.hs.echo(now, offer.cookie, solution.map(|s| s.nonce));
         if offer.micros.has(MicroId::Secure) {
             self.hs
                 .start_initiator(me, &self.local_isn, offer.answer, seed);
         }
-        true
+        Some(solution.map_or(0, |s| s.hashes))
     }
 
     /// Responder on a secure channel, at COOKIE_ECHO: reads Noise message 1 and owes

@@ -1,6 +1,8 @@
 //! The stateless cookie: everything the responder needs to create the connection, MACed
 //! with a keyed BLAKE3 over the contents and the initiator's address, so only an initiator
-//! that received the INIT_ACK at its claimed address can produce it.
+//! that received the INIT_ACK at its claimed address can produce it. The MAC ends the
+//! cookie: it is the challenge of the client puzzle ([`super::puzzle::challenge`]), and the
+//! puzzle's difficulty is among the contents it covers, so an initiator cannot lower it.
 
 use crate::profile::{decode_offer, encode_offer, Isn, MicroId, MicroSet, Params};
 use crate::wire::header::ConnectionId;
@@ -35,6 +37,9 @@ pub struct CookieContents {
     /// On a secure channel, the hash of the INIT offer as received (the Noise prologue
     /// binds it, so a rewritten INIT fails the key agreement).
     pub offer_hash: Option<[u8; 32]>,
+    /// The client puzzle's difficulty (bits) the responder asked with this cookie (0: none);
+    /// see [`super::puzzle`].
+    pub difficulty: u8,
 }
 
 /// Why a cookie was rejected.
@@ -77,6 +82,7 @@ pub fn mint(secret: &[u8; 32], c: &CookieContents, addr: SocketAddr) -> Vec<u8> 
     varint::put(&mut out, c.local_isn.msg);
     varint::put(&mut out, c.local_isn.pn);
     varint::put(&mut out, c.minted.as_micros());
+    out.push(c.difficulty);
     if let Some(h) = &c.offer_hash {
         out.extend_from_slice(h);
     }
@@ -115,6 +121,7 @@ pub fn open(
         pn: r.varint()?,
     };
     let minted = Instant::from_micros(r.varint()?);
+    let difficulty = r.u8()?;
     if minted > now || now.saturating_since(minted) > COOKIE_LIFETIME {
         return Err(CookieError::Expired);
     }
@@ -132,6 +139,7 @@ pub fn open(
         peer_isn,
         minted,
         offer_hash,
+        difficulty,
     })
 }
 
@@ -158,6 +166,7 @@ mod tests {
             },
             minted: Instant::from_micros(1_000_000),
             offer_hash: Some([3; 32]),
+            difficulty: 12,
         }
     }
 

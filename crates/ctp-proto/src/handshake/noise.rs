@@ -470,7 +470,8 @@ mod tests {
     }
 
     /// BLAKE3 of Noise messages 1‖2‖3 for static keys 0x11…/0x22…, ephemerals 0x33…/0x44…
-    /// and the prologue of the test above.
+    /// and the prologue of the test above (whose label names the wire version: a new
+    /// version gives a new vector).
     const VECTOR: &str = "7552a5a1ec5323092c0a700257927d699d491386b978879e4dba76340d4984f6";
 
     #[test]

@@ -1,9 +1,15 @@
 //! The responder's side, stateless: an INIT is answered with INIT_ACK (the negotiated
 //! offer and a cookie) or REFUSE, without keeping anything; a COOKIE_ECHO whose cookie
 //! opens creates the connection.
+//!
+//! Under load INIT_ACK also asks a client puzzle ([`super::puzzle`]): after the cookie, one
+//! byte, the difficulty (absent when it is 0). The COOKIE_ECHO then carries the solution,
+//! the nonce (8 bytes, big-endian), right after the cookie, and the responder checks it
+//! (one hash) before it keeps anything or does any Diffie–Hellman.
 
 use super::cookie::{self, CookieContents, MAX_COOKIE};
 use super::noise::{self, MAX_NOISE_MESSAGE};
+use super::puzzle;
 use super::MIN_INIT_SIZE;
 use crate::composed::Engine;
 use crate::packet::long_packet;
@@ -12,8 +18,14 @@ use crate::profile::{
 };
 use crate::wire::header::{ConnectionId, LongType};
 use crate::wire::{varint, Reader};
+use core::time::Duration;
 use ctp_cc::time::Instant;
 use std::net::SocketAddr;
+
+/// How long a cookie minted with an easier puzzle than the responder now asks stays good:
+/// an initiator's echo follows its INIT_ACK within a round trip or a few retransmissions,
+/// while cookies gathered before an attack and echoed during it are refused.
+pub const PUZZLE_GRACE: Duration = Duration::from_secs(2);
 
 /// What a responder brings to the handshake: its cookie secret, the microprotocols it
 /// runs and its local parameters.
@@ -28,6 +40,21 @@ pub struct Responder<'a> {
     /// Microprotocols a request must include (`secure`, unless the responder accepts
     /// connections without encryption).
     pub required: MicroSet,
+    /// The client puzzle's difficulty asked now (bits; 0: none), from the responder's load
+    /// ([`puzzle::difficulty`]).
+    pub difficulty: u8,
+}
+
+/// Why a COOKIE_ECHO creates no connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EchoError {
+    /// Malformed, forged, expired, for another connection id, or a secure channel's echo
+    /// without Noise message 1.
+    Invalid,
+    /// The client puzzle the cookie asks is not solved (no solution, a wrong one), or the
+    /// cookie asks an easier puzzle than the responder does now and is older than
+    /// [`PUZZLE_GRACE`].
+    Puzzle,
 }
 
 /// A received INIT: who sent it, and what.
@@ -111,12 +138,16 @@ impl Responder<'_> {
                     peer_isn,
                     minted: now,
                     offer_hash: set.has(MicroId::Secure).then(|| noise::offer_hash(offer)),
+                    difficulty: self.difficulty,
                 };
                 let cookie = cookie::mint(self.secret, &contents, from);
                 let mut b = Vec::new();
                 encode_offer(&mut b, set, &params, &local_isn);
                 varint::put(&mut b, cookie.len() as u64);
                 b.extend_from_slice(&cookie);
+                if self.difficulty > 0 {
+                    b.push(self.difficulty);
+                }
                 InitAnswer::Accept(long_packet(LongType::InitAck, peer_cid, local_cid, &b, 0))
             }
         };
@@ -127,33 +158,49 @@ impl Responder<'_> {
         (len <= 3 * size).then_some(answer)
     }
 
-    /// Opens the cookie a COOKIE_ECHO (to connection id `dcid`, `body`) carries and
-    /// composes the connection's engine; `None` when the echo is to be dropped (malformed,
-    /// forged, expired, for another connection id, or a secure channel's echo without
-    /// Noise message 1).
+    /// Opens the cookie a COOKIE_ECHO (to connection id `dcid`, `body`) carries, checks the
+    /// client puzzle it asks, and composes the connection's engine. The cookie's MAC (one
+    /// hash), then the puzzle (one hash): nothing is kept and no Diffie–Hellman done before
+    /// both passed.
     pub fn accept_echo<'b>(
         &self,
         now: Instant,
         from: SocketAddr,
         dcid: ConnectionId,
         body: &'b [u8],
-    ) -> Option<Echo<'b>> {
+    ) -> Result<Echo<'b>, EchoError> {
+        use EchoError::Invalid;
         let mut r = Reader::new(body);
-        let cookie = r.length_prefixed(MAX_COOKIE, "cookie").ok()?;
-        let k = cookie::open(self.secret, cookie, from, now, self.params).ok()?;
+        let cookie = r
+            .length_prefixed(MAX_COOKIE, "cookie")
+            .map_err(|_| Invalid)?;
+        let k = cookie::open(self.secret, cookie, from, now, self.params).map_err(|_| Invalid)?;
         if k.local_cid != dcid {
-            return None;
+            return Err(Invalid);
         }
-        let noise_msg = if k.micros.has(MicroId::Secure) {
-            Some(r.length_prefixed(MAX_NOISE_MESSAGE, "noise message").ok()?)
+        let secure = k.micros.has(MicroId::Secure);
+        if k.difficulty > 0 {
+            let nonce = r.u64().map_err(|_| EchoError::Puzzle)?;
+            if !puzzle::verify(puzzle::challenge(cookie), k.difficulty, nonce) {
+                return Err(EchoError::Puzzle);
+            }
+        }
+        if k.difficulty < self.difficulty && now.saturating_since(k.minted) > PUZZLE_GRACE {
+            return Err(EchoError::Puzzle);
+        }
+        let noise_msg = if secure {
+            Some(
+                r.length_prefixed(MAX_NOISE_MESSAGE, "noise message")
+                    .map_err(|_| Invalid)?,
+            )
         } else {
             None
         };
         if !r.is_empty() {
-            return None;
+            return Err(Invalid);
         }
-        let engine = compose(k.micros, &k.params, k.local_isn, k.peer_isn).ok()?;
-        Some(Echo {
+        let engine = compose(k.micros, &k.params, k.local_isn, k.peer_isn).map_err(|_| Invalid)?;
+        Ok(Echo {
             contents: k,
             engine,
             noise_msg,

@@ -4,12 +4,17 @@
 //! owes one short packet that tells the initiator the connection exists (again whenever a
 //! repeated COOKIE_ECHO shows that it was lost).
 //!
+//! When INIT_ACK asks a client puzzle ([`super::puzzle`]), the initiator solves it before
+//! its COOKIE_ECHO (bounded work, at most [`super::puzzle::MAX_DIFFICULTY`] bits) and the
+//! echo carries the solution after the cookie.
+//!
 //! On a secure channel the Noise messages ride along ([`super::noise`]): message 1 in
 //! COOKIE_ECHO, message 2 in the responder's HANDSHAKE (sent again for a repeated echo),
 //! message 3 in the initiator's HANDSHAKE, repeated on the timer until a short packet from
 //! the responder shows that it arrived.
 
 use super::noise::{self, Identity, Noise, NoiseError, MAX_NOISE_MESSAGE};
+use super::puzzle;
 use super::{MAX_COOKIE, MIN_INIT_SIZE};
 use crate::conn_state::ConnectionState;
 use crate::packet::long_packet;
@@ -38,6 +43,8 @@ pub struct Offer<'b> {
     pub cookie: &'b [u8],
     /// The answer's offer as received (what the Noise prologue binds).
     pub answer: &'b [u8],
+    /// The client puzzle's difficulty the responder asks (bits; 0: none).
+    pub difficulty: u8,
 }
 
 /// Why an INIT_ACK was not taken.
@@ -77,6 +84,8 @@ pub struct Handshake {
     requested: (MicroSet, Params),
     /// Initiator: the responder's cookie, once INIT_ACK came.
     cookie: Vec<u8>,
+    /// Initiator: the client puzzle's solution the echo carries, when one was asked.
+    solution: Option<u64>,
     /// When the handshake packet goes out again.
     deadline: Option<Instant>,
     /// When the initiator gives up.
@@ -103,6 +112,7 @@ impl Handshake {
         Handshake {
             requested: (micros, params),
             cookie: Vec::new(),
+            solution: None,
             deadline: Some(now + HANDSHAKE_RTO),
             give_up: now + timeout,
             rto: HANDSHAKE_RTO,
@@ -120,6 +130,7 @@ impl Handshake {
         Handshake {
             requested: (micros, params),
             cookie: Vec::new(),
+            solution: None,
             deadline: None,
             give_up: minted,
             rto: HANDSHAKE_RTO,
@@ -141,6 +152,16 @@ impl Handshake {
         let cookie = r
             .length_prefixed(MAX_COOKIE, "cookie")
             .map_err(|_| InitAckError::Malformed)?;
+        // The puzzle's difficulty, absent when none is asked; more than an initiator solves
+        // is no answer a responder gives.
+        let difficulty = if r.is_empty() {
+            0
+        } else {
+            r.u8().map_err(|_| InitAckError::Malformed)?
+        };
+        if difficulty > puzzle::MAX_DIFFICULTY || !r.is_empty() {
+            return Err(InitAckError::Malformed);
+        }
         let narrowed = set.0 & !asked_set.0 == 0
             && params.max_udp_payload <= asked.max_udp_payload
             && params.flow_window <= asked.flow_window
@@ -165,6 +186,7 @@ impl Handshake {
             peer_isn,
             cookie,
             answer,
+            difficulty,
         })
     }
 
@@ -270,9 +292,11 @@ impl Handshake {
         }
     }
 
-    /// The initiator took INIT_ACK: COOKIE_ECHO with `cookie` is due now, on a fresh timer.
-    pub fn echo(&mut self, now: Instant, cookie: &[u8]) {
+    /// The initiator took INIT_ACK: COOKIE_ECHO with `cookie` (and the puzzle's
+    /// `solution`, when one was asked) is due now, on a fresh timer.
+    pub fn echo(&mut self, now: Instant, cookie: &[u8], solution: Option<u64>) {
         self.cookie = cookie.to_vec();
+        self.solution = solution;
         self.due = true;
         self.rto = HANDSHAKE_RTO;
         self.deadline = Some(now + HANDSHAKE_RTO);
@@ -308,6 +332,9 @@ impl Handshake {
                 let mut b = Vec::new();
                 varint::put(&mut b, self.cookie.len() as u64);
                 b.extend_from_slice(&self.cookie);
+                if let Some(nonce) = self.solution {
+                    b.extend_from_slice(&nonce.to_be_bytes());
+                }
                 with_noise(&mut b);
                 long_packet(LongType::CookieEcho, peer_cid, local_cid, &b, 0)
             }
