@@ -19,6 +19,7 @@ pub mod payload;
 pub mod prefetch;
 pub mod report;
 pub mod scenario;
+pub mod streams;
 pub mod svg;
 pub mod topology;
 pub mod units;
