@@ -18,6 +18,7 @@ pub mod net;
 pub mod payload;
 pub mod prefetch;
 pub mod report;
+pub mod scale;
 pub mod scenario;
 pub mod streams;
 pub mod svg;
