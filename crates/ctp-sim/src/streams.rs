@@ -334,7 +334,9 @@ impl StreamsApp {
         let size = self.specs[i].message_size.max(1) as u64;
         if self.specs[i].rate_bps.is_some() {
             let whole = r.delivered / size
-                + u64::from(self.specs[i].bytes == Some(r.delivered) && r.delivered % size != 0);
+                + u64::from(
+                    self.specs[i].bytes == Some(r.delivered) && !r.delivered.is_multiple_of(size),
+                );
             while (r.deliver_us.len() as u64) < whole {
                 r.deliver_us.push(now.as_micros());
             }
