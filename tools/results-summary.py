@@ -16,12 +16,18 @@ RUN = re.compile(r"^(?P<name>\S.*?)\s+(?P<effic>\S+)\s+(?P<jain>\S+)\s+(?P<fi>\S
                  r"(?P<stab>\S+)\s+(?P<aggr>\S+)\s+(?P<pkts>\d+)\s+(?P<kpkt>\d+)$")
 FLOW = re.compile(r"^\s+flow \d+: goodput\s+(?P<goodput>[\d.]+) Mb/s\s+done\s+(?P<done>\S+) s"
                   r"(?:.*on time\s+(?P<on_time>[\d.]+)%)?")
+STREAMS = re.compile(r"^\s+flow (?P<flow>\d+): (?P<n>\d+) streams; (?P<late>\d+) late messages, "
+                     r"(?P<held>\d+) held by another stream")
+STREAM = re.compile(r"^\s+stream\s+(?P<id>\d+) prio\s+(?P<prio>\d+):.*delay ms p50\s+(?P<p50>\S+) "
+                    r"p99\s+(?P<p99>\S+)")
 SWEEP = re.compile(r"^(?P<run>.*\S) (?P<key>[a-z_]+)=(?P<value>\S+)$")
 
 
 def parse(path):
-    """The scenario's title line and its runs: (name, columns, flows' (goodput, done))."""
-    title, runs = None, []
+    """The scenario's title line and its runs: (name, columns, flows' (goodput, done)),
+    and the lines of its `streams` flows: (run, flow, streams, late, held, message
+    streams' (id, priority, p50, p99))."""
+    title, runs, streams = None, [], []
     for line in path.read_text().splitlines():
         if line.startswith("scenario "):
             title = line[len("scenario "):]
@@ -31,9 +37,13 @@ def parse(path):
             runs.append((m["name"], m.groupdict(), []))
         elif (m := FLOW.match(line)) and runs:
             runs[-1][2].append((float(m["goodput"]), m["done"], m["on_time"]))
+        elif (m := STREAMS.match(line)) and runs:
+            streams.append((runs[-1][0], m["flow"], m["n"], m["late"], m["held"], []))
+        elif (m := STREAM.match(line)) and streams:
+            streams[-1][5].append((m["id"], m["prio"], m["p50"], m["p99"]))
     if title is None:
         sys.exit(f"{path}: no `scenario` title line: is it the output of `ctp sim`?")
-    return title, runs
+    return title, runs, streams
 
 
 def cell(flows):
@@ -52,7 +62,7 @@ def cell(flows):
     return " / ".join(each)
 
 
-def table(title, runs):
+def table(title, runs, streams):
     lines = [f"## {title}", ""]
     sweeps = [SWEEP.match(name) for name, _, _ in runs]
     if runs and all(sweeps):
@@ -74,6 +84,16 @@ def table(title, runs):
         for name, c, flows in runs:
             lines.append(f"| {name} | {c['effic']} | {c['jain']} | {c['stab']} | {c['aggr']} "
                          f"| {' / '.join(f'{g:.1f}' for g, _, _ in flows) or '-'} |")
+    if streams:
+        lines.append("")
+        lines.append("Streams: messages that waited for a retransmission (late), those held by "
+                     "another stream's, and the message streams' delays (ms; stream id, priority).")
+        lines.append("")
+        lines.append("| run | flow | streams | late | held by another | p50 / p99 delay per message stream |")
+        lines.append("|---|---|---|---|---|---|")
+        for run, flow, n, late, held, each in streams:
+            delays = ", ".join(f"{i} (prio {p}): {a} / {b}" for i, p, a, b in each) or "-"
+            lines.append(f"| {run} | {flow} | {n} | {late} | {held} | {delays} |")
     lines.append("")
     return lines
 

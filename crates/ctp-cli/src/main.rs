@@ -29,6 +29,11 @@ use std::time::Instant;
 use summary::{Measured, Summary};
 use transfer::{endpoint_options, profile_for_files};
 
+/// The system allocator, counting the heap of each side of `ctp sim scale` while it
+/// measures (and nothing otherwise: a thread-local read per call).
+#[global_allocator]
+static ALLOC: ctp_sim::scale::SideCounting = ctp_sim::scale::SideCounting;
+
 /// Why a command failed; decides the exit status.
 #[derive(Debug)]
 pub enum Failure {

@@ -34,7 +34,7 @@ fn load(name: &str) -> Result<Scenario, Failure> {
     }
     let names: Vec<&str> = shipped::SHIPPED.iter().map(|(n, _)| *n).collect();
     Err(Failure::Usage(format!(
-        "no scenario `{name}`: not a file, and not one of the shipped scenarios ({}, chaos)",
+        "no scenario `{name}`: not a file, and not one of the shipped scenarios ({}, chaos, scale)",
         names.join(", ")
     )))
 }
@@ -43,6 +43,9 @@ fn load(name: &str) -> Result<Scenario, Failure> {
 pub fn run(a: SimArgs) -> Result<(), Failure> {
     if a.scenario == "chaos" {
         return run_chaos(&a, &AtomicBool::new(false));
+    }
+    if a.scenario == "scale" {
+        return run_scale(&a);
     }
     let sc = load(&a.scenario)?;
     let bar = ProgressBar::new(sc.file.duration.get_ref().0.as_secs().max(1));
@@ -74,6 +77,55 @@ pub fn run(a: SimArgs) -> Result<(), Failure> {
             .with_context(|| format!("writing {}", csv.display()))?;
         eprintln!("wrote {} and {}", svg.display(), csv.display());
     }
+    Ok(())
+}
+
+/// Runs `ctp sim scale`: what idle secure channels and idle streams cost in heap, per side
+/// (see `ctp_sim::scale`).
+fn run_scale(a: &SimArgs) -> Result<(), Failure> {
+    use ctp_sim::scale::{counting, measure, ScaleConfig};
+    if !counting() {
+        return Err(Failure::Transfer(anyhow!(
+            "the counting allocator is not installed"
+        )));
+    }
+    let cfg = ScaleConfig {
+        connections: a.connections.unwrap_or(10_000).max(1),
+        ..ScaleConfig::default()
+    };
+    let r = measure(&cfg, &mut |what| eprintln!("scale: {what}"))
+        .map_err(|e| Failure::Transfer(anyhow!(e)))?;
+    if a.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&r).map_err(|e| anyhow!(e))?
+        );
+        return Ok(());
+    }
+    outln!(
+        "scale: {} idle {} connections ({} profile) between two in-memory endpoints, {} idle streams ({} connections x {}, one {}-byte message each); heap counted per side",
+        r.connections,
+        if r.secure { "secure" } else { "plain" },
+        r.profile,
+        r.streams,
+        cfg.stream_connections.min(r.connections),
+        cfg.streams_per_connection,
+        cfg.message
+    );
+    outln!("{:<26} {:>12} {:>12}", "heap, bytes", "client", "server");
+    outln!(
+        "{:<26} {:>12.0} {:>12.0}",
+        "per idle connection",
+        r.client_per_connection,
+        r.server_per_connection
+    );
+    outln!(
+        "{:<26} {:>12.0} {:>12.0}",
+        "per idle stream",
+        r.client_per_stream,
+        r.server_per_stream
+    );
+    outln!("({:.1} s)", r.wall_secs);
     Ok(())
 }
 

@@ -7,12 +7,16 @@
 //!   source); each message's latency is measured from the moment it was generated, and
 //!   counted on time if it arrives within the flow's deadline;
 //! - **ping-pong**: one small message at a time, echoed by the receiver; the round-trip
-//!   latency of each round is recorded (the CTP paper's latency experiment).
+//!   latency of each round is recorded (the CTP paper's latency experiment);
+//! - **streams**: several streams over the one connection, each a constant-rate sequence of
+//!   messages or a bulk byte stream with its own priority, or the same data multiplexed on
+//!   stream 0 for comparison (see [`crate::streams`]).
 //!
 //! Every byte and message received is checked against the deterministic generator of
 //! [`crate::payload`]: a wrong, duplicated or corrupted delivery is recorded as a violation.
 
 use crate::payload;
+use crate::streams::{StreamResult, StreamSpec, StreamsApp};
 use bytes::Bytes;
 use core::time::Duration;
 use ctp_proto::connection::Connection;
@@ -34,6 +38,12 @@ pub enum FlowKind {
         /// Number of rounds.
         rounds: u64,
     },
+    /// Several streams over the one connection ([`FlowSpec::streams`]).
+    Streams {
+        /// Every stream's data multiplexed on stream 0 instead, in the order written (an
+        /// application without streams).
+        single: bool,
+    },
 }
 
 /// What the application side of one flow does.
@@ -54,6 +64,8 @@ pub struct FlowSpec {
     /// Messages delivered later than this after they were generated are late; for
     /// ping-pong, a round not answered within it is given up.
     pub deadline: Option<Duration>,
+    /// The streams of a [`FlowKind::Streams`] flow (empty otherwise).
+    pub streams: Vec<StreamSpec>,
 }
 
 impl FlowSpec {
@@ -67,12 +79,14 @@ impl FlowSpec {
             message_size: 1200,
             kind: FlowKind::Bulk,
             deadline: None,
+            streams: Vec::new(),
         }
     }
 
     /// True when the flow sends discrete messages rather than the byte stream.
     pub fn uses_messages(&self) -> bool {
-        !self.profile.is_reliable() || !matches!(self.kind, FlowKind::Bulk)
+        !self.profile.is_reliable()
+            || matches!(self.kind, FlowKind::Cbr { .. } | FlowKind::PingPong { .. })
     }
 }
 
@@ -147,6 +161,13 @@ pub struct FlowResult {
     pub limit_violations: Vec<String>,
     /// Per-interval samples.
     pub samples: Vec<Sample>,
+    /// A `streams` flow: each stream's outcome.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<StreamResult>,
+    /// A `streams` flow: late messages released by another stream's retransmission
+    /// (head-of-line blocking across streams; see [`crate::streams`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_by_other: Option<u64>,
 }
 
 /// Violations recorded per flow at most (a broken flow would otherwise flood the report).
@@ -168,6 +189,7 @@ pub(crate) struct FlowApp {
     max_cwnd: u64,
     overshoot_reported: bool,
     memory_reported: bool,
+    streams: Option<StreamsApp>,
     pub res: FlowResult,
 }
 
@@ -193,7 +215,14 @@ impl FlowApp {
             prop_rtt_us: prop_rtt.as_micros() as u64,
             ..FlowResult::default()
         };
+        let streams = match spec.kind {
+            FlowKind::Streams { single } => {
+                Some(StreamsApp::new(spec.streams.clone(), single, key))
+            }
+            _ => None,
+        };
         FlowApp {
+            streams,
             next_msg_at: Instant::ZERO + spec.start,
             spec,
             key,
@@ -263,6 +292,7 @@ impl FlowApp {
                 .ping_sent_at
                 .zip(self.spec.deadline)
                 .map(|(t, d)| t + d),
+            FlowKind::Streams { .. } => self.streams.as_ref().and_then(StreamsApp::next_wake),
             _ => None,
         }
         .filter(|&t| t > now)
@@ -305,6 +335,7 @@ impl FlowApp {
             return;
         }
         match self.spec.kind {
+            FlowKind::Streams { .. } => self.write_streams(now, c),
             FlowKind::Bulk if !self.spec.uses_messages() => self.write_stream(now, c),
             FlowKind::Bulk => {
                 while self.res.bytes_sent < self.limit() && c.send_room() >= self.size() {
@@ -368,8 +399,32 @@ impl FlowApp {
             return false;
         }
         let before = self.res.bytes_sent;
-        self.write_stream(now, c);
+        if self.streams.is_some() {
+            self.write_streams(now, c);
+        } else {
+            self.write_stream(now, c);
+        }
         self.res.bytes_sent > before
+    }
+
+    fn write_streams(&mut self, now: Instant, c: &mut Connection) {
+        let Some(s) = self.streams.as_mut() else {
+            return;
+        };
+        self.res.bytes_sent += s.drive_sender(now, c);
+        if s.finished() {
+            self.closing = true;
+        }
+    }
+
+    /// A `streams` flow: the streams' outcomes, into the result (at the end of the run).
+    pub fn finish_streams(&mut self) {
+        if let Some(s) = &self.streams {
+            let start = self.spec.start.as_micros() as u64;
+            let (streams, held) = s.results(start, self.res.prop_rtt_us);
+            self.res.streams = streams;
+            self.res.held_by_other = Some(held);
+        }
     }
 
     fn write_stream(&mut self, now: Instant, c: &mut Connection) {
@@ -419,7 +474,19 @@ impl FlowApp {
     pub fn drive_receiver(&mut self, now: Instant, c: &mut Connection) {
         let recv_limit = c.params().recv_buffer as u64;
         let mut got_now = 0u64;
-        if !self.spec.uses_messages() {
+        if let Some(s) = self.streams.as_mut() {
+            let (got, ended) = s.drive_receiver(now, c);
+            got_now = got;
+            self.res.bytes_delivered += got;
+            for v in std::mem::take(&mut s.violations) {
+                self.violation(v);
+            }
+            if ended && self.done_at.is_none() {
+                self.done_at = Some(now);
+                self.res.completed = true;
+                c.close(now);
+            }
+        } else if !self.spec.uses_messages() {
             loop {
                 match c.stream_read_chunk(now, usize::MAX) {
                     Ok(chunk) if chunk.is_empty() => {

@@ -151,6 +151,9 @@ pub fn table(rep: &ScenarioReport) -> String {
             if !fields.is_empty() {
                 let _ = writeln!(s, "    flow {i}: {}", fields.join("  "));
             }
+            if let Some(fr) = r.result.flows.get(i) {
+                streams_lines(&mut s, i, fr);
+            }
         }
         let _ = writeln!(s, "    trace {}", &m.trace_hash[..16]);
     }
@@ -158,6 +161,43 @@ pub fn table(rep: &ScenarioReport) -> String {
         let _ = writeln!(s, "not composable, skipped: {k}");
     }
     s
+}
+
+/// A `streams` flow's lines: messages held by another stream's retransmission, then one
+/// line per stream (its delays are generation to delivery, of its messages).
+fn streams_lines(s: &mut String, i: usize, f: &crate::world::FlowResult) {
+    let Some(held) = f.held_by_other else {
+        return;
+    };
+    let ms = |x: Option<u64>| opt(x.map(|v| v as f64 / 1e3), 1);
+    let late: u64 = f.streams.iter().map(|st| st.late).sum();
+    let _ = writeln!(
+        s,
+        "    flow {i}: {} streams; {late} late messages, {held} held by another stream's retransmission",
+        f.streams.len()
+    );
+    for st in &f.streams {
+        let _ = write!(
+            s,
+            "      stream {:>3} prio {:>3}: {:>9} bytes  done {:>7} s",
+            st.stream,
+            st.priority,
+            st.bytes_delivered,
+            opt(st.completion_us.map(|v| v as f64 / 1e6), 3),
+        );
+        if st.messages {
+            let _ = write!(
+                s,
+                "  delay ms p50 {:>6} p99 {:>6} max {:>6}  late {:>3}  held {:>3}",
+                ms(st.delay_p50_us),
+                ms(st.delay_p99_us),
+                ms(st.delay_max_us),
+                st.late,
+                st.held_by_other
+            );
+        }
+        let _ = writeln!(s);
+    }
 }
 
 /// Per-interval series as CSV: run, profile, cc, sweep, flow, time, goodput, active, srtt.

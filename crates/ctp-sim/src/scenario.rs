@@ -8,6 +8,7 @@ use crate::aqm::Aqm;
 use crate::link::LinkConfig;
 use crate::loss::LossModel;
 use crate::metrics::Metric;
+use crate::streams::StreamSpec;
 use crate::topology::{FlowPlacement, Rebind, SourceChoice, Topology, DEFAULT_NIC_BPS};
 use crate::units::{Bandwidth, Dur};
 use crate::world::{FlowKind, FlowSpec, SimConfig};
@@ -260,6 +261,32 @@ pub struct FlowFile {
     /// Address changes and paths going down or up, at given times.
     #[serde(default)]
     pub events: Vec<EventFile>,
+    /// The streams of a `kind = "streams"` flow, each table `count` streams alike.
+    #[serde(default)]
+    pub streams: Vec<StreamFile>,
+    /// A `streams` flow: every stream's data multiplexed on stream 0 instead (what an
+    /// application without streams does), to compare with.
+    #[serde(default)]
+    pub single_stream: bool,
+}
+
+/// Streams of a `kind = "streams"` flow: `count` of them alike, each either messages at
+/// `rate` or (without `rate`) a bulk byte stream.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamFile {
+    /// How many streams like this (default 1).
+    #[serde(default)]
+    pub count: Option<Spanned<u32>>,
+    /// Priority (0..=255, higher first; default 0).
+    #[serde(default)]
+    pub priority: Option<u8>,
+    /// Payload bit rate of each stream's messages; absent: a bulk stream.
+    pub rate: Option<Spanned<Bandwidth>>,
+    /// Bytes per message (default: the flow's, else the scenario's `message_size`).
+    pub message_size: Option<Spanned<u32>>,
+    /// Bytes each stream carries, then ends (absent: until the run ends).
+    pub bytes: Option<Spanned<u64>>,
 }
 
 /// Something that happens to a flow's network at a given time: either a NAT rebinding
@@ -286,7 +313,7 @@ pub struct EventFile {
 }
 
 /// Flow kinds a scenario can name.
-pub const FLOW_KINDS: &[&str] = &["bulk", "cbr", "ping-pong"];
+pub const FLOW_KINDS: &[&str] = &["bulk", "cbr", "ping-pong", "streams"];
 
 /// A sweep over one parameter.
 #[derive(Debug, Deserialize)]
@@ -455,6 +482,7 @@ impl Scenario {
                 self.check_path(&format!("flow[{i}].paths[{k}]"), p)?;
             }
             self.check_flow_kind(i, fl)?;
+            self.check_streams(i, fl)?;
             if let Some(stop) = &fl.stop {
                 if stop.get_ref() <= fl.start.get_ref() {
                     return self.err(
@@ -805,6 +833,9 @@ impl Scenario {
             Some("ping-pong") => FlowKind::PingPong {
                 rounds: fl.rounds.as_ref().map_or(1, |r| *r.get_ref()),
             },
+            Some("streams") => FlowKind::Streams {
+                single: fl.single_stream,
+            },
             _ => FlowKind::Bulk,
         }
     }
@@ -870,6 +901,7 @@ impl Scenario {
                     .get_ref() as usize,
                 kind: Self::flow_kind(fl),
                 deadline: fl.deadline.as_ref().map(|d| d.get_ref().0),
+                streams: self.stream_specs(fl),
             });
         }
         // Default interface: ten times the fastest path, at most 10 Gb/s — fast enough
@@ -906,6 +938,73 @@ impl Scenario {
             check_limits: false,
             attacker: None,
         })
+    }
+
+    /// The streams of flow `fl`, each `[[flow.streams]]` table expanded `count` times.
+    fn stream_specs(&self, fl: &FlowFile) -> Vec<StreamSpec> {
+        let size = fl.message_size.as_ref().unwrap_or(&self.file.message_size);
+        fl.streams
+            .iter()
+            .flat_map(|st| {
+                let spec = StreamSpec {
+                    priority: st.priority.unwrap_or(0),
+                    message_size: *st.message_size.as_ref().unwrap_or(size).get_ref() as usize,
+                    rate_bps: st.rate.as_ref().map(|r| r.get_ref().0),
+                    bytes: st.bytes.as_ref().map(|b| *b.get_ref()),
+                };
+                let n = st.count.as_ref().map_or(1, |c| *c.get_ref());
+                std::iter::repeat_n(spec, n as usize)
+            })
+            .collect()
+    }
+
+    /// Checks flow `i`'s streams: a `streams` flow has some, no other flow any.
+    fn check_streams(&self, i: usize, fl: &FlowFile) -> Result<(), ScenarioError> {
+        let key = |k: &str| format!("flow[{i}].{k}");
+        let is_streams = fl.kind.as_ref().is_some_and(|k| k.get_ref() == "streams");
+        let kind_span = fl.kind.as_ref().map_or(0..0, |k| k.span());
+        if !is_streams {
+            if !fl.streams.is_empty() || fl.single_stream {
+                let msg = "only a `kind = \"streams\"` flow has streams";
+                return self.err(kind_span, &key("streams"), msg);
+            }
+            return Ok(());
+        }
+        if fl.streams.is_empty() {
+            let msg = "a streams flow needs at least one [[flow.streams]]";
+            return self.err(kind_span, &key("streams"), msg);
+        }
+        if fl.bytes.is_some() || fl.rate.is_some() {
+            let msg = "a streams flow's `bytes` and `rate` are each stream's, in [[flow.streams]]";
+            return self.err(kind_span, &key("streams"), msg);
+        }
+        let mut total = 0u32;
+        for (k, st) in fl.streams.iter().enumerate() {
+            let key = |x: &str| format!("flow[{i}].streams[{k}].{x}");
+            if let Some(c) = &st.count {
+                if !(1..=1000).contains(c.get_ref()) {
+                    return self.err(c.span(), &key("count"), "must be 1..=1000");
+                }
+                total += c.get_ref();
+            } else {
+                total += 1;
+            }
+            if let Some(r) = st.rate.as_ref().filter(|r| r.get_ref().0 == 0) {
+                return self.err(r.span(), &key("rate"), "must be positive");
+            }
+            if let Some(m) = st.message_size.as_ref() {
+                if !(1..=1 << 20).contains(m.get_ref()) {
+                    return self.err(m.span(), &key("message_size"), "must be 1..=1048576");
+                }
+            }
+            if let Some(b) = st.bytes.as_ref().filter(|b| *b.get_ref() == 0) {
+                return self.err(b.span(), &key("bytes"), "must be positive");
+            }
+        }
+        if total > 1000 {
+            return self.err(kind_span, &key("streams"), "at most 1000 streams");
+        }
+        Ok(())
     }
 
     /// Parses an address key.

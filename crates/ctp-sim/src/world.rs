@@ -880,6 +880,7 @@ impl World {
                 d.as_micros()
                     .saturating_sub(app.spec.start.as_micros() as u64)
             });
+            app.finish_streams();
         }
         RunResult {
             flows: self.flows.into_iter().map(|f| f.app.res).collect(),
