@@ -21,6 +21,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut stream = conn.accept_stream().await?; // a stream the client opened
         let mut more = String::new();
         stream.read_to_string(&mut more).await?;
+        let mut req = conn.accept_stream().await?; // a request, for the service it names
+        let mut get = String::new();
+        req.read_to_string(&mut get).await?;
+        assert_eq!((req.service(), get.as_str()), (Some(80), "GET /"));
         Ok::<_, Box<dyn std::error::Error + Send + Sync>>((text, msg, more))
     });
 
@@ -35,6 +39,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut stream = conn.open_stream(StreamKind::Bidirectional, 7)?;
     stream.write_all(b"on a stream").await?;
     stream.shutdown().await?; // ends this stream
+    let req = conn.open_stream_for(StreamKind::Unidirectional, 0, 80)?; // for service 80
+    req.write_last(b"GET /").await?; // opening, data and end: one packet
     println!("{:?}", conn.stats()); // packets, bytes, retransmissions, RTT, cwnd, …
 
     let (text, msg, more) = serving.await?.map_err(|e| e.to_string())?;
