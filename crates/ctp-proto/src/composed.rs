@@ -189,8 +189,13 @@ impl Engine {
         id: crate::engine::streams::StreamId,
         take: impl FnOnce(&mut VecDeque<Bytes>) -> (T, usize),
     ) -> Option<StreamRead<T>> {
+        let pace = (
+            now.as_micros(),
+            self.st.path.srtt_us,
+            self.st.app.rx_limit as u64 / 2,
+        );
         let app = &mut self.st.app;
-        let read = app.rx_streams.take(id, take)?;
+        let read = app.rx_streams.take(id, take, pace)?;
         if let StreamRead::Data(_, n, _) = read {
             app.rx_bytes -= n;
             if n > 0 {
@@ -454,6 +459,17 @@ impl Engine {
                 Frame::CcMsg(m) => Event::CcMessage(m),
                 Frame::Cts(v) => Event::Cts(v),
                 Frame::Repair(f) => Event::RepairArrived(f),
+                Frame::StreamBarrier { stream, offset } => {
+                    if !self.st.app.tx.raise_barrier(stream, offset) {
+                        continue;
+                    }
+                    // A stream that waited at its barrier may send again.
+                    Event::UserData
+                }
+                Frame::StreamBlocked { stream, offset } => {
+                    self.st.app.rx_streams.on_blocked(stream, offset);
+                    continue;
+                }
                 Frame::Padding
                 | Frame::Close { .. }
                 | Frame::PathChallenge(_)
@@ -487,6 +503,22 @@ impl Engine {
         }
     }
 
+    /// Writes the per-stream flow-control frames owed, as many as fit: barrier updates the
+    /// application's reads earned, and `STREAM_BLOCKED` for streams waiting at theirs.
+    fn write_stream_frames(&mut self, now: Instant, w: &mut FrameWriter<'_>) {
+        /// The most a frame takes (a type byte and two 8-byte varints).
+        const MOST: usize = 17;
+        let fits = |w: &FrameWriter<'_>| w.room() / MOST;
+        let app = &mut self.st.app;
+        for (stream, offset) in app.rx_streams.take_barriers(fits(w)) {
+            Frame::emit_stream_barrier(w.buf, false, stream, offset);
+        }
+        let remind_us = self.st.path.rto_us;
+        for (stream, offset) in app.tx.take_blocked(now.as_micros(), remind_us, fits(w)) {
+            Frame::emit_stream_barrier(w.buf, true, stream, offset);
+        }
+    }
+
     /// Appends the next packet to `out` (a batch may hold datagrams before it), sealed by
     /// `protection`: control frames from the frame-writing microprotocols, then at most one
     /// sendable segment. Returns false, leaving `out` as it was, when there is nothing to
@@ -499,9 +531,12 @@ impl Engine {
         out: &mut Vec<u8>,
         protection: &mut dyn PacketProtection,
     ) -> bool {
+        let remind_us = self.st.path.rto_us;
         let nothing_owed = self.st.segs.sendable.is_empty()
             && !self.st.session.ping_owed
             && self.path_frames == [None; 2]
+            && !self.st.app.rx_streams.owes_barriers()
+            && !self.st.app.tx.owes_blocked(now.as_micros(), remind_us)
             && !self
                 .writers
                 .ids()
@@ -529,6 +564,7 @@ impl Engine {
                 Frame::emit_path(w.buf, kind == 1, t);
             }
         }
+        self.write_stream_frames(now, &mut w);
         let mut ring = BorrowedRing::default();
         for &i in self.writers.ids() {
             let mut cx = Cx {

@@ -39,7 +39,7 @@ pub use ctp_cc::time;
 pub use conn_core::ConnectionCore;
 pub use connection::{
     Connection, ConnectionState, MsgOptions, ReadError, StreamId, StreamKind, WriteError,
-    MAX_STREAMS,
+    MAX_STREAMS, MIN_BARRIER,
 };
 pub use endpoint::{
     ConnectionHandle, Endpoint, EndpointConfig, EndpointEvent, Footprint, Transmit,

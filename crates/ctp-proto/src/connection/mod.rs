@@ -24,7 +24,7 @@ use std::net::SocketAddr;
 
 pub use self::composed::{ComposedConnection, MAX_PN_JUMP};
 pub use crate::conn_state::{ConnectionState, MsgOptions, ReadError, WriteError, STREAM_CHUNK};
-pub use crate::engine::streams::{StreamId, StreamKind, MAX_STREAMS};
+pub use crate::engine::streams::{StreamId, StreamKind, MAX_STREAMS, MIN_BARRIER};
 pub use crate::handshake::{HANDSHAKE_MAX_RTO, HANDSHAKE_RTO};
 
 /// The core of a connection.

@@ -104,6 +104,10 @@ pub fn kind_of(id: StreamId) -> StreamKind {
     }
 }
 
+/// The barrier every stream other than 0 starts with, on both sides (CUSP's minimum
+/// window: 16 Ethernet MSS): what its sender may send before the receiver says more.
+pub const MIN_BARRIER: u64 = 16 * 1460;
+
 /// Streams open at once at most on one connection, by either side (each costs its state,
 /// see [`StreamTx`] and [`StreamRx`]); streams that ended do not count.
 pub const MAX_STREAMS: usize = 65_536;
@@ -162,6 +166,10 @@ pub struct StreamTx {
     pub next_offset: u64,
     /// The application finished the stream.
     pub finished: bool,
+    /// The offset below which the peer lets this stream send (its barrier).
+    pub barrier: u64,
+    /// The stream has data queued but waits at its barrier: it left the ready queues.
+    blocked: bool,
 }
 
 /// What the application queued on every stream, and the order it is cut in.
@@ -177,6 +185,13 @@ pub struct SendQueue {
     services: HashMap<StreamId, u64>,
     /// Streams whose end was cut.
     retired: Retired,
+    /// Streams waiting at their barrier, in turn for a `STREAM_BLOCKED` reminder.
+    blocked: VecDeque<StreamId>,
+    /// Streams that reached their barrier since the last packet: each owes its peer a
+    /// `STREAM_BLOCKED`.
+    newly_blocked: Vec<StreamId>,
+    /// When the last `STREAM_BLOCKED` reminder left (microseconds).
+    reminded_us: u64,
     /// Streams with data queued, by priority (highest first), in turn within one. A
     /// priority's queue stays when it empties (at most 256 of them), so a queue that
     /// drains after every message allocates nothing.
@@ -219,6 +234,8 @@ impl SendQueue {
             queue: VecDeque::new(),
             next_offset: 0,
             finished: false,
+            barrier: MIN_BARRIER,
+            blocked: false,
         };
         let s = match self.free.pop() {
             Some(s) => {
@@ -245,7 +262,8 @@ impl SendQueue {
     pub fn reset(&mut self, id: StreamId, code: u64) -> usize {
         let s = self.slot(id, 0);
         let st = &mut self.streams[s as usize];
-        let was_ready = !st.queue.is_empty();
+        let was_blocked = std::mem::take(&mut st.blocked);
+        let was_ready = !st.queue.is_empty() && !was_blocked;
         let mut dropped = 0;
         let mut at = st.next_offset;
         // A chunk partly cut stays (its first pieces left, so the rest follows them);
@@ -258,6 +276,9 @@ impl SendQueue {
         }
         st.next_offset = at;
         st.finished = true;
+        // What stays of a chunk already partly sent, and the reset, go whatever the
+        // barrier: the reset frees the receiver of the stream.
+        st.barrier = u64::MAX;
         let priority = st.priority;
         if was_ready && st.queue.is_empty() {
             self.unready(s, priority);
@@ -266,6 +287,13 @@ impl SendQueue {
         out.stream_id = id;
         out.reset = Some(code);
         self.push_back(out);
+        if was_blocked {
+            self.blocked.retain(|&b| b != id);
+            if self.streams[s as usize].queue.len() > 1 {
+                // The part left of a chunk kept it out of the ready queues.
+                self.make_ready(s);
+            }
+        }
         dropped
     }
 
@@ -340,12 +368,106 @@ impl SendQueue {
     }
 
     /// The slot to cut from: the chunk being cut, else the first stream of the highest
-    /// priority with data.
+    /// priority with data that its barrier lets send; a stream found at its barrier
+    /// leaves the ready queues until the barrier rises.
     fn head_slot(&mut self) -> Option<u32> {
-        if self.head.is_none() {
-            self.head = self.ready.values().find_map(|q| q.front().copied());
+        loop {
+            if self.head.is_none() {
+                self.head = self.ready.values().find_map(|q| q.front().copied());
+            }
+            let s = self.head?;
+            if !self.at_barrier(s) {
+                return Some(s);
+            }
+            let st = &mut self.streams[s as usize];
+            st.blocked = true;
+            let (id, priority) = (st.id, st.priority);
+            self.unready(s, priority);
+            self.blocked.push_back(id);
+            self.newly_blocked.push(id);
         }
-        self.head
+    }
+
+    /// Whether slot `s`'s next chunk has bytes and starts at or beyond its barrier. A
+    /// chunk that starts below goes whole: the receiver delivers whole chunks, so one cut
+    /// at the barrier would wait for a barrier that only its delivery can move. The
+    /// receiver may thus hold up to a chunk ([`crate::conn_state::STREAM_CHUNK`]) beyond
+    /// the barrier of each stream; the connection's credit bounds them all.
+    fn at_barrier(&self, s: u32) -> bool {
+        let st = &self.streams[s as usize];
+        st.id != 0
+            && st.queue.front().is_some_and(|o| {
+                o.cut == 0 && !o.data.is_empty() && o.msg.unwrap_or(0) >= st.barrier
+            })
+    }
+
+    /// Raises stream `id`'s barrier to `offset` (a `STREAM_BARRIER` from the peer);
+    /// true when that lets a stream waiting at its barrier send again.
+    pub fn raise_barrier(&mut self, id: StreamId, offset: u64) -> bool {
+        let Some(&s) = self.slot_of.get(&id) else {
+            return false;
+        };
+        let st = &mut self.streams[s as usize];
+        if offset <= st.barrier {
+            return false;
+        }
+        st.barrier = offset;
+        if !st.blocked || self.at_barrier(s) {
+            return false;
+        }
+        self.streams[s as usize].blocked = false;
+        self.blocked.retain(|&b| b != id);
+        self.make_ready(s);
+        true
+    }
+
+    /// Streams waiting at their barrier.
+    pub fn blocked_count(&self) -> usize {
+        self.blocked.len()
+    }
+
+    /// Whether a `STREAM_BLOCKED` is owed now: a stream reached its barrier since the last
+    /// packet, or one still waits and no reminder left for `interval_us`.
+    pub fn owes_blocked(&self, now_us: u64, interval_us: u64) -> bool {
+        !self.newly_blocked.is_empty()
+            || (!self.blocked.is_empty() && now_us >= self.reminded_us + interval_us)
+    }
+
+    /// The `STREAM_BLOCKED` frames owed now, as (stream, barrier), at most `max`: every
+    /// stream newly at its barrier, else one waiting stream in turn once per `interval_us`
+    /// (a reminder that repairs a lost `STREAM_BARRIER`).
+    pub fn take_blocked(
+        &mut self,
+        now_us: u64,
+        interval_us: u64,
+        max: usize,
+    ) -> Vec<(StreamId, u64)> {
+        let barrier_of = |q: &Self, id: StreamId| {
+            q.slot_of
+                .get(&id)
+                .map(|&s| &q.streams[s as usize])
+                .filter(|st| st.blocked)
+                .map(|st| (id, st.barrier))
+        };
+        let mut out = Vec::new();
+        if !self.newly_blocked.is_empty() {
+            let fresh = std::mem::take(&mut self.newly_blocked);
+            out.extend(
+                fresh
+                    .into_iter()
+                    .filter_map(|id| barrier_of(self, id))
+                    .take(max),
+            );
+        } else if !self.blocked.is_empty() && now_us >= self.reminded_us + interval_us {
+            if let Some(id) = self.blocked.pop_front() {
+                out.extend(barrier_of(self, id));
+                self.blocked.push_back(id);
+            }
+        }
+        if !out.is_empty() {
+            self.reminded_us = now_us;
+        }
+        out
     }
 
     /// The chunk to cut next.
@@ -388,13 +510,73 @@ impl SendQueue {
 }
 
 /// The receive side of one stream other than 0: delivered chunks the application has not
-/// read, and whether the peer finished it.
-#[derive(Debug, Default)]
+/// read, whether the peer finished it, and its barrier (CUSP's per-stream flow control:
+/// the sender may send below it; it moves with what the application reads, by a window
+/// that follows the application's pace).
+#[derive(Debug)]
 pub struct StreamRx {
     /// Delivered chunks, oldest first.
     pub chunks: VecDeque<Bytes>,
     /// The peer finished the stream and everything before its end was delivered.
     pub fin: bool,
+    /// A `STREAM_BARRIER` is owed (the stream is in [`RecvStreams`]' list of them).
+    owes: bool,
+    /// Bytes the application read.
+    read: u64,
+    /// The barrier last granted.
+    granted: u64,
+    /// The window: how far ahead of `read` the barrier goes.
+    window: u32,
+    /// Bytes read since the last window estimate (saturating).
+    since_sample: u32,
+    /// When the last window estimate was made (milliseconds, wrapping; 0: never).
+    sample_ms: u32,
+}
+
+impl Default for StreamRx {
+    fn default() -> Self {
+        StreamRx {
+            chunks: VecDeque::new(),
+            fin: false,
+            owes: false,
+            read: 0,
+            granted: MIN_BARRIER,
+            window: MIN_BARRIER as u32,
+            since_sample: 0,
+            sample_ms: 0,
+        }
+    }
+}
+
+impl StreamRx {
+    /// After the application read: the barrier the stream should have now, if it is a
+    /// quarter of the minimum window beyond the granted one (CUSP's policy). Once per
+    /// round trip the window becomes twice what the application read in one, at least
+    /// [`MIN_BARRIER`] and at most `cap`.
+    fn regrant(&mut self, n: usize, now_us: u64, rtt_us: u64, cap: u64) -> bool {
+        self.since_sample = self
+            .since_sample
+            .saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
+        let now_ms = ((now_us / 1_000) as u32).max(1);
+        let elapsed_ms = now_ms.wrapping_sub(self.sample_ms);
+        let rtt_ms = (rtt_us / 1_000).max(1);
+        if self.sample_ms == 0 {
+            self.sample_ms = now_ms;
+            self.since_sample = 0;
+        } else if u64::from(elapsed_ms) >= rtt_ms {
+            let per_rtt = u64::from(self.since_sample) * rtt_ms / u64::from(elapsed_ms);
+            let cap = cap.clamp(MIN_BARRIER, u64::from(u32::MAX));
+            self.window = per_rtt.saturating_mul(2).clamp(MIN_BARRIER, cap) as u32;
+            self.sample_ms = now_ms;
+            self.since_sample = 0;
+        }
+        let target = self.read + u64::from(self.window);
+        if target < self.granted + MIN_BARRIER / 4 {
+            return false;
+        }
+        self.granted = target;
+        true
+    }
 }
 
 /// What was delivered on the streams other than 0.
@@ -412,6 +594,8 @@ pub struct RecvStreams {
     services: HashMap<StreamId, u64>,
     /// Streams the peer reset, and the code, until the application reads it.
     resets: HashMap<StreamId, u64>,
+    /// Streams that owe their peer a `STREAM_BARRIER`, oldest first.
+    owed: VecDeque<StreamId>,
 }
 
 /// What one read of a stream found.
@@ -479,13 +663,46 @@ impl RecvStreams {
         self.services.get(&id).copied()
     }
 
+    /// Whether a `STREAM_BARRIER` is owed.
+    pub fn owes_barriers(&self) -> bool {
+        !self.owed.is_empty()
+    }
+
+    /// The `STREAM_BARRIER` frames owed, as (stream, barrier), at most `max`.
+    pub fn take_barriers(&mut self, max: usize) -> Vec<(StreamId, u64)> {
+        let mut out = Vec::new();
+        while out.len() < max {
+            let Some(id) = self.owed.pop_front() else {
+                break;
+            };
+            if let Some(st) = self.streams.get_mut(&id).filter(|st| st.owes) {
+                st.owes = false;
+                out.push((id, st.granted));
+            }
+        }
+        out
+    }
+
+    /// The peer's sender of stream `id` waits at `barrier`: if a larger one was granted,
+    /// its update was lost and is owed again.
+    pub fn on_blocked(&mut self, id: StreamId, barrier: u64) {
+        if let Some(st) = self.streams.get_mut(&id) {
+            if st.granted > barrier && !st.owes {
+                st.owes = true;
+                self.owed.push_back(id);
+            }
+        }
+    }
+
     /// Takes chunks of stream `id` with `take` (which returns what it took and how many
     /// bytes); `None` when nothing was delivered on it yet. The stream's state is freed
-    /// once its end (or reset) was read.
+    /// once its end (or reset) was read. What was read moves the stream's barrier (see
+    /// [`StreamRx`]); `now_us`, `rtt_us` and `cap` (the largest window) are for that.
     pub fn take<T>(
         &mut self,
         id: StreamId,
         take: impl FnOnce(&mut VecDeque<Bytes>) -> (T, usize),
+        (now_us, rtt_us, cap): (u64, u64, u64),
     ) -> Option<StreamRead<T>> {
         let Some(st) = self.streams.get_mut(&id) else {
             return self.read_out.contains(id).then_some(StreamRead::End);
@@ -505,6 +722,11 @@ impl RecvStreams {
         if end && n == 0 {
             self.forget(id);
             return Some(StreamRead::End);
+        }
+        st.read += n as u64;
+        if n > 0 && !st.fin && st.regrant(n, now_us, rtt_us, cap) && !st.owes {
+            st.owes = true;
+            self.owed.push_back(id);
         }
         Some(StreamRead::Data(got, n, end))
     }

@@ -157,6 +157,10 @@ impl Fragmentation {
             if !cx.st.wants_cut(CUT_AHEAD) {
                 return;
             }
+            if cx.st.app.tx.front_mut().is_none() {
+                // What is queued waits at its streams' barriers.
+                return;
+            }
             let seq = cx.st.session.next_seg_seq;
             let Some(seg) = cx.st.segs.alloc(seq, &cx.st.holds) else {
                 return;
@@ -165,6 +169,8 @@ impl Fragmentation {
             let room_total = cx.st.session.max_segment_payload;
             let st = &mut *cx.st;
             let s = st.segs.get_mut(seg).expect("just allocated");
+            // A stream other than 0 starts a chunk only below its barrier (its peer's
+            // per-stream flow control): the queue never offers one at it.
             while let Some(out) = st.app.tx.front_mut() {
                 let msg = *out.msg.get_or_insert_with(|| {
                     let m = st.session.next_msg_seq;

@@ -47,6 +47,12 @@ pub mod ty {
     pub const PATH_CHALLENGE: u64 = 0x0f;
     /// Path validation: the 8 bytes of a `PATH_CHALLENGE`, echoed.
     pub const PATH_RESPONSE: u64 = 0x10;
+    /// Per-stream flow control (CUSP's barrier): a stream id, then the offset below which
+    /// its sender may send.
+    pub const STREAM_BARRIER: u64 = 0x11;
+    /// The sender of a stream waits at its barrier: a stream id, then that barrier (asks
+    /// for a barrier update that may have been lost).
+    pub const STREAM_BLOCKED: u64 = 0x12;
 }
 
 /// Largest custom congestion-control message.
@@ -602,6 +608,20 @@ pub enum Frame<'a> {
     PathChallenge([u8; 8]),
     /// A path-validation response.
     PathResponse([u8; 8]),
+    /// A stream's new barrier: its sender may send below `offset`.
+    StreamBarrier {
+        /// The stream (not 0).
+        stream: u64,
+        /// The barrier.
+        offset: u64,
+    },
+    /// A stream's sender waits at its barrier `offset`.
+    StreamBlocked {
+        /// The stream (not 0).
+        stream: u64,
+        /// The barrier it waits at.
+        offset: u64,
+    },
 }
 
 impl<'a> Frame<'a> {
@@ -673,6 +693,18 @@ impl<'a> Frame<'a> {
             ty::CC_MSG => Frame::CcMsg(r.length_prefixed(MAX_CC_MSG, "cc message")?),
             ty::PATH_CHALLENGE => Frame::PathChallenge(path_token(r)?),
             ty::PATH_RESPONSE => Frame::PathResponse(path_token(r)?),
+            ty::STREAM_BARRIER | ty::STREAM_BLOCKED => {
+                let stream = r.varint()?;
+                if stream == 0 || stream > MAX_STREAM_ID {
+                    return Err(WireError::Invalid("stream id of a barrier"));
+                }
+                let offset = r.varint()?;
+                if t == ty::STREAM_BARRIER {
+                    Frame::StreamBarrier { stream, offset }
+                } else {
+                    Frame::StreamBlocked { stream, offset }
+                }
+            }
             ty::CLOSE => {
                 let code = r.varint()?;
                 let reason = r.length_prefixed(MAX_REASON, "close reason")?;
@@ -754,6 +786,23 @@ impl<'a> Frame<'a> {
         };
         varint::put(out, t);
         out.extend_from_slice(&token);
+    }
+
+    /// Appends a `STREAM_BARRIER` (`blocked` false) or `STREAM_BLOCKED` frame.
+    pub fn emit_stream_barrier(out: &mut Vec<u8>, blocked: bool, stream: u64, offset: u64) {
+        let t = if blocked {
+            ty::STREAM_BLOCKED
+        } else {
+            ty::STREAM_BARRIER
+        };
+        varint::put(out, t);
+        varint::put(out, stream);
+        varint::put(out, offset);
+    }
+
+    /// Bytes a `STREAM_BARRIER` or `STREAM_BLOCKED` frame takes.
+    pub fn stream_barrier_len(stream: u64, offset: u64) -> usize {
+        1 + varint::len(stream) + varint::len(offset)
     }
 
     /// Appends a `CC_MSG` frame (`msg` at most [`MAX_CC_MSG`] bytes; longer is cut).
@@ -954,6 +1003,34 @@ mod tests {
             Piece::wire_len(0, 0, 3) + Piece::stream_field_len(6, None, None),
             one.len()
         );
+    }
+
+    #[test]
+    fn stream_barrier_frames_round_trip() {
+        let mut out = Vec::new();
+        Frame::emit_stream_barrier(&mut out, false, 6, 1 << 20);
+        Frame::emit_stream_barrier(&mut out, true, 7, 23_360);
+        assert_eq!(
+            out.len(),
+            Frame::stream_barrier_len(6, 1 << 20) + Frame::stream_barrier_len(7, 23_360)
+        );
+        let f = parse_all(&out).unwrap();
+        assert_eq!(
+            f,
+            vec![
+                Frame::StreamBarrier {
+                    stream: 6,
+                    offset: 1 << 20
+                },
+                Frame::StreamBlocked {
+                    stream: 7,
+                    offset: 23_360
+                }
+            ]
+        );
+        let mut zero = Vec::new();
+        Frame::emit_stream_barrier(&mut zero, false, 0, 5);
+        assert!(parse_all(&zero).is_err(), "stream 0 has no barrier");
     }
 
     #[test]
