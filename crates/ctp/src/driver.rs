@@ -244,9 +244,22 @@ impl Driver {
             let mut iovs: [IoSliceMut<'_>; BATCH_SIZE] =
                 std::array::from_fn(|_| chunks.next().expect("recv_buf holds BATCH_SIZE chunks"));
             let (socket, udp, metas) = (&self.socket, &self.udp, &mut self.metas);
+            // A batch short of BATCH_SIZE drained the socket: it is reported to tokio as
+            // "would block" (with the datagrams kept here), which clears the readiness
+            // without a second, empty receive call (see `drained`).
+            let mut short = None;
             let res = socket.try_io(Interest::READABLE, || {
-                udp.recv(socket.into(), &mut iovs, metas)
+                let n = udp.recv(socket.into(), &mut iovs, metas)?;
+                if drained(n) {
+                    short = Some(n);
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                Ok(n)
             });
+            let (res, more) = match (res, short) {
+                (Err(_), Some(n)) => (Ok(n), false),
+                (res, _) => (res, true),
+            };
             match res {
                 Ok(n) => {
                     self.socket_errors = 0;
@@ -272,6 +285,9 @@ impl Driver {
                     process_events(&mut st, &mut self.wakers);
                     drop(st);
                     self.wakers.drain(..).for_each(Waker::wake);
+                    if !more {
+                        return Ok(false);
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -445,6 +461,17 @@ impl Driver {
         drop(st);
         self.wakers.drain(..).for_each(Waker::wake);
     }
+}
+
+/// Whether a receive call that returned `n` datagrams emptied the socket's queue. On
+/// Linux, `recvmmsg` on a non-blocking socket stops short of the batch only when the queue
+/// ran dry (or on an error, which the kernel keeps for the next call and which raised its
+/// own readiness event), so the empty call that would confirm it can be skipped: a
+/// datagram arriving afterwards raises a new readiness event, which tokio does not let a
+/// clearing of the older one erase. Elsewhere a receive may return one datagram at a time:
+/// only an empty call says the queue is dry.
+fn drained(n: usize) -> bool {
+    cfg!(any(target_os = "linux", target_os = "android")) && BATCH_SIZE > 1 && n < BATCH_SIZE
 }
 
 /// An IPv4-mapped IPv6 source as plain IPv4, so it matches the address a connection was
