@@ -11,7 +11,9 @@ use crate::shared::{Shared, Slot, State};
 use ctp_proto::{CloseReason, ConnectionHandle, EndpointEvent};
 use quinn_udp::{RecvMeta, Transmit, UdpSocketState, BATCH_SIZE};
 use std::io::{self, IoSliceMut};
+use std::future::poll_fn;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Waker;
 use std::time::Duration;
@@ -88,6 +90,8 @@ pub(crate) struct Driver {
     next_group: usize,
     wakers: Vec<Waker>,
     socket_errors: u32,
+    /// The sleep until the next deadline a millisecond or more away.
+    timer: Timer,
     /// Sub-millisecond sleeps (pacing); `None` where unavailable: the driver yields then.
     #[cfg(target_os = "linux")]
     precise: Option<crate::precise_timer::PreciseTimer>,
@@ -123,6 +127,7 @@ impl Driver {
             next_group: 0,
             wakers: Vec::new(),
             socket_errors: 0,
+            timer: Timer::new(),
             #[cfg(target_os = "linux")]
             precise: crate::precise_timer::PreciseTimer::new()
                 .inspect_err(|e| tracing::debug!("no precise timer ({e}): pacing yields"))
@@ -141,6 +146,8 @@ impl Driver {
     async fn drive(&mut self) -> CloseReason {
         let mut overdue = (ctp_proto::Instant::ZERO, 0u32);
         loop {
+            // Operations from here on ask for another round; earlier ones are served now.
+            self.shared.begin_driver_round();
             let rx_more = match self.receive() {
                 Ok(more) => more,
                 Err(e) => return CloseReason::LocalAbort(format!("socket error: {e}")),
@@ -188,22 +195,31 @@ impl Driver {
                     }
                 },
             };
+            if let Wake::Coarse(t) = wake {
+                self.timer.arm(t);
+            }
+            #[cfg(target_os = "linux")]
+            let precise = &self.precise;
+            let (shared, socket, timer) = (&self.shared, &self.socket, &mut self.timer);
             let sleep = async {
                 match wake {
                     Wake::Never => std::future::pending().await,
-                    Wake::Coarse(t) => tokio::time::sleep_until(t).await,
-                    Wake::Precise(t) => self.precise_sleep(t).await,
+                    Wake::Coarse(_) => timer.fired().await,
+                    #[cfg(target_os = "linux")]
+                    Wake::Precise(t) => precise_sleep(precise, t).await,
+                    #[cfg(not(target_os = "linux"))]
+                    Wake::Precise(_) => {}
                 }
             };
             tokio::select! {
                 biased;
-                _ = self.shared.driver_notified() => {}
-                r = self.socket.readable() => {
+                _ = poll_fn(|cx| shared.poll_driver_wanted(cx)) => {}
+                r = socket.readable() => {
                     if let Err(e) = r {
                         return CloseReason::LocalAbort(format!("socket error: {e}"));
                     }
                 }
-                r = self.socket.writable(), if tx == Tx::Blocked => {
+                r = socket.writable(), if tx == Tx::Blocked => {
                     if let Err(e) = r {
                         return CloseReason::LocalAbort(format!("socket error: {e}"));
                     }
@@ -218,19 +234,6 @@ impl Driver {
         return self.precise.is_some();
         #[cfg(not(target_os = "linux"))]
         false
-    }
-
-    /// Sleeps until `t` on the precise timer (returns at once if there is none or it fails:
-    /// the driver's loop then checks its deadlines again).
-    async fn precise_sleep(&self, t: std::time::Instant) {
-        #[cfg(target_os = "linux")]
-        if let Some(timer) = &self.precise {
-            if let Err(e) = timer.sleep_until(t).await {
-                tracing::debug!("precise timer: {e}");
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        let _ = t;
     }
 
     /// Receives what the socket holds (a bounded number of batches) and feeds it to the
@@ -472,6 +475,57 @@ impl Driver {
 /// only an empty call says the queue is dry.
 fn drained(n: usize) -> bool {
     cfg!(any(target_os = "linux", target_os = "android")) && BATCH_SIZE > 1 && n < BATCH_SIZE
+}
+
+/// Sleeps until `t` on the precise timer (returns at once if there is none or it fails:
+/// the driver's loop then checks its deadlines again).
+#[cfg(target_os = "linux")]
+async fn precise_sleep(precise: &Option<crate::precise_timer::PreciseTimer>, t: std::time::Instant) {
+    if let Some(timer) = precise {
+        if let Err(e) = timer.sleep_until(t).await {
+            tracing::debug!("precise timer: {e}");
+        }
+    }
+}
+
+/// The driver's sleep on tokio's timer, kept from round to round and moved only when a
+/// deadline comes *earlier* than the one armed: a later deadline lets the armed sleep fire
+/// early (one spurious round, then it is armed anew). Registering a new sleep every round,
+/// as a packet moves a connection's deadlines back and forth (an acknowledgement delay,
+/// then the retransmission timeout), costs a timer-wheel insertion and removal each time
+/// and, whenever the deadline is earlier than the one the runtime last parked on, a
+/// write to the runtime's wake-up descriptor and an extra turn of its poller.
+struct Timer {
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    /// The deadline the sleep is armed at; `None` once it fired (or before the first).
+    armed: Option<tokio::time::Instant>,
+}
+
+impl Timer {
+    fn new() -> Self {
+        Timer {
+            sleep: Box::pin(tokio::time::sleep_until(tokio::time::Instant::now())),
+            armed: None,
+        }
+    }
+
+    /// Makes sure the sleep fires no later than `t`.
+    fn arm(&mut self, t: tokio::time::Instant) {
+        if self.armed.is_some_and(|a| a <= t) {
+            return;
+        }
+        self.sleep.as_mut().reset(t);
+        self.armed = Some(t);
+    }
+
+    /// Resolves when the armed sleep fires (pending forever when none is armed).
+    async fn fired(&mut self) {
+        if self.armed.is_none() {
+            return std::future::pending().await;
+        }
+        self.sleep.as_mut().await;
+        self.armed = None;
+    }
 }
 
 /// An IPv4-mapped IPv6 source as plain IPv4, so it matches the address a connection was
