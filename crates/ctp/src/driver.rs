@@ -88,10 +88,15 @@ pub(crate) struct Driver {
     send_buf: Vec<u8>,
     groups: Vec<Group>,
     next_group: usize,
+    /// The last batch built ended because the endpoint had nothing more to send: once it
+    /// is out, the round needs no other (empty) batch.
+    drained_tx: bool,
     wakers: Vec<Waker>,
     socket_errors: u32,
     /// The sleep until the next deadline a millisecond or more away.
     timer: Timer,
+    /// The time read in this round, until a system call makes it stale (see `now`).
+    round_now: Option<ctp_proto::Instant>,
     /// Sub-millisecond sleeps (pacing); `None` where unavailable: the driver yields then.
     #[cfg(target_os = "linux")]
     precise: Option<crate::precise_timer::PreciseTimer>,
@@ -125,9 +130,11 @@ impl Driver {
             send_buf: Vec::with_capacity(SEND_BATCH_BYTES + 65_536),
             groups: Vec::with_capacity(SEND_BATCH_DATAGRAMS),
             next_group: 0,
+            drained_tx: false,
             wakers: Vec::new(),
             socket_errors: 0,
             timer: Timer::new(),
+            round_now: None,
             #[cfg(target_os = "linux")]
             precise: crate::precise_timer::PreciseTimer::new()
                 .inspect_err(|e| tracing::debug!("no precise timer ({e}): pacing yields"))
@@ -148,6 +155,7 @@ impl Driver {
         loop {
             // Operations from here on ask for another round; earlier ones are served now.
             self.shared.begin_driver_round();
+            self.round_now = None;
             let rx_more = match self.receive() {
                 Ok(more) => more,
                 Err(e) => return CloseReason::LocalAbort(format!("socket error: {e}")),
@@ -165,8 +173,8 @@ impl Driver {
                 tokio::task::yield_now().await;
                 continue;
             }
+            let now = self.now();
             let next = self.shared.lock().ep.poll_timeout();
-            let now = self.shared.now();
             let wake = match next {
                 None => Wake::Never,
                 Some(d) if d <= now => {
@@ -229,6 +237,14 @@ impl Driver {
         }
     }
 
+    /// The current time, read once per stretch of a round without system calls (reading
+    /// the clock costs about as much as handling a small packet's frames on a VM): a round
+    /// that only fires timers and builds packets shares one reading; receiving and sending
+    /// make it stale.
+    fn now(&mut self) -> ctp_proto::Instant {
+        *self.round_now.get_or_insert_with(|| self.shared.now())
+    }
+
     fn has_precise_timer(&self) -> bool {
         #[cfg(target_os = "linux")]
         return self.precise.is_some();
@@ -266,8 +282,9 @@ impl Driver {
             match res {
                 Ok(n) => {
                     self.socket_errors = 0;
-                    let mut st = self.shared.lock();
                     let now = self.shared.now();
+                    self.round_now = Some(now);
+                    let mut st = self.shared.lock();
                     for (meta, iov) in self.metas[..n].iter().zip(iovs.iter_mut()) {
                         let from = normalize(meta.addr);
                         let len = meta.len.min(iov.len());
@@ -310,6 +327,7 @@ impl Driver {
 
     /// Checks whether to stop, fires due timers and hands out events.
     fn service(&mut self) -> Option<CloseReason> {
+        let now = self.now();
         let mut st = self.shared.lock();
         if let Some(r) = &st.closed {
             return Some(r.clone());
@@ -317,7 +335,6 @@ impl Driver {
         if st.user_refs == 0 {
             return Some(CloseReason::LocalAbort("endpoint dropped".into()));
         }
-        let now = self.shared.now();
         st.ep.handle_timeout(now);
         process_events(&mut st, &mut self.wakers);
         drop(st);
@@ -329,6 +346,8 @@ impl Driver {
     /// is full, or the round's budget is spent.
     fn transmit(&mut self) -> Tx {
         let mut sent = 0;
+        // The batch this call built emptied the endpoint.
+        let mut drained = false;
         loop {
             while self.next_group < self.groups.len() {
                 let g = self.groups[self.next_group];
@@ -343,6 +362,7 @@ impl Driver {
                 match socket.try_io(Interest::WRITABLE, || udp.try_send(socket.into(), &t)) {
                     Ok(()) => {
                         self.socket_errors = 0;
+                        self.round_now = None;
                         sent += g.end - g.start;
                         self.next_group += 1;
                     }
@@ -359,25 +379,33 @@ impl Driver {
             if sent >= SEND_BYTES_PER_ROUND {
                 return Tx::Budget;
             }
+            if drained {
+                // The endpoint had nothing more when this round built the batch; what an
+                // application adds since asks for another round.
+                return Tx::Idle;
+            }
             if !self.build_batch() {
                 return Tx::Idle;
             }
+            drained = self.drained_tx;
         }
     }
 
     /// Polls the endpoint for datagrams into the send buffer, grouping trains of equal-sized
     /// datagrams to one destination for GSO. Returns false when there was nothing to send.
     fn build_batch(&mut self) -> bool {
+        self.drained_tx = false;
         self.send_buf.clear();
         self.groups.clear();
         self.next_group = 0;
         let max_segments = self.udp.max_gso_segments().max(1);
+        let now = self.now();
         let mut st = self.shared.lock();
-        let now = self.shared.now();
         while self.send_buf.len() < SEND_BATCH_BYTES && self.groups.len() < SEND_BATCH_DATAGRAMS {
             // Built in place, after the datagrams already batched.
             let start = self.send_buf.len();
             let Some(t) = st.ep.poll_transmit_append(now, &mut self.send_buf) else {
+                self.drained_tx = true;
                 break;
             };
             let size = t.size;
