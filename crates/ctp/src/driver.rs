@@ -10,8 +10,8 @@
 use crate::shared::{Shared, Slot, State};
 use ctp_proto::{CloseReason, ConnectionHandle, EndpointEvent};
 use quinn_udp::{RecvMeta, Transmit, UdpSocketState, BATCH_SIZE};
-use std::io::{self, IoSliceMut};
 use std::future::poll_fn;
+use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -88,9 +88,6 @@ pub(crate) struct Driver {
     send_buf: Vec<u8>,
     groups: Vec<Group>,
     next_group: usize,
-    /// The last batch built ended because the endpoint had nothing more to send: once it
-    /// is out, the round needs no other (empty) batch.
-    drained_tx: bool,
     wakers: Vec<Waker>,
     socket_errors: u32,
     /// The sleep until the next deadline a millisecond or more away.
@@ -130,7 +127,6 @@ impl Driver {
             send_buf: Vec::with_capacity(SEND_BATCH_BYTES + 65_536),
             groups: Vec::with_capacity(SEND_BATCH_DATAGRAMS),
             next_group: 0,
-            drained_tx: false,
             wakers: Vec::new(),
             socket_errors: 0,
             timer: Timer::new(),
@@ -269,7 +265,7 @@ impl Driver {
             let mut short = None;
             let res = socket.try_io(Interest::READABLE, || {
                 let n = udp.recv(socket.into(), &mut iovs, metas)?;
-                if drained(n) {
+                if drained(&metas[..n]) {
                     short = Some(n);
                     return Err(io::ErrorKind::WouldBlock.into());
                 }
@@ -346,8 +342,6 @@ impl Driver {
     /// is full, or the round's budget is spent.
     fn transmit(&mut self) -> Tx {
         let mut sent = 0;
-        // The batch this call built emptied the endpoint.
-        let mut drained = false;
         loop {
             while self.next_group < self.groups.len() {
                 let g = self.groups[self.next_group];
@@ -379,22 +373,15 @@ impl Driver {
             if sent >= SEND_BYTES_PER_ROUND {
                 return Tx::Budget;
             }
-            if drained {
-                // The endpoint had nothing more when this round built the batch; what an
-                // application adds since asks for another round.
-                return Tx::Idle;
-            }
             if !self.build_batch() {
                 return Tx::Idle;
             }
-            drained = self.drained_tx;
         }
     }
 
     /// Polls the endpoint for datagrams into the send buffer, grouping trains of equal-sized
     /// datagrams to one destination for GSO. Returns false when there was nothing to send.
     fn build_batch(&mut self) -> bool {
-        self.drained_tx = false;
         self.send_buf.clear();
         self.groups.clear();
         self.next_group = 0;
@@ -405,7 +392,6 @@ impl Driver {
             // Built in place, after the datagrams already batched.
             let start = self.send_buf.len();
             let Some(t) = st.ep.poll_transmit_append(now, &mut self.send_buf) else {
-                self.drained_tx = true;
                 break;
             };
             let size = t.size;
@@ -494,21 +480,43 @@ impl Driver {
     }
 }
 
-/// Whether a receive call that returned `n` datagrams emptied the socket's queue. On
-/// Linux, `recvmmsg` on a non-blocking socket stops short of the batch only when the queue
-/// ran dry (or on an error, which the kernel keeps for the next call and which raised its
-/// own readiness event), so the empty call that would confirm it can be skipped: a
-/// datagram arriving afterwards raises a new readiness event, which tokio does not let a
-/// clearing of the older one erase. Elsewhere a receive may return one datagram at a time:
-/// only an empty call says the queue is dry.
-fn drained(n: usize) -> bool {
-    cfg!(any(target_os = "linux", target_os = "android")) && BATCH_SIZE > 1 && n < BATCH_SIZE
+/// Datagrams (GRO segments counted) a receive call may return and still be taken to have
+/// emptied a lightly used socket.
+const DRAINED_DATAGRAMS: usize = 2;
+
+/// Whether a receive call that returned `metas` emptied the socket's queue, so that the
+/// empty call that would confirm it can be skipped. On Linux, `recvmmsg` on a non-blocking
+/// socket stops short of the batch only when the queue ran dry (or on an error, which the
+/// kernel keeps for the next call and which raised its own readiness event); a datagram
+/// arriving afterwards raises a new readiness event, which tokio does not let a clearing
+/// of the older one erase. Only for a call that brought a datagram or two (requests,
+/// answers, acknowledgements): under a stream of data the next call is likely to find more
+/// at once, cheaper than waiting for the poller to say so. Elsewhere a receive may return
+/// one datagram at a time: only an empty call says the queue is dry.
+fn drained(metas: &[RecvMeta]) -> bool {
+    if !cfg!(any(target_os = "linux", target_os = "android")) || metas.len() >= BATCH_SIZE {
+        return false;
+    }
+    let datagrams: usize = metas
+        .iter()
+        .map(|m| {
+            if m.stride == 0 || m.len == 0 {
+                1
+            } else {
+                m.len.div_ceil(m.stride)
+            }
+        })
+        .sum();
+    datagrams <= DRAINED_DATAGRAMS
 }
 
 /// Sleeps until `t` on the precise timer (returns at once if there is none or it fails:
 /// the driver's loop then checks its deadlines again).
 #[cfg(target_os = "linux")]
-async fn precise_sleep(precise: &Option<crate::precise_timer::PreciseTimer>, t: std::time::Instant) {
+async fn precise_sleep(
+    precise: &Option<crate::precise_timer::PreciseTimer>,
+    t: std::time::Instant,
+) {
     if let Some(timer) = precise {
         if let Err(e) = timer.sleep_until(t).await {
             tracing::debug!("precise timer: {e}");
