@@ -10,8 +10,10 @@
 use crate::shared::{Shared, Slot, State};
 use ctp_proto::{CloseReason, ConnectionHandle, EndpointEvent};
 use quinn_udp::{RecvMeta, Transmit, UdpSocketState, BATCH_SIZE};
+use std::future::poll_fn;
 use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Waker;
 use std::time::Duration;
@@ -88,6 +90,10 @@ pub(crate) struct Driver {
     next_group: usize,
     wakers: Vec<Waker>,
     socket_errors: u32,
+    /// The sleep until the next deadline a millisecond or more away.
+    timer: Timer,
+    /// The time read in this round, until a system call makes it stale (see `now`).
+    round_now: Option<ctp_proto::Instant>,
     /// Sub-millisecond sleeps (pacing); `None` where unavailable: the driver yields then.
     #[cfg(target_os = "linux")]
     precise: Option<crate::precise_timer::PreciseTimer>,
@@ -123,6 +129,8 @@ impl Driver {
             next_group: 0,
             wakers: Vec::new(),
             socket_errors: 0,
+            timer: Timer::new(),
+            round_now: None,
             #[cfg(target_os = "linux")]
             precise: crate::precise_timer::PreciseTimer::new()
                 .inspect_err(|e| tracing::debug!("no precise timer ({e}): pacing yields"))
@@ -141,6 +149,9 @@ impl Driver {
     async fn drive(&mut self) -> CloseReason {
         let mut overdue = (ctp_proto::Instant::ZERO, 0u32);
         loop {
+            // Operations from here on ask for another round; earlier ones are served now.
+            self.shared.begin_driver_round();
+            self.round_now = None;
             let rx_more = match self.receive() {
                 Ok(more) => more,
                 Err(e) => return CloseReason::LocalAbort(format!("socket error: {e}")),
@@ -158,8 +169,8 @@ impl Driver {
                 tokio::task::yield_now().await;
                 continue;
             }
+            let now = self.now();
             let next = self.shared.lock().ep.poll_timeout();
-            let now = self.shared.now();
             let wake = match next {
                 None => Wake::Never,
                 Some(d) if d <= now => {
@@ -188,22 +199,31 @@ impl Driver {
                     }
                 },
             };
+            if let Wake::Coarse(t) = wake {
+                self.timer.arm(t);
+            }
+            #[cfg(target_os = "linux")]
+            let precise = &self.precise;
+            let (shared, socket, timer) = (&self.shared, &self.socket, &mut self.timer);
             let sleep = async {
                 match wake {
                     Wake::Never => std::future::pending().await,
-                    Wake::Coarse(t) => tokio::time::sleep_until(t).await,
-                    Wake::Precise(t) => self.precise_sleep(t).await,
+                    Wake::Coarse(_) => timer.fired().await,
+                    #[cfg(target_os = "linux")]
+                    Wake::Precise(t) => precise_sleep(precise, t).await,
+                    #[cfg(not(target_os = "linux"))]
+                    Wake::Precise(_) => {}
                 }
             };
             tokio::select! {
                 biased;
-                _ = self.shared.driver_notified() => {}
-                r = self.socket.readable() => {
+                _ = poll_fn(|cx| shared.poll_driver_wanted(cx)) => {}
+                r = socket.readable() => {
                     if let Err(e) = r {
                         return CloseReason::LocalAbort(format!("socket error: {e}"));
                     }
                 }
-                r = self.socket.writable(), if tx == Tx::Blocked => {
+                r = socket.writable(), if tx == Tx::Blocked => {
                     if let Err(e) = r {
                         return CloseReason::LocalAbort(format!("socket error: {e}"));
                     }
@@ -213,24 +233,19 @@ impl Driver {
         }
     }
 
+    /// The current time, read once per stretch of a round without system calls (reading
+    /// the clock costs about as much as handling a small packet's frames on a VM): a round
+    /// that only fires timers and builds packets shares one reading; receiving and sending
+    /// make it stale.
+    fn now(&mut self) -> ctp_proto::Instant {
+        *self.round_now.get_or_insert_with(|| self.shared.now())
+    }
+
     fn has_precise_timer(&self) -> bool {
         #[cfg(target_os = "linux")]
         return self.precise.is_some();
         #[cfg(not(target_os = "linux"))]
         false
-    }
-
-    /// Sleeps until `t` on the precise timer (returns at once if there is none or it fails:
-    /// the driver's loop then checks its deadlines again).
-    async fn precise_sleep(&self, t: std::time::Instant) {
-        #[cfg(target_os = "linux")]
-        if let Some(timer) = &self.precise {
-            if let Err(e) = timer.sleep_until(t).await {
-                tracing::debug!("precise timer: {e}");
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        let _ = t;
     }
 
     /// Receives what the socket holds (a bounded number of batches) and feeds it to the
@@ -244,14 +259,28 @@ impl Driver {
             let mut iovs: [IoSliceMut<'_>; BATCH_SIZE] =
                 std::array::from_fn(|_| chunks.next().expect("recv_buf holds BATCH_SIZE chunks"));
             let (socket, udp, metas) = (&self.socket, &self.udp, &mut self.metas);
+            // A batch short of BATCH_SIZE drained the socket: it is reported to tokio as
+            // "would block" (with the datagrams kept here), which clears the readiness
+            // without a second, empty receive call (see `drained`).
+            let mut short = None;
             let res = socket.try_io(Interest::READABLE, || {
-                udp.recv(socket.into(), &mut iovs, metas)
+                let n = udp.recv(socket.into(), &mut iovs, metas)?;
+                if drained(&metas[..n]) {
+                    short = Some(n);
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                Ok(n)
             });
+            let (res, more) = match (res, short) {
+                (Err(_), Some(n)) => (Ok(n), false),
+                (res, _) => (res, true),
+            };
             match res {
                 Ok(n) => {
                     self.socket_errors = 0;
-                    let mut st = self.shared.lock();
                     let now = self.shared.now();
+                    self.round_now = Some(now);
+                    let mut st = self.shared.lock();
                     for (meta, iov) in self.metas[..n].iter().zip(iovs.iter_mut()) {
                         let from = normalize(meta.addr);
                         let len = meta.len.min(iov.len());
@@ -272,6 +301,9 @@ impl Driver {
                     process_events(&mut st, &mut self.wakers);
                     drop(st);
                     self.wakers.drain(..).for_each(Waker::wake);
+                    if !more {
+                        return Ok(false);
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -291,6 +323,7 @@ impl Driver {
 
     /// Checks whether to stop, fires due timers and hands out events.
     fn service(&mut self) -> Option<CloseReason> {
+        let now = self.now();
         let mut st = self.shared.lock();
         if let Some(r) = &st.closed {
             return Some(r.clone());
@@ -298,7 +331,6 @@ impl Driver {
         if st.user_refs == 0 {
             return Some(CloseReason::LocalAbort("endpoint dropped".into()));
         }
-        let now = self.shared.now();
         st.ep.handle_timeout(now);
         process_events(&mut st, &mut self.wakers);
         drop(st);
@@ -324,6 +356,7 @@ impl Driver {
                 match socket.try_io(Interest::WRITABLE, || udp.try_send(socket.into(), &t)) {
                     Ok(()) => {
                         self.socket_errors = 0;
+                        self.round_now = None;
                         sent += g.end - g.start;
                         self.next_group += 1;
                     }
@@ -353,8 +386,8 @@ impl Driver {
         self.groups.clear();
         self.next_group = 0;
         let max_segments = self.udp.max_gso_segments().max(1);
+        let now = self.now();
         let mut st = self.shared.lock();
-        let now = self.shared.now();
         while self.send_buf.len() < SEND_BATCH_BYTES && self.groups.len() < SEND_BATCH_DATAGRAMS {
             // Built in place, after the datagrams already batched.
             let start = self.send_buf.len();
@@ -444,6 +477,90 @@ impl Driver {
         st.take_all_wakers(&mut self.wakers);
         drop(st);
         self.wakers.drain(..).for_each(Waker::wake);
+    }
+}
+
+/// Datagrams (GRO segments counted) a receive call may return and still be taken to have
+/// emptied a lightly used socket.
+const DRAINED_DATAGRAMS: usize = 2;
+
+/// Whether a receive call that returned `metas` emptied the socket's queue, so that the
+/// empty call that would confirm it can be skipped. On Linux, `recvmmsg` on a non-blocking
+/// socket stops short of the batch only when the queue ran dry (or on an error, which the
+/// kernel keeps for the next call and which raised its own readiness event); a datagram
+/// arriving afterwards raises a new readiness event, which tokio does not let a clearing
+/// of the older one erase. Only for a call that brought a datagram or two (requests,
+/// answers, acknowledgements): under a stream of data the next call is likely to find more
+/// at once, cheaper than waiting for the poller to say so. Elsewhere a receive may return
+/// one datagram at a time: only an empty call says the queue is dry.
+fn drained(metas: &[RecvMeta]) -> bool {
+    if !cfg!(any(target_os = "linux", target_os = "android")) || metas.len() >= BATCH_SIZE {
+        return false;
+    }
+    let datagrams: usize = metas
+        .iter()
+        .map(|m| {
+            if m.stride == 0 || m.len == 0 {
+                1
+            } else {
+                m.len.div_ceil(m.stride)
+            }
+        })
+        .sum();
+    datagrams <= DRAINED_DATAGRAMS
+}
+
+/// Sleeps until `t` on the precise timer (returns at once if there is none or it fails:
+/// the driver's loop then checks its deadlines again).
+#[cfg(target_os = "linux")]
+async fn precise_sleep(
+    precise: &Option<crate::precise_timer::PreciseTimer>,
+    t: std::time::Instant,
+) {
+    if let Some(timer) = precise {
+        if let Err(e) = timer.sleep_until(t).await {
+            tracing::debug!("precise timer: {e}");
+        }
+    }
+}
+
+/// The driver's sleep on tokio's timer, kept from round to round and moved only when a
+/// deadline comes *earlier* than the one armed: a later deadline lets the armed sleep fire
+/// early (one spurious round, then it is armed anew). Registering a new sleep every round,
+/// as a packet moves a connection's deadlines back and forth (an acknowledgement delay,
+/// then the retransmission timeout), costs a timer-wheel insertion and removal each time
+/// and, whenever the deadline is earlier than the one the runtime last parked on, a
+/// write to the runtime's wake-up descriptor and an extra turn of its poller.
+struct Timer {
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    /// The deadline the sleep is armed at; `None` once it fired (or before the first).
+    armed: Option<tokio::time::Instant>,
+}
+
+impl Timer {
+    fn new() -> Self {
+        Timer {
+            sleep: Box::pin(tokio::time::sleep_until(tokio::time::Instant::now())),
+            armed: None,
+        }
+    }
+
+    /// Makes sure the sleep fires no later than `t`.
+    fn arm(&mut self, t: tokio::time::Instant) {
+        if self.armed.is_some_and(|a| a <= t) {
+            return;
+        }
+        self.sleep.as_mut().reset(t);
+        self.armed = Some(t);
+    }
+
+    /// Resolves when the armed sleep fires (pending forever when none is armed).
+    async fn fired(&mut self) {
+        if self.armed.is_none() {
+            return std::future::pending().await;
+        }
+        self.sleep.as_mut().await;
+        self.armed = None;
     }
 }
 

@@ -1,22 +1,26 @@
 //! State shared between the user-facing handles and the driver task.
 //!
 //! One `std::sync::Mutex` guards the sans-IO endpoint and the wakers of every task waiting
-//! on it; a `Notify` wakes the driver after any application operation, because operations
-//! on a proto connection produce datagrams to send without raising an event.
+//! on it; a flag and the driver's waker wake the driver after any application operation,
+//! because operations on a proto connection produce datagrams to send without raising an
+//! event. Operations made before the driver's next round starts all count as one wake.
 
 use ctp_proto::{CloseReason, ConnectionHandle, ConnectionState};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::task::Waker;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use tokio::sync::Notify;
 
 /// Everything the handles and the driver share.
 pub(crate) struct Shared {
     state: Mutex<State>,
-    /// Wakes the driver.
-    notify: Notify,
+    /// An application operation asked the driver to run since its round began.
+    driver_wanted: AtomicBool,
+    /// The driver task's waker while it waits.
+    driver_waker: Mutex<Option<Waker>>,
     /// The moment `ctp_proto::Instant::ZERO` stands for.
     epoch: tokio::time::Instant,
     /// The socket's bound address.
@@ -31,7 +35,8 @@ impl Shared {
     pub(crate) fn new(state: State, local_addr: SocketAddr) -> Self {
         Shared {
             state: Mutex::new(state),
-            notify: Notify::new(),
+            driver_wanted: AtomicBool::new(false),
+            driver_waker: Mutex::new(None),
             epoch: tokio::time::Instant::now(),
             local_addr,
             stopped: std::sync::atomic::AtomicBool::new(false),
@@ -57,7 +62,6 @@ impl Shared {
         self.epoch.checked_add(Duration::from_micros(t.as_micros()))
     }
 
-    /// Asks the driver to run (poll for datagrams to send, re-arm its timer).
     /// Records that the driver stopped and wakes whoever waits for it.
     pub(crate) fn mark_stopped(&self) {
         self.stopped
@@ -76,13 +80,46 @@ impl Shared {
         }
     }
 
+    /// Asks the driver to run (poll for datagrams to send, re-arm its timer). Calls made
+    /// before the driver's round begins cost one wake-up and one round together.
     pub(crate) fn wake_driver(&self) {
-        self.notify.notify_one();
+        if self.driver_wanted.swap(true, Ordering::AcqRel) {
+            // Already asked: the round that clears the flag has not begun yet, or the
+            // driver's wait will find the flag set.
+            return;
+        }
+        let waker = self
+            .driver_waker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(w) = waker {
+            w.wake();
+        }
     }
 
-    /// Waits until [`Shared::wake_driver`] was called (a call made earlier is remembered).
-    pub(crate) async fn driver_notified(&self) {
-        self.notify.notified().await
+    /// The driver begins a round: operations from here on ask for another.
+    pub(crate) fn begin_driver_round(&self) {
+        self.driver_wanted.store(false, Ordering::Release);
+    }
+
+    /// Ready when [`Shared::wake_driver`] was called since the driver's round began.
+    pub(crate) fn poll_driver_wanted(&self, cx: &mut Context<'_>) -> Poll<()> {
+        {
+            let mut w = self
+                .driver_waker
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *w = Some(cx.waker().clone());
+            }
+        }
+        // Checked after registering: a wake in between finds the waker.
+        if self.driver_wanted.load(Ordering::Acquire) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
     }
 }
 

@@ -851,6 +851,57 @@ async fn a_request_names_its_service_and_its_answer_comes_back_on_a_reply_servic
     assert_eq!(answers[&1003], (Ok(5 + 4), b"re: three".to_vec()));
 }
 
+/// A request on a stream of its own and its answer on another (the `stream_rtt` bench's
+/// exchange) cost one packet each way: opening, data and end travel together, and the
+/// acknowledgement of each rides on the next packet the other way instead of an ACK-only
+/// packet of its own. Timer-driven packets (a delayed acknowledgement when the runtime is
+/// descheduled for long) are allowed a margin; an ACK-only packet per data packet is not.
+#[tokio::test(flavor = "current_thread")]
+async fn a_request_and_its_answer_cost_one_packet_each_way() {
+    const EXCHANGES: u64 = 200;
+    let (server, addr) = server().await;
+    let (_c, conn, acc) = pair(&server, addr, &Profile::reliable()).await;
+    let exchange = |conn: Connection, acc: Connection| async move {
+        let req = conn
+            .open_stream_for(StreamKind::Unidirectional, 0, 1)
+            .expect("opens");
+        req.write_last(&[7u8; 64]).await.expect("sends");
+        let mut got = acc.accept_stream().await.expect("accepts");
+        let mut buf = Vec::new();
+        got.read_to_end(&mut buf).await.expect("reads");
+        let answer = acc
+            .open_stream_for(StreamKind::Unidirectional, 0, 2)
+            .expect("opens");
+        answer.write_last(&buf).await.expect("answers");
+        let mut back = conn.accept_stream().await.expect("accepts");
+        buf.clear();
+        back.read_to_end(&mut buf).await.expect("reads");
+        assert_eq!(buf, [7u8; 64]);
+    };
+    // The first exchanges settle the connection (handshake leftovers, first RTT samples).
+    for _ in 0..10 {
+        exchange(conn.clone(), acc.clone()).await;
+    }
+    let (c0, a0) = (conn.stats(), acc.stats());
+    timeout(Duration::from_secs(60), async {
+        for _ in 0..EXCHANGES {
+            exchange(conn.clone(), acc.clone()).await;
+        }
+    })
+    .await
+    .expect("in time");
+    let (c1, a1) = (conn.stats(), acc.stats());
+    for (who, sent) in [
+        ("client", c1.packets_sent - c0.packets_sent),
+        ("server", a1.packets_sent - a0.packets_sent),
+    ] {
+        assert!(
+            (EXCHANGES..EXCHANGES + EXCHANGES / 4).contains(&sent),
+            "{who} sent {sent} packets for {EXCHANGES} exchanges"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_carry_their_own_bytes_beside_the_connection_stream() {
     let (server, addr) = server().await;
