@@ -10,7 +10,7 @@ use crate::engine::event::{Event, EventKind, OwnedEvents, PacketInfo, EVENT_KIND
 use crate::engine::session::CloseReason;
 use crate::engine::streams::{Outgoing, StreamRead};
 use crate::engine::{
-    BorrowedRing, Cx, FrameWriter, Microprotocol, SetupError, State, CUT_AHEAD, MAX_HANDLERS,
+    BorrowedRing, Cx, FrameWriter, Microprotocol, SetupError, State, MAX_HANDLERS,
 };
 use crate::micro::AnyMicro;
 use crate::packet::{ShortPacket, NOSTATE_LEN};
@@ -646,7 +646,7 @@ impl Engine {
                 if s.holds.dealloc == 0 {
                     self.st.segs.free(seg);
                 }
-                if first && self.st.wants_cut(CUT_AHEAD / 2 + 1) {
+                if first && self.st.wants_cut(self.st.cut_ahead() / 2 + 1) {
                     // The cut-ahead runs low: the application's queue has more.
                     self.owned.push(Event::UserData);
                 }

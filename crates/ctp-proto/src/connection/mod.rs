@@ -356,8 +356,8 @@ impl Connection {
     /// Bytes written and not yet sent: what a sender that writes just in time (like TCP's
     /// `TCP_NOTSENT_LOWAT`) keeps small, so the data it writes is still in cache when it goes
     /// out. On the ctp wire these are the bytes not yet cut into segments (the segmenter
-    /// cuts up to `CUT_AHEAD` segments before they leave); on the UDT4 wire, packets never
-    /// sent, each counted at the full payload size.
+    /// cuts a few segments before they leave, at most `CUT_AHEAD`); on the UDT4 wire,
+    /// packets never sent, each counted at the full payload size.
     pub fn unsent_bytes(&self) -> usize {
         self.core().unsent_bytes()
     }

@@ -8,7 +8,7 @@
 use super::decl::{MicroDecl, MicroId};
 use crate::engine::app::Completed;
 use crate::engine::event::{Event, EventKind, Reassembled};
-use crate::engine::{Cx, Microprotocol, CUT_AHEAD};
+use crate::engine::{Cx, Microprotocol};
 use crate::wire::frame::{Deps, Piece, PieceFlags};
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -149,12 +149,13 @@ impl Fragmentation {
         }
     }
 
-    /// Cuts queued data into at most [`BATCH`] segments, while fewer than
-    /// [`CUT_AHEAD`] wait to be sent.
+    /// Cuts queued data into at most [`BATCH`] segments, while fewer than the cut-ahead
+    /// ([`crate::engine::State::cut_ahead`]) wait to be sent.
     fn cut(&mut self, cx: &mut Cx<'_, '_>) {
         let mut deps_buf = Vec::new();
+        let ahead = cx.st.cut_ahead();
         for _ in 0..BATCH {
-            if !cx.st.wants_cut(CUT_AHEAD) {
+            if !cx.st.wants_cut(ahead) {
                 return;
             }
             if cx.st.app.tx.front_mut().is_none() {
@@ -255,7 +256,7 @@ impl Fragmentation {
             }
             cx.submit(seg);
         }
-        if cx.st.wants_cut(CUT_AHEAD) {
+        if cx.st.wants_cut(ahead) {
             cx.raise(Event::UserData);
         }
     }

@@ -316,6 +316,29 @@ fn a_large_write_is_cut_as_packets_leave_not_all_at_once() {
     assert_eq!(tx.state().segs.unsent(), 0);
 }
 
+/// How far ahead the segmenter cuts follows the pacing rate: on a slow path only a few
+/// segments wait (data a higher-priority stream queues next waits behind those alone, not
+/// behind `CUT_AHEAD` of them: ~150 ms at 10 Mb/s), on a fast one `CUT_AHEAD` as before.
+#[test]
+fn a_slow_path_cuts_only_what_leaves_soon() {
+    use crate::engine::{CUT_AHEAD, CUT_AHEAD_MIN};
+    let data = vec![7u8; 1_000_000];
+    let packet =
+        reliable().state().session.max_segment_payload as u64 + crate::wire::sizes::PACKET_OVERHEAD;
+    for (rate, ahead) in [
+        (10_000_000 / 8, CUT_AHEAD_MIN), // 10 Mb/s: 1 ms is one packet
+        (20 * packet * 1000, 20),        // 20 packets a millisecond
+        (10_000_000_000 / 8, CUT_AHEAD), // 10 Gb/s
+        (0, CUT_AHEAD),                  // unpaced
+    ] {
+        let mut tx = reliable();
+        tx.state_mut().path.pacing_rate = rate;
+        assert_eq!(tx.state().cut_ahead(), ahead, "pacing at {rate} B/s");
+        queue(&mut tx, t(0), &data, true);
+        assert_eq!(tx.state().segs.unsent(), ahead, "pacing at {rate} B/s");
+    }
+}
+
 /// A segment whose last piece runs to its end keeps that piece's data as a slice of the
 /// application's buffer (no copy until the packet is built), and the packet carries it
 /// after the piece header intact.
