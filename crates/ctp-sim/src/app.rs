@@ -216,9 +216,12 @@ impl FlowApp {
             ..FlowResult::default()
         };
         let streams = match spec.kind {
-            FlowKind::Streams { single } => {
-                Some(StreamsApp::new(spec.streams.clone(), single, key))
-            }
+            FlowKind::Streams { single } => Some(StreamsApp::new(
+                spec.streams.clone(),
+                single,
+                key,
+                SEND_AHEAD,
+            )),
             _ => None,
         };
         FlowApp {

@@ -103,6 +103,8 @@ struct Rx {
 
 /// The running state of a `streams` flow's application (both ends).
 pub(crate) struct StreamsApp {
+    /// Bytes a bulk stream keeps written but unsent (the application's `SEND_AHEAD`).
+    send_ahead: usize,
     specs: Vec<StreamSpec>,
     /// Everything on stream 0, in the order written.
     single: bool,
@@ -120,12 +122,14 @@ pub(crate) struct StreamsApp {
 }
 
 impl StreamsApp {
-    pub fn new(specs: Vec<StreamSpec>, single: bool, key: u64) -> Self {
+    /// A streams application for `specs`; `single` puts them all on stream 0.
+    pub fn new(specs: Vec<StreamSpec>, single: bool, key: u64, send_ahead: usize) -> Self {
         let n = specs.len();
         StreamsApp {
             specs,
             single,
             key,
+            send_ahead,
             tx: (0..n).map(|_| Tx::default()).collect(),
             rx: (0..n).map(|_| Rx::default()).collect(),
             by_id: HashMap::new(),
@@ -204,7 +208,7 @@ impl StreamsApp {
                 wrote += self.write(now, i, c);
             } else {
                 // A bulk stream keeps up to `SEND_AHEAD` unsent, like the bulk flows.
-                while self.tx[i].written < limit && c.unsent_bytes() < crate::app::SEND_AHEAD {
+                while self.tx[i].written < limit && c.unsent_bytes() < self.send_ahead {
                     let t = &mut self.tx[i];
                     t.generated = limit.min(t.written + BULK_WRITE as u64);
                     let k = self.write(now, i, c);
