@@ -69,7 +69,12 @@ impl KnownPeers {
             }
         };
         let mut entries = Vec::new();
+        // A last line without its newline may be another process's record still being
+        // appended (a reader can see part of a write): one that does not parse is left out.
+        let count = text.lines().count();
+        let unterminated = !text.is_empty() && !text.ends_with('\n');
         for (i, line) in text.lines().enumerate() {
+            let partial = unterminated && i + 1 == count;
             let bad = |why: String| KeyError::BadLine {
                 path: path.clone(),
                 line: i + 1,
@@ -80,17 +85,24 @@ impl KnownPeers {
             let Some(addr) = fields.next() else {
                 continue;
             };
-            let key = fields.next().ok_or_else(|| {
-                bad(format!(
-                    "`{addr}` has no key: expected `HOST:PORT KEY` (delete the line to forget it)"
-                ))
-            })?;
-            if let Some(extra) = fields.next() {
-                return Err(bad(format!(
-                    "`{extra}` after the key: expected `HOST:PORT KEY` (a comment starts with #)"
-                )));
-            }
-            let key = parse_key(key).map_err(|e| bad(e.to_string()))?;
+            let parsed = fields
+                .next()
+                .ok_or_else(|| {
+                    bad(format!(
+                        "`{addr}` has no key: expected `HOST:PORT KEY` (delete the line to forget it)"
+                    ))
+                })
+                .and_then(|key| match fields.next() {
+                    Some(extra) => Err(bad(format!(
+                        "`{extra}` after the key: expected `HOST:PORT KEY` (a comment starts with #)"
+                    ))),
+                    None => parse_key(key).map_err(|e| bad(e.to_string())),
+                });
+            let key = match parsed {
+                Ok(key) => key,
+                Err(_) if partial => continue,
+                Err(e) => return Err(e),
+            };
             entries.push(Entry {
                 addr: normalize_addr(addr),
                 key,
@@ -286,6 +298,24 @@ mod tests {
             assert!(e.contains(needle), "{text:?}: {e}");
             assert!(e.contains(&path.display().to_string()), "{e}");
         }
+    }
+
+    /// A last line still being written by another process (no newline yet) is left out;
+    /// the same line complete is an error, and a whole entry without its newline counts.
+    #[test]
+    fn a_record_still_being_appended_is_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(KNOWN_PEERS_FILE);
+        let whole = format!("h:1 {}\n", encode_key(&key(1)));
+        std::fs::write(&path, format!("{whole}h:2 ioqKioqK")).unwrap();
+        let peers = KnownPeers::load(dir.path()).unwrap();
+        assert_eq!(peers.check("h:1", &key(1)), Trust::Known);
+        assert_eq!(peers.entries.len(), 1);
+        std::fs::write(&path, format!("{whole}h:2 ioqKioqK\n")).unwrap();
+        assert!(KnownPeers::load(dir.path()).is_err());
+        std::fs::write(&path, format!("{whole}h:2 {}", encode_key(&key(2)))).unwrap();
+        let peers = KnownPeers::load(dir.path()).unwrap();
+        assert_eq!(peers.check("h:2", &key(2)), Trust::Known);
     }
 
     /// Processes remembering at once append whole lines, none mixed with another.
