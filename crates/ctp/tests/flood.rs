@@ -6,6 +6,8 @@
 //!
 //! Bounded in time (the flood lasts at most 5 s, the test 60 s); nothing asserts speed.
 
+mod common;
+use common::data;
 use ctp::{Endpoint, EndpointOptions, Profile};
 use ctp_proto::handshake::puzzle;
 use ctp_proto::packet::long_packet;
@@ -37,20 +39,6 @@ fn rss_kib() -> u64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
-}
-
-/// Deterministic pseudo-random bytes (xorshift64*).
-fn data(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
-    }
-    out.truncate(len);
-    out
 }
 
 /// A genuine INIT for a secure `reliable` connection, from a sans-IO client endpoint.

@@ -2,7 +2,9 @@
 //!
 //! Every test is bounded by `tokio::time::timeout`; none asserts on speed.
 
+mod common;
 use bytes::Bytes;
+use common::data;
 use ctp::{ConnectError, Connection, Endpoint, EndpointOptions, Profile, StreamKind};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -10,20 +12,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::timeout;
 
 const LOCAL: &str = "127.0.0.1:0";
-
-/// Deterministic pseudo-random bytes (xorshift64*).
-fn data(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
 
 async fn server() -> (Endpoint, SocketAddr) {
     let ep = Endpoint::bind(
