@@ -79,6 +79,8 @@ pub struct EndpointConfig {
     /// not locked out while the attacker's connections wait for their timeout. Keep it
     /// below `max_connections`: half-open connections take connection slots.
     pub max_half_open: usize,
+    /// Limits on every secure channel's keys tighter than their suite's (default: none).
+    pub key_limits: crate::protection::KeyLimits,
 }
 
 impl EndpointConfig {
@@ -102,6 +104,7 @@ impl EndpointConfig {
             puzzle_low_watermark: 64,
             puzzle_max_difficulty: crate::handshake::puzzle::DEFAULT_CAP,
             max_half_open: 1024,
+            key_limits: Default::default(),
         }
     }
 }
@@ -776,7 +779,7 @@ impl Endpoint {
         }
         self.schedule.touch(idx);
         let before = c.state.clone();
-        if !c.on_noise(now, msg, policy) {
+        if !c.on_noise(now, msg, policy, self.cfg.key_limits) {
             return false;
         }
         if before != ConnectionState::Established && c.is_established() {

@@ -264,3 +264,76 @@ fn forged_and_flipped_handshake_messages_change_nothing() {
     assert!(a.connection(c).unwrap().is_established());
     assert_eq!(b.stats().accepted, 1);
 }
+
+/// A packet of the client's, taken off the wire before it reached the server, arrives again
+/// and again with one byte of its ciphertext flipped (its number was never opened, so the
+/// replay window lets every copy through to the AEAD). Below the integrity limit each copy
+/// is dropped and counted and the transfer completes; the copy that reaches the limit
+/// closes the channel, and the client learns why.
+#[test]
+fn forgeries_below_the_integrity_limit_are_dropped_and_the_one_that_reaches_it_closes() {
+    const LIMIT: u64 = 20;
+    let (client, mut server) = configs(40);
+    server.key_limits.failed_opens = Some(LIMIT);
+    let mut p = Pair::with_configs(6, client, server);
+    let (c, s) = connect(&mut p, &Profile::reliable());
+    let payload = data(1 << 20, 11);
+    let mut forged: Option<Vec<u8>> = None;
+    let (got, eof) = common::stream_transfer_watched(
+        &mut p,
+        c,
+        s,
+        &payload,
+        Duration::from_secs(120),
+        |p, read| {
+            if forged.is_some() || read < 256 << 10 {
+                return;
+            }
+            // Take the client's next packet off the path.
+            p.to_server.loss = 1.0;
+            p.tap_client = true;
+            if let Some(mut packet) = p.tapped.pop() {
+                p.to_server.loss = 0.0;
+                p.tap_client = false;
+                let i = packet.len() - 20; // ciphertext, not the tag
+                packet[i] ^= 0x40;
+                for _ in 1..LIMIT {
+                    p.inject(ctp_proto::pair::Side::Server, packet.clone());
+                }
+                forged = Some(packet);
+            }
+        },
+    );
+    assert!(
+        eof && got == payload,
+        "{} of {} bytes",
+        got.len(),
+        payload.len()
+    );
+    let forged = forged.expect("a packet was taken and forged mid-transfer");
+    assert!(p.server.stats().bad_checksum >= LIMIT - 1);
+    assert!(p.server.connection(s).unwrap().is_established());
+
+    p.inject(ctp_proto::pair::Side::Server, forged);
+    let ended = |p: &Pair, h, server: bool| {
+        let ep = if server { &p.server } else { &p.client };
+        match ep.connection(h).map(|x| x.state().clone()) {
+            Some(ConnectionState::Closed(r)) => Some(r),
+            _ => None,
+        }
+    };
+    p.run_until(Duration::from_secs(30), |p| {
+        ended(p, c, false).is_some() && ended(p, s, true).is_some()
+    });
+    assert_eq!(
+        ended(&p, s, true),
+        Some(ctp_proto::CloseReason::IntegrityLimit)
+    );
+    match ended(&p, c, false) {
+        Some(ctp_proto::CloseReason::Peer { code, reason }) => {
+            assert_eq!(code, ctp_proto::wire::frame::close_code::INTEGRITY_LIMIT);
+            assert!(reason.contains("integrity limit"), "{reason}");
+        }
+        other => panic!("the client was not told: {other:?}"),
+    }
+}

@@ -59,9 +59,9 @@ impl From<ConnectionError> for io::Error {
                 io::ErrorKind::NetworkUnreachable
             }
             ConnectionError::Closed(CloseReason::Handshake(_)) => io::ErrorKind::ConnectionRefused,
-            ConnectionError::Closed(CloseReason::ProtocolViolation(_)) => {
-                io::ErrorKind::InvalidData
-            }
+            ConnectionError::Closed(
+                CloseReason::ProtocolViolation(_) | CloseReason::IntegrityLimit,
+            ) => io::ErrorKind::InvalidData,
             ConnectionError::Closing | ConnectionError::Finished => io::ErrorKind::BrokenPipe,
             ConnectionError::StreamReset(_) => io::ErrorKind::ConnectionReset,
             ConnectionError::MessageTooLarge { .. }

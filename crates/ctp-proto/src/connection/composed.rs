@@ -18,7 +18,7 @@ use crate::handshake::{CookieContents, Handshake};
 use crate::packet::{open_short, Opened};
 use crate::perfmon::PerfMon;
 use crate::profile::{compose, Isn, MicroId, MicroSet, Params};
-use crate::protection::aead::{Aead, Suite};
+use crate::protection::aead::{Aead, KeyLimits, Suite};
 use crate::protection::{Crc32c, PacketProtection};
 use crate::stats::ConnectionStats;
 use crate::wire::frame::{close_code, MAX_DEPS};
@@ -72,9 +72,13 @@ pub struct ComposedConnection {
 
 /// The AEAD protection of a secure channel: the negotiated suite (the one bit of
 /// `suites`, bit `id - 1` for suite `id`) keyed by the handshake's secrets.
-fn secure_protection(suites: u8, secrets: &Secrets) -> Box<dyn PacketProtection> {
+fn secure_protection(
+    suites: u8,
+    secrets: &Secrets,
+    limits: KeyLimits,
+) -> Box<dyn PacketProtection> {
     let suite = Suite::from_id(suites.trailing_zeros() as u8 + 1).unwrap_or(Suite::Aes128Gcm);
-    Box::new(Aead::new(suite, secrets.send, secrets.recv))
+    Box::new(Aead::new(suite, secrets.send, secrets.recv).with_limits(limits))
 }
 
 /// Retransmission timeouts in a row after which a connection with another local address
@@ -173,8 +177,14 @@ impl ComposedConnection {
     /// keys seal every packet from then on and the connection is established; a key the
     /// policy refuses ends the handshake with the reason (the responder tells the
     /// initiator, under the new keys). False when the packet is to be dropped (forged,
-    /// corrupted, out of turn), which changes nothing.
-    pub(crate) fn on_noise(&mut self, now: Instant, msg: &[u8], policy: &PeerPolicy) -> bool {
+    /// corrupted, out of turn), which changes nothing. `limits` tightens the keys' own.
+    pub(crate) fn on_noise(
+        &mut self,
+        now: Instant,
+        msg: &[u8],
+        policy: &PeerPolicy,
+        limits: KeyLimits,
+    ) -> bool {
         match (self.initiator, &self.state) {
             (true, ConnectionState::Echoing) => {}
             (false, ConnectionState::Authenticating) => {}
@@ -211,7 +221,7 @@ impl ComposedConnection {
         let Ok(secrets) = secrets else {
             return false;
         };
-        self.protection = secure_protection(self.params.suites, &secrets);
+        self.protection = secure_protection(self.params.suites, &secrets, limits);
         self.peer_key = Some(key);
         self.state = ConnectionState::Established;
         self.activity = true;
@@ -516,6 +526,14 @@ impl ComposedConnection {
         self.state = ConnectionState::Draining;
     }
 
+    /// Closes because of what this side detected: the peer is told `code` and `why`, the
+    /// connection drains and then ends with `reason`.
+    fn close_with_code(&mut self, now: Instant, code: u64, why: String, reason: CloseReason) {
+        self.close_frame = Some((code, why));
+        self.enter_draining(now, reason);
+        self.activity = true;
+    }
+
     /// Ends the drain period: the connection closes with the reason it entered it for.
     fn end_drain(&mut self) {
         self.drain_until = None;
@@ -577,6 +595,12 @@ impl ComposedConnection {
             (isn..=limit).contains(&pn).then_some(pn)
         };
         let Ok(Opened { pn, frames }) = open_short(packet, &mut *self.protection, recover) else {
+            if self.protection.integrity_exhausted() && self.state != ConnectionState::Draining {
+                let why = "too many of your packets failed to open: the keys reached their \
+                           integrity limit";
+                let code = close_code::INTEGRITY_LIMIT;
+                self.close_with_code(now, code, why.into(), CloseReason::IntegrityLimit);
+            }
             return Err(Dropped::Unopened);
         };
         // A packet under the channel's keys: the responder has our Noise message 3.
@@ -657,9 +681,8 @@ impl ComposedConnection {
             Some(CloseReason::ProtocolViolation(what)) => {
                 // The peer is told why, as QUIC's CONNECTION_CLOSE with a transport error.
                 tracing::debug!(remote = %self.remote(), "protocol violation: {what}");
-                self.close_frame = Some((close_code::PROTOCOL, what.clone()));
-                self.enter_draining(now, CloseReason::ProtocolViolation(what));
-                self.activity = true;
+                let reason = CloseReason::ProtocolViolation(what.clone());
+                self.close_with_code(now, close_code::PROTOCOL, what, reason);
             }
             Some(r) => self.terminate(r),
             None => {}

@@ -36,6 +36,10 @@ pub enum CloseReason {
     /// this connection (it closed and forgot it, or its endpoint restarted). Told at once
     /// instead of after the idle timeout.
     PeerForgot,
+    /// So many packets for this connection failed to open (forged, or corrupted on the way)
+    /// that its keys can no longer be trusted to keep a forgery out: the AEAD's integrity
+    /// limit (RFC 9001 §6.6). The peer is told with a `CLOSE` of code `INTEGRITY_LIMIT`.
+    IntegrityLimit,
 }
 
 impl core::fmt::Display for CloseReason {
@@ -58,6 +62,10 @@ impl core::fmt::Display for CloseReason {
             }
             CloseReason::Handshake(r) => write!(f, "connection set-up failed: {r}"),
             CloseReason::ProtocolViolation(r) => write!(f, "the peer broke the protocol: {r}"),
+            CloseReason::IntegrityLimit => write!(
+                f,
+                "too many forged or corrupted packets: the keys reached their integrity limit"
+            ),
             CloseReason::PathFailed(r) => write!(f, "path lost: {r}"),
             CloseReason::PeerForgot => write!(
                 f,

@@ -135,8 +135,8 @@ impl Suite {
 
     /// Forged packets a receiver may fail to open, over all its keys, before it must stop
     /// using the connection (RFC 9001 §6.6): 2^52 for AES-128-GCM, 2^36 for
-    /// ChaCha20-Poly1305. Enforcing it, from [`AeadStats::failed_opens`], is the
-    /// connection's business.
+    /// ChaCha20-Poly1305. Counted in [`AeadStats::failed_opens`]; a connection that
+    /// reaches it closes ([`PacketProtection::integrity_exhausted`]).
     pub fn integrity_limit(self) -> u64 {
         match self {
             Suite::Aes128Gcm => 1 << 52,
@@ -156,6 +156,19 @@ impl fmt::Display for Suite {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// How long one connection may use its keys, when tighter than its suite's own limits
+/// ([`Suite::confidentiality_limit`], [`Suite::integrity_limit`]): shorter-lived keys for
+/// whoever wants them, and limits that tests can reach.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KeyLimits {
+    /// Packets a sender seals under one key before it moves to the next (at least 1;
+    /// `None`: the suite's confidentiality limit).
+    pub update_after: Option<u64>,
+    /// Packets that may fail to open over the connection's life before it must close
+    /// (at least 1; `None`: the suite's integrity limit).
+    pub failed_opens: Option<u64>,
 }
 
 /// Counters of one connection's packet protection.
@@ -443,6 +456,7 @@ impl Receiver {
 pub struct Aead {
     suite: Suite,
     update_after: u64,
+    integrity_limit: u64,
     send: Sender,
     recv: Receiver,
     stats: AeadStats,
@@ -456,6 +470,7 @@ impl Aead {
         Aead {
             suite,
             update_after: suite.confidentiality_limit(),
+            integrity_limit: suite.integrity_limit(),
             send: Sender::new(suite, send_secret),
             recv: Receiver::new(suite, recv_secret),
             stats: AeadStats::default(),
@@ -468,6 +483,17 @@ impl Aead {
     /// whatever its peer does.
     pub fn with_update_after(mut self, n: u64) -> Aead {
         self.update_after = n.max(1);
+        self
+    }
+
+    /// The same with `limits` where they are set (see [`KeyLimits`]).
+    pub fn with_limits(mut self, limits: KeyLimits) -> Aead {
+        if let Some(n) = limits.update_after {
+            self = self.with_update_after(n);
+        }
+        if let Some(n) = limits.failed_opens {
+            self.integrity_limit = n.max(1);
+        }
         self
     }
 
@@ -579,6 +605,12 @@ impl PacketProtection for Aead {
         self.recv.replay.record(pn);
         self.stats.opened += 1;
         Ok(len)
+    }
+
+    /// True once [`AeadStats::failed_opens`] reached the integrity limit (the suite's, or
+    /// a tighter one from [`Aead::with_limits`]).
+    fn integrity_exhausted(&self) -> bool {
+        self.stats.failed_opens >= self.integrity_limit
     }
 
     fn protect_header(&self, packet: &mut [u8], pn_offset: usize) {
@@ -837,6 +869,37 @@ mod tests {
             }
             let s = b.stats();
             assert_eq!((s.opened, s.replays, s.failed_opens), (1, 3, 0));
+        }
+    }
+
+    #[test]
+    fn failed_opens_exhaust_the_keys_at_the_integrity_limit_and_replays_do_not() {
+        for suite in Suite::ALL {
+            assert!(!pair(suite).1.integrity_exhausted());
+            let (mut a, b) = pair(suite);
+            let limits = KeyLimits {
+                failed_opens: Some(3),
+                ..KeyLimits::default()
+            };
+            let mut b = b.with_limits(limits);
+            let p = sealed(&mut a, 1);
+            assert!(open(&mut b, &p, 0).is_ok());
+            for _ in 0..10 {
+                assert!(open(&mut b, &p, 2).is_err(), "a replay");
+            }
+            assert!(!b.integrity_exhausted(), "replays are no forgeries");
+            let forged_at = |b: &mut Aead, pn: u64| {
+                let mut f = sealed(&mut pair(suite).0, pn);
+                let i = f.len() - TAG_LEN - 1;
+                f[i] ^= 1;
+                open(b, &f, 2)
+            };
+            assert!(forged_at(&mut b, 2).is_err());
+            assert!(forged_at(&mut b, 2).is_err());
+            assert!(!b.integrity_exhausted(), "{suite}: two of three");
+            assert!(forged_at(&mut b, 3).is_err());
+            assert!(b.integrity_exhausted(), "{suite}: the third");
+            assert_eq!(b.stats().failed_opens, 3);
         }
     }
 

@@ -19,7 +19,7 @@
 pub mod aead;
 pub mod crc32c;
 
-pub use self::aead::{Aead, AeadStats, Suite};
+pub use self::aead::{Aead, AeadStats, KeyLimits, Suite};
 pub use self::crc32c::Crc32c;
 
 /// A packet that failed to open: corrupted, forged, or recovered to the wrong number.
@@ -49,6 +49,13 @@ pub trait PacketProtection: Send + core::fmt::Debug {
     /// `packet[header_len..header_len + len]` and `len` is returned.
     fn open(&mut self, pn: u64, packet: &mut [u8], header_len: usize)
         -> Result<usize, Unprotected>;
+
+    /// True once so many packets failed to open that the keys can no longer be trusted to
+    /// keep a forgery out (an AEAD's integrity limit, RFC 9001 §6.6): the connection must
+    /// close. Never, by default.
+    fn integrity_exhausted(&self) -> bool {
+        false
+    }
 
     /// Header protection, applied to a sealed packet (its truncated packet number starts at
     /// `pn_offset`): masks the number so that an observer cannot read it. None by default.

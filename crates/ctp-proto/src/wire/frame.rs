@@ -68,6 +68,9 @@ pub mod close_code {
     pub const IDLE: u64 = 2;
     /// A protocol violation was detected.
     pub const PROTOCOL: u64 = 3;
+    /// So many packets failed to open that the keys had to be abandoned (the AEAD's
+    /// integrity limit).
+    pub const INTEGRITY_LIMIT: u64 = 4;
 }
 
 /// Flags of one message piece inside a `DATA` frame.
