@@ -54,6 +54,7 @@ impl From<anyhow::Error> for Failure {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
+    ctp::retain_freed_memory();
     let json = cli.command.json();
 
     let rt = match tokio::runtime::Builder::new_multi_thread()

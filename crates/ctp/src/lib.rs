@@ -43,6 +43,7 @@ mod driver;
 mod endpoint;
 mod error;
 mod file;
+mod memory;
 mod precise_timer;
 mod route_mtu;
 mod shared;
@@ -52,6 +53,7 @@ pub use connection::Connection;
 pub use endpoint::{set_socket_buffers, Endpoint, EndpointOptions, DEFAULT_SOCKET_BUFFER};
 pub use error::{ConnectError, ConnectionError, FileError};
 pub use file::FILE_BLOCK;
+pub use memory::retain_freed_memory;
 pub use stream::Stream;
 
 pub use ctp_proto;
