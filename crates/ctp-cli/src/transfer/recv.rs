@@ -1,14 +1,15 @@
 //! The receiving side: write to a hidden temporary file, verify, then rename into place.
 
 use super::header::{sanitize_name, FileHeader, Reply, DIGEST_LEN};
+use super::pipeline::{Digest, WriteBehind};
 use super::CHUNK;
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
+use bytes::Bytes;
 use ctp::Connection;
 use indicatif::ProgressBar;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
-use tokio::fs::File;
-use tokio::io::{AsyncWriteExt, BufWriter};
+use tokio::io::AsyncWriteExt;
 
 /// Removes the temporary file unless the transfer completed (also on panic or cancellation).
 struct TempFile {
@@ -17,20 +18,19 @@ struct TempFile {
 }
 
 impl TempFile {
-    /// Flushes and syncs what `writer` wrote to the temporary file, then moves it to
-    /// `dest`: only a complete, durable file ever appears under its final name, and an
-    /// existing file there is replaced only with `overwrite` (without it the move is a hard
-    /// link, which fails if `dest` appeared meanwhile, then the temporary name's removal).
+    /// Syncs the temporary file (`file`, everything written), then moves it to `dest`:
+    /// only a complete, durable file ever appears under its final name, and an existing
+    /// file there is replaced only with `overwrite` (without it the move is a hard link,
+    /// which fails if `dest` appeared meanwhile, then the temporary name's removal).
     async fn commit(
         mut self,
-        mut writer: BufWriter<File>,
+        file: std::fs::File,
         dest: &Path,
         overwrite: bool,
     ) -> anyhow::Result<()> {
-        writer.flush().await?;
-        let file = writer.into_inner();
-        file.sync_all().await.context("syncing to disk")?;
-        drop(file);
+        tokio::task::spawn_blocking(move || file.sync_all())
+            .await?
+            .context("syncing to disk")?;
         if overwrite {
             tokio::fs::rename(&self.path, dest)
                 .await
@@ -212,21 +212,16 @@ async fn receive(
         path: temp_path(&dest),
         keep: false,
     };
-    let file = File::create(&tmp.path)
-        .await
-        .with_context(|| format!("cannot create {}", tmp.path.display()))?;
     progress.set_length(header.size);
     let mut sink = Sink {
-        writer: BufWriter::with_capacity(CHUNK, file),
-        hasher: blake3::Hasher::new(),
+        writer: Some(write_behind(&tmp.path)?),
         size: header.size,
         got: 0,
         trailer: Vec::with_capacity(DIGEST_LEN),
     };
-    sink.feed(&pending, &tmp.path).await?;
-    drop(pending);
+    sink.feed(Bytes::from(pending), &tmp.path).await?;
     while let Some(chunk) = next_chunk(conn).await? {
-        sink.feed(&chunk, &tmp.path).await?;
+        sink.feed(chunk, &tmp.path).await?;
         progress.set_position(sink.got);
     }
     if sink.got < header.size {
@@ -239,11 +234,11 @@ async fn receive(
     if sink.trailer.len() != DIGEST_LEN {
         bail!("the checksum trailer is missing or truncated");
     }
-    let digest: [u8; DIGEST_LEN] = *sink.hasher.finalize().as_bytes();
+    let (file, digest) = sink.finish(&tmp.path).await?;
     if sink.trailer[..] != digest[..] {
         bail!("checksum mismatch: the content is corrupt; nothing was stored");
     }
-    tmp.commit(sink.writer, &dest, overwrite).await?;
+    tmp.commit(file, &dest, overwrite).await?;
     Ok(Received {
         path: dest,
         bytes: header.size,
@@ -252,24 +247,53 @@ async fn receive(
     })
 }
 
+/// Creates the temporary file at `path` and a write-behind thread for it.
+fn write_behind(path: &Path) -> Result<WriteBehind> {
+    let file =
+        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    WriteBehind::start(file).context("starting the writer")
+}
+
+/// Queues `piece` on `writer`; when the writer stopped, its write error (taking it).
+async fn write_piece(writer: &mut Option<WriteBehind>, piece: Bytes, path: &Path) -> Result<()> {
+    let Some(w) = writer.as_mut() else {
+        bail!("writing {}: the writer stopped", path.display());
+    };
+    if w.write(piece).await.is_ok() {
+        return Ok(());
+    }
+    Err(finish_writer(writer, path)
+        .await
+        .err()
+        .unwrap_or_else(|| anyhow!("writing {}: the writer stopped", path.display())))
+}
+
+/// Waits for `writer` to write everything queued: the file and the digest of its content.
+async fn finish_writer(
+    writer: &mut Option<WriteBehind>,
+    path: &Path,
+) -> Result<(std::fs::File, Digest)> {
+    let Some(w) = writer.take() else {
+        bail!("writing {}: the writer stopped", path.display());
+    };
+    w.finish()
+        .await
+        .with_context(|| format!("writing {}", path.display()))
+}
+
 /// Splits the incoming stream into content (hashed and written) and the digest trailer.
 struct Sink {
-    writer: BufWriter<File>,
-    hasher: blake3::Hasher,
+    writer: Option<WriteBehind>,
     size: u64,
     got: u64,
     trailer: Vec<u8>,
 }
 
 impl Sink {
-    async fn feed(&mut self, data: &[u8], path: &Path) -> Result<()> {
+    async fn feed(&mut self, data: Bytes, path: &Path) -> Result<()> {
         let content = ((self.size - self.got) as usize).min(data.len());
         if content > 0 {
-            self.hasher.update(&data[..content]);
-            self.writer
-                .write_all(&data[..content])
-                .await
-                .with_context(|| format!("writing {}", path.display()))?;
+            write_piece(&mut self.writer, data.slice(..content), path).await?;
             self.got += content as u64;
         }
         self.trailer.extend_from_slice(&data[content..]);
@@ -280,6 +304,11 @@ impl Sink {
             );
         }
         Ok(())
+    }
+
+    /// Waits for the content to be written: the file and the content's digest.
+    async fn finish(&mut self, path: &Path) -> Result<(std::fs::File, Digest)> {
+        finish_writer(&mut self.writer, path).await
     }
 }
 
@@ -327,22 +356,14 @@ async fn receive_raw(
         path: temp_path(&dest),
         keep: false,
     };
-    let file = File::create(&tmp.path)
-        .await
-        .with_context(|| format!("cannot create {}", tmp.path.display()))?;
-    let mut writer = BufWriter::with_capacity(CHUNK, file);
-    let mut hasher = blake3::Hasher::new();
+    let mut writer = Some(write_behind(&tmp.path)?);
     let mut got = 0u64;
     while let Some(chunk) = next_chunk(conn).await? {
-        hasher.update(&chunk);
-        writer
-            .write_all(&chunk)
-            .await
-            .with_context(|| format!("writing {}", tmp.path.display()))?;
         got += chunk.len() as u64;
+        write_piece(&mut writer, chunk, &tmp.path).await?;
         progress.set_position(got);
     }
-    let digest = *hasher.finalize().as_bytes();
+    let (file, digest) = finish_writer(&mut writer, &tmp.path).await?;
     if native {
         if !conn.peer_finished() {
             bail!(
@@ -358,7 +379,7 @@ async fn receive_raw(
             r => bail!("the sender did not confirm the content ({r}); nothing was stored"),
         }
     }
-    tmp.commit(writer, &dest, overwrite).await?;
+    tmp.commit(file, &dest, overwrite).await?;
     Ok(Received {
         path: dest,
         bytes: got,

@@ -1,9 +1,9 @@
 //! The sending side: stream a file (never loaded whole), then wait for the receiver's verdict.
 
 use super::header::{FileHeader, Reply, DIGEST_LEN};
+use super::pipeline::ReadAhead;
 use super::CHUNK;
 use anyhow::{bail, Context, Result};
-use bytes::BytesMut;
 use ctp::Connection;
 use indicatif::ProgressBar;
 use std::path::Path;
@@ -21,7 +21,7 @@ pub async fn send_file(
     name: &str,
     progress: &ProgressBar,
 ) -> Result<[u8; DIGEST_LEN]> {
-    let mut file = File::open(path)
+    let file = File::open(path)
         .await
         .with_context(|| format!("cannot open {}", path.display()))?;
     let size = file.metadata().await?.len();
@@ -35,7 +35,7 @@ pub async fn send_file(
     )
     .await
     .context("sending the header")?;
-    let (sent, digest) = stream_file(conn, &mut file, path, size, progress).await?;
+    let (sent, digest) = stream_file(conn, file.into_std().await, path, size, progress).await?;
     if sent < size {
         bail!(
             "{} shrank while being sent ({} of {} bytes read)",
@@ -77,12 +77,12 @@ pub async fn send_raw(
     progress: &ProgressBar,
     native: bool,
 ) -> Result<([u8; DIGEST_LEN], bool)> {
-    let mut file = File::open(path)
+    let file = File::open(path)
         .await
         .with_context(|| format!("cannot open {}", path.display()))?;
     let size = file.metadata().await?.len();
     progress.set_length(size);
-    let (_, digest) = stream_file(conn, &mut file, path, u64::MAX, progress).await?;
+    let (_, digest) = stream_file(conn, file.into_std().await, path, u64::MAX, progress).await?;
     if !native {
         conn.close()
             .await
@@ -127,35 +127,24 @@ async fn raw_verdict(conn: &mut Connection, digest: &[u8; DIGEST_LEN]) -> Result
 }
 
 /// Streams `file` from its current position until its end or `limit` bytes, hashing what
-/// it sends; returns the bytes sent and their BLAKE3 digest. The blocks read go to the
-/// connection without another copy (it keeps them until acknowledged); a block's memory is
-/// reused once the connection let go of it.
+/// it sends; returns the bytes sent and their BLAKE3 digest. The blocks are read and hashed
+/// ahead on a thread of their own ([`ReadAhead`]) and go to the connection without another
+/// copy (it keeps them until acknowledged).
 async fn stream_file(
     conn: &Connection,
-    file: &mut File,
+    file: std::fs::File,
     path: &Path,
     limit: u64,
     progress: &ProgressBar,
 ) -> Result<(u64, [u8; DIGEST_LEN])> {
-    let mut hasher = blake3::Hasher::new();
-    let mut buf = BytesMut::with_capacity(CHUNK);
+    let reading = || format!("reading {}", path.display());
+    let mut blocks = ReadAhead::start(file, CHUNK, limit).with_context(reading)?;
     let mut sent = 0u64;
-    while sent < limit {
-        buf.reserve(CHUNK);
-        let want = (limit - sent).min(CHUNK as u64) as usize;
-        let n = (&mut *file)
-            .take(want as u64)
-            .read_buf(&mut buf)
-            .await
-            .with_context(|| format!("reading {}", path.display()))?;
-        if n == 0 {
-            break;
-        }
-        let block = buf.split().freeze();
-        hasher.update(&block);
+    while let Some(block) = blocks.next().await {
+        let block = block.with_context(reading)?;
+        sent += block.len() as u64;
         conn.write_bytes(block).await.context("sending")?;
-        sent += n as u64;
         progress.set_position(sent);
     }
-    Ok((sent, *hasher.finalize().as_bytes()))
+    Ok((sent, blocks.digest().await.with_context(reading)?))
 }
