@@ -14,6 +14,21 @@
 //! Loss is not a congestion signal: losses change nothing. A timeout shrinks the window to
 //! 4 packets until the next ACK recomputes it from the model (simplified recovery).
 //!
+//! **`bbr-fair`** ([`Bbr::fair`]) is BBR that yields to loss-based flows. BBR v1 keeps up to
+//! twice the BDP in flight whatever it loses, so a drop-tail queue of about one BDP is its
+//! own and a Reno or CUBIC flow beside it starves (`friendliness-newreno`: Jain's index
+//! 0.53, 94 against 3 Mb/s). Here a loss reported while the smoothed RTT shows a queue (more
+//! than 1/8 of the minimum RTT plus 2 ms above it: congestion losses at a drop-tail
+//! bottleneck come with its queue full, link errors do not — TCP Veno's idea, as in
+//! `udt-noisy`) caps the bytes in flight at [`FAIR_BETA`] of its window (or of what was in
+//! flight, when more), once per
+//! round trip (a loss of a packet sent before the last cut does not cut again); the cap
+//! grows by one packet per window acknowledged, as Reno's window does, and is dropped once
+//! the model's own window is below it. Random loss on a path that holds no queue changes
+//! nothing, so a long lossy path runs at BBR's speed. (BBR v2 bounds its inflight on a
+//! loss *rate* above 2 % per round instead; ctp qualifies each loss by the queue, which
+//! also tells a congestion loss at 5 % random loss from the loss itself.)
+//!
 //! Outside ProbeRTT the window carries two allowances on top of `cwnd_gain × BDP`, as Linux
 //! BBR and the later drafts do: the *ACK-aggregation* excess (the most data acknowledged in
 //! one burst beyond what `BtlBw` explains, a max over 10 rounds — draft-cardwell-iccrg-bbr
@@ -27,6 +42,9 @@
 use super::{Ack, Config, CongestionControl, Loss};
 use crate::time::Instant;
 use core::time::Duration;
+
+/// What is left of the bytes in flight after a congestion loss (`bbr-fair`): CUBIC's β.
+pub const FAIR_BETA: f64 = 0.7;
 
 /// Startup gain, 2/ln 2.
 pub const HIGH_GAIN: f64 = 2.885;
@@ -117,6 +135,14 @@ pub struct Bbr {
     agg_start: Instant,
     /// Bytes acknowledged since `agg_start`.
     agg_delivered: u64,
+    /// `bbr-fair`: congestion losses cap the bytes in flight.
+    yields: bool,
+    /// The cap on bytes in flight a congestion loss set (`u64::MAX`: none).
+    inflight_hi: u64,
+    /// When the cap was last cut: losses of packets sent before it belong to that cut.
+    cut_at: Option<Instant>,
+    /// Bytes in flight at the last acknowledgement.
+    inflight: u64,
 }
 
 impl Bbr {
@@ -144,6 +170,44 @@ impl Bbr {
             extra_acked: RoundMax::default(),
             agg_start: Instant::ZERO,
             agg_delivered: 0,
+            yields: false,
+            inflight_hi: u64::MAX,
+            cut_at: None,
+            inflight: 0,
+        }
+    }
+
+    /// `bbr-fair`: BBR whose bytes in flight a loss in a queue caps (module documentation).
+    pub fn fair(cfg: &Config) -> Self {
+        Bbr {
+            yields: true,
+            ..Bbr::new(cfg)
+        }
+    }
+
+    /// The cap on bytes in flight the last congestion loss set, if any (`bbr-fair`).
+    pub fn inflight_cap(&self) -> Option<u64> {
+        (self.inflight_hi != u64::MAX).then_some(self.inflight_hi)
+    }
+
+    /// True when `srtt_us` shows no queue on the path: within 1/8 of the minimum RTT plus
+    /// 2 ms (as `udt-noisy` judges).
+    fn no_queue(&self, srtt_us: u64) -> bool {
+        self.rtprop_us != u64::MAX
+            && srtt_us > 0
+            && srtt_us <= self.rtprop_us + self.rtprop_us / 8 + 2_000
+    }
+
+    /// Grows the cap by one packet per window acknowledged (Reno's growth) with the bytes
+    /// `acked` by a packet sent after the last cut; drops it once the model's window
+    /// `target` no longer reaches it.
+    fn grow_cap(&mut self, sent_at: Instant, acked: u64, target: u64) {
+        if self.inflight_hi == u64::MAX || self.cut_at.is_some_and(|c| sent_at < c) {
+            return;
+        }
+        self.inflight_hi += (self.mss * acked / self.inflight_hi.max(1)).max(1);
+        if target < self.inflight_hi {
+            self.inflight_hi = u64::MAX;
         }
     }
 
@@ -220,7 +284,11 @@ impl CongestionControl for Bbr {
     }
 
     fn name(&self) -> &'static str {
-        "bbr"
+        if self.yields {
+            "bbr-fair"
+        } else {
+            "bbr"
+        }
     }
 
     fn on_ack(&mut self, a: &Ack) {
@@ -235,6 +303,7 @@ impl CongestionControl for Bbr {
         }
         self.bw.update(self.round, a.delivery_rate);
         self.update_ack_aggregation(now, a.bytes);
+        self.inflight = a.bytes_in_flight;
         let rtt = a.rtt_us.max(1);
         let expired =
             self.rtprop_us != u64::MAX && now.saturating_since(self.rtprop_at) > RTPROP_WINDOW;
@@ -285,11 +354,22 @@ impl CongestionControl for Bbr {
             let target = (self.cwnd_gain * self.bdp() as f64) as u64
                 + self.extra_acked()
                 + QUANTIZATION_QUANTA * self.send_quantum();
-            target.max(4 * self.mss)
+            self.grow_cap(a.sent_at, a.bytes, target);
+            target.min(self.inflight_hi).max(4 * self.mss)
         };
     }
 
-    fn on_loss(&mut self, _l: &Loss) {}
+    fn on_loss(&mut self, l: &Loss) {
+        if !self.yields || self.cut_at.is_some_and(|c| l.sent_at < c) || self.no_queue(l.srtt_us) {
+            return;
+        }
+        // From the window (the model's, or the cap) when more than was last in flight: the
+        // report of bytes in flight lags, and the window is what the flow may send.
+        let base = self.inflight.max(self.cwnd);
+        self.inflight_hi = ((base as f64 * FAIR_BETA) as u64).max(4 * self.mss);
+        self.cwnd = self.cwnd.min(self.inflight_hi);
+        self.cut_at = Some(l.now);
+    }
 
     fn on_timeout(&mut self, _now: Instant, _backoff: u32) {
         self.cwnd = 4 * self.mss;
@@ -375,6 +455,88 @@ mod tests {
         assert_eq!(b.mode(), Mode::ProbeBw);
         assert_eq!(b.btl_bw(), 1_000_000);
         (b, pn)
+    }
+
+    /// A controller built by `make` past startup on a 1 MB/s, 100 ms path (BDP 100 kB),
+    /// 200 kB in flight; returns it, the next packet number and the time (ms).
+    fn settled(make: fn(&Config) -> Bbr) -> (Bbr, u64, u64) {
+        let mut b = make(&cfg());
+        let (mut pn, mut now) = (0, 100);
+        while b.mode() != Mode::ProbeBw || pn < 100 {
+            now += 10;
+            b.on_ack(&rated(pn, now, 100, 1_000_000, 90_000));
+            pn += 1;
+            assert!(pn < 1000, "never settled: {:?}", b.mode());
+        }
+        now += 10;
+        b.on_ack(&rated(pn, now, 100, 1_000_000, 200_000));
+        (b, pn + 1, now)
+    }
+
+    /// A loss of packet `pn`, sent at `sent_ms`, reported at `now_ms` with smoothed RTT
+    /// `srtt_ms` (the path's minimum is 100 ms).
+    fn loss_at(pn: u64, now_ms: u64, sent_ms: u64, srtt_ms: u64) -> Loss {
+        Loss {
+            srtt_us: srtt_ms * 1000,
+            ..loss(pn, now_ms, sent_ms, pn + 100)
+        }
+    }
+
+    #[test]
+    fn bbr_fair_caps_its_inflight_on_a_loss_in_a_queue_only_once_per_round_and_regrows() {
+        let (mut b, pn, now) = settled(Bbr::fair);
+        let model = b.cwnd();
+        assert!(model > 200_000, "two BDPs and the allowances: {model}");
+        // A link error: the path holds no queue (srtt at the minimum). Nothing changes.
+        b.on_loss(&loss_at(pn - 5, now, now - 100, 100));
+        assert_eq!((b.inflight_cap(), b.cwnd()), (None, model));
+        // A loss with a queue (srtt 150 ms over 100): 0.7 of the window (more than the
+        // 200 kB in flight).
+        b.on_loss(&loss_at(pn - 4, now, now - 100, 150));
+        let cap = model * 7 / 10;
+        assert_eq!(b.inflight_cap(), Some(cap));
+        assert_eq!(b.cwnd(), cap);
+        // More losses of packets sent before that cut belong to the same event.
+        b.on_loss(&loss_at(pn - 3, now + 5, now - 95, 150));
+        assert_eq!(b.inflight_cap(), Some(cap));
+        // Acknowledgements of packets sent after the cut grow the cap by a packet per
+        // window (~145 of 1 kB): about one packet per 145 acknowledgements.
+        let mut t = now;
+        for i in 0..145 {
+            t += 1;
+            b.on_ack(&Ack {
+                sent_at: ms(t - 100).max(ms(now)),
+                ..rated(pn + i, t + 100, 100, 1_000_000, 140_000)
+            });
+        }
+        let grown = b.inflight_cap().expect("still capped");
+        assert!(
+            (cap + 800..=cap + 1100).contains(&grown),
+            "{grown} from {cap}"
+        );
+        assert_eq!(b.cwnd(), grown);
+        // The next congestion loss cuts again, from the window now.
+        b.on_loss(&loss_at(pn + 144, t + 101, t, 150));
+        assert_eq!(b.inflight_cap(), Some(grown * 7 / 10));
+    }
+
+    #[test]
+    fn bbr_fair_drops_its_cap_once_the_model_window_is_below_it_and_bbr_never_caps() {
+        let (mut b, pn, now) = settled(Bbr::fair);
+        b.on_loss(&loss_at(pn - 1, now, now - 100, 150));
+        assert!(b.inflight_cap().is_some());
+        // The bandwidth estimate falls (the old maxima age out over 10 rounds) until the
+        // model's window is below the cap: the cap goes.
+        let mut t = now + 100;
+        for i in 0..400 {
+            t += 10;
+            b.on_ack(&rated(pn + i, t, 100, 200_000, 20_000));
+        }
+        assert_eq!(b.inflight_cap(), None, "cwnd {}", b.cwnd());
+        let (mut v1, pn, now) = settled(Bbr::new);
+        let before = v1.cwnd();
+        v1.on_loss(&loss_at(pn - 1, now, now - 100, 150));
+        assert_eq!((v1.inflight_cap(), v1.cwnd()), (None, before));
     }
 
     #[test]

@@ -107,7 +107,7 @@ pub struct PerfArgs {
     /// With `--listen`: exit after one stream (status 0 if it ended in an orderly close).
     #[arg(long)]
     pub once: bool,
-    /// Congestion control for the sender (see `ctp send --cc`).
+    /// Congestion control for the sender (see `ctp send --cc`; the same default).
     #[arg(long, value_name = "NAME")]
     pub cc: Option<String>,
     /// The sender's pin: the receiver's public key (see `ctp send --peer-key`).
@@ -295,8 +295,9 @@ pub struct SendArgs {
     /// Receiver address, HOST:PORT (e.g. localhost:9000, 192.0.2.7:9000, [::1]:9000).
     #[arg(value_parser = crate::addr::parse_target)]
     pub addr: Target,
-    /// Congestion control: newreno, cubic, bbr, udt, udt-noisy, scalable, highspeed, bic,
-    /// westwood, vegas, fast, blast, group (replaces the profile's; the receiver adopts it).
+    /// Congestion control: bbr-fair (the default with the `reliable` profile), newreno,
+    /// cubic, bbr, udt, udt-noisy, scalable, highspeed, bic, westwood, vegas, fast, blast,
+    /// group (replaces the profile's; the receiver adopts it).
     #[arg(long, value_name = "NAME")]
     pub cc: Option<String>,
     /// Local address to bind (default: any port); with `--rendezvous` the peer connects to it.

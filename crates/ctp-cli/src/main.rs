@@ -195,10 +195,7 @@ fn unspecified_like(addr: SocketAddr) -> SocketAddr {
 
 async fn send(a: SendArgs) -> Result<(), Failure> {
     let t = &a.transport;
-    let mut profile = profile_for_files(t)?;
-    if let Some(name) = &a.cc {
-        profile = profiles::with_cc(profile, name)?;
-    }
+    let mut profile = profiles::sender_cc(profile_for_files(t)?, &t.profile, a.cc.as_deref())?;
     let meta = std::fs::metadata(&a.file)
         .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", a.file.display())))?;
     if !meta.is_file() {

@@ -42,7 +42,9 @@ pub async fn run(a: PerfArgs) -> Result<(), Failure> {
         ));
     }
     let mut profile = profile_for_files(&a.transport)?;
-    if let Some(name) = &a.cc {
+    if a.listen.is_none() {
+        profile = profiles::sender_cc(profile, &a.transport.profile, a.cc.as_deref())?;
+    } else if let Some(name) = &a.cc {
         profile = profiles::with_cc(profile, name)?;
     }
     match (a.listen, a.addr.as_ref().map(|t| t.resolved)) {

@@ -21,6 +21,26 @@ pub fn with_cc(profile: Profile, name: &str) -> Result<Profile, Failure> {
         .map_err(|e| Failure::Usage(format!("--cc {name}: {e}")))
 }
 
+/// The congestion control `ctp send` and `ctp perf` run on the built-in `reliable` profile
+/// when `--cc` names none: chosen by measurement (`docs/decisions.md`, "The file-transfer
+/// default: bbr-fair"): BBR's speed on long lossy paths, a fair share beside Reno and CUBIC.
+pub const SENDER_CC: &str = "bbr-fair";
+
+/// `profile` (as `--profile` named it: `profile_arg`) with the sender's congestion control:
+/// the one `cc` names, else [`SENDER_CC`] for the built-in `reliable`; other profiles keep
+/// their own.
+pub fn sender_cc(
+    profile: Profile,
+    profile_arg: &str,
+    cc: Option<&str>,
+) -> Result<Profile, Failure> {
+    match cc {
+        Some(name) => with_cc(profile, name),
+        None if profile_arg == "reliable" => with_cc(profile, SENDER_CC),
+        None => Ok(profile),
+    }
+}
+
 /// A built-in profile by name, or a profile file (a path ending in `.toml` or an existing
 /// file). Semantic warnings about the composition go to stderr.
 pub fn resolve(arg: &str) -> Result<Profile, Failure> {
@@ -150,5 +170,31 @@ pub fn run(json: bool) {
     outln!("congestion control (`ctp send --cc NAME`, or `cc = \"NAME\"` in a profile file):");
     for k in ctp_proto::cc::CcKind::ALL {
         outln!("    {:<14} {}", k.name(), k.describe());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctp_proto::cc::CcKind;
+
+    #[test]
+    fn a_sender_runs_bbr_fair_on_reliable_unless_told_otherwise() {
+        let cc = |arg: &str, cc: Option<&str>| {
+            sender_cc(resolve(arg).expect("a profile"), arg, cc)
+                .expect("composes")
+                .params
+                .cc
+        };
+        assert_eq!(cc("reliable", None), CcKind::BbrFair);
+        assert_eq!(cc("reliable", Some("cubic")), CcKind::Cubic);
+        assert_eq!(cc("reliable", Some("newreno")), CcKind::NewReno);
+        // Another profile keeps its own.
+        let bulk = resolve("ctp-bulk").unwrap();
+        assert_eq!(cc("ctp-bulk", None), bulk.params.cc);
+        assert!(matches!(
+            sender_cc(Profile::reliable(), "reliable", Some("reno9")),
+            Err(Failure::Usage(m)) if m.contains("reno9")
+        ));
     }
 }

@@ -223,10 +223,7 @@ impl Profile {
         let policies = Group::CongestionPolicy.members();
         let mut set =
             MicroSet((self.micros.0 & !policies.0) | MicroSet::of(&[Cc, CongestionWindow]).0);
-        if matches!(
-            kind,
-            CcKind::Udt | CcKind::UdtNoisy | CcKind::Bbr | CcKind::Blast | CcKind::Group
-        ) {
+        if kind.rate_based() {
             set = set.with(Pacing);
         }
         self.micros = set;
