@@ -1,6 +1,7 @@
 //! File transfer over a reliable ctp connection: framing, the sending and the receiving side.
 
 pub mod header;
+pub mod precheck;
 pub mod recv;
 pub mod send;
 

@@ -2,10 +2,10 @@
 
 use super::header::{FileHeader, Reply, DIGEST_LEN};
 use super::CHUNK;
+use crate::progress::Sending;
 use anyhow::{bail, Context, Result};
 use bytes::BytesMut;
 use ctp::Connection;
-use indicatif::ProgressBar;
 use std::path::Path;
 use tokio::fs::File;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -19,7 +19,7 @@ pub async fn send_file(
     conn: &mut Connection,
     path: &Path,
     name: &str,
-    progress: &ProgressBar,
+    progress: &Sending,
 ) -> Result<[u8; DIGEST_LEN]> {
     let mut file = File::open(path)
         .await
@@ -74,7 +74,7 @@ pub async fn send_file(
 pub async fn send_raw(
     conn: &mut Connection,
     path: &Path,
-    progress: &ProgressBar,
+    progress: &Sending,
     native: bool,
 ) -> Result<([u8; DIGEST_LEN], bool)> {
     let mut file = File::open(path)
@@ -135,7 +135,7 @@ async fn stream_file(
     file: &mut File,
     path: &Path,
     limit: u64,
-    progress: &ProgressBar,
+    progress: &Sending,
 ) -> Result<(u64, [u8; DIGEST_LEN])> {
     let mut hasher = blake3::Hasher::new();
     let mut buf = BytesMut::with_capacity(CHUNK);
@@ -155,7 +155,7 @@ async fn stream_file(
         hasher.update(&block);
         conn.write_bytes(block).await.context("sending")?;
         sent += n as u64;
-        progress.set_position(sent);
+        progress.wrote(n as u64);
     }
     Ok((sent, *hasher.finalize().as_bytes()))
 }
