@@ -143,15 +143,17 @@ fn bad_arguments(e: clap::Error) -> ExitCode {
         e.exit();
     }
     let _ = e.print();
-    // The first line of clap's message, plain: "unexpected argument '--x' found".
+    // clap's message up to its first blank line, plain and on one line: "the following
+    // required arguments were not provided: --listen <LISTEN>".
     let text = e.render().to_string();
     let first = text
         .lines()
-        .next()
-        .unwrap_or_default()
-        .trim_start_matches("error: ")
-        .to_string();
-    fail_json(true, "usage", &first, 2)
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let first = first.trim_start_matches("error: ");
+    fail_json(true, "usage", first, 2)
 }
 
 /// Resolves at Ctrl-C (SIGINT) or SIGTERM, with the signal's name for a message.

@@ -19,6 +19,7 @@ use tokio::net::UdpSocket;
 
 /// One entry of the error queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) struct Report {
     /// Where the datagram that drew the error was going.
     pub dest: SocketAddr,
