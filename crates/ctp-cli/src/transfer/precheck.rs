@@ -10,6 +10,7 @@
 
 use super::header::sanitize_name;
 use anyhow::{bail, Result};
+use nix::unistd::{access, AccessFlags};
 use std::path::{Path, PathBuf};
 
 /// Longest file name (bytes) the file systems ctp writes to accept (Linux's NAME_MAX).
@@ -56,7 +57,6 @@ pub fn output_dir(out: &Path) -> Result<PathBuf> {
             dir.display()
         );
     }
-    use nix::unistd::{access, AccessFlags};
     if let Err(e) = access(&dir, AccessFlags::W_OK | AccessFlags::X_OK) {
         bail!(
             "the receiver cannot write in {}: {}",
