@@ -4,9 +4,18 @@
 //!
 //! Such a report ends only a connection still in its handshake, as it ends a TCP connect
 //! (`ECONNREFUSED`, `EHOSTUNREACH`): there is nothing yet to lose, and waiting out the
-//! handshake timeout would only delay the same verdict. An established connection ignores
+//! handshake timeout would only delay the same verdict. Unlike TCP, the attempt ends only
+//! once the peer was reported unreachable for [`UNREACHABLE_GRACE`] (the first handshake
+//! packet and two retransmissions refused): a receiver started a moment after its sender
+//! (`ctp recv … & ctp send …`) is still reached, and one stale or forged report ends
+//! nothing. An established connection ignores
 //! it: an ICMP message is unauthenticated and easily forged, routes recover, and the idle
 //! timeout ends a connection whose peer is really gone (RFC 8085 §5.2, RFC 9000 §14.2).
+
+/// How long the peer must have been reported unreachable before a connection attempt to it
+/// ends (the handshake retransmits after 250 ms, then 500 ms: a closed port fails an attempt
+/// at the third refusal, after 750 ms).
+pub const UNREACHABLE_GRACE: core::time::Duration = core::time::Duration::from_millis(500);
 
 /// Why the network reported a destination unreachable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

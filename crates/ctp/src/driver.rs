@@ -376,9 +376,10 @@ impl Driver {
         if reports.is_empty() {
             return read;
         }
+        let now = self.shared.now();
         let mut st = self.shared.lock();
         for (dest, kind) in reports {
-            st.ep.on_unreachable(dest, kind);
+            st.ep.on_unreachable(now, dest, kind);
         }
         process_events(&mut st, &mut self.wakers);
         drop(st);

@@ -17,7 +17,7 @@ use crate::perfmon::PerfMon;
 use crate::profile::{MicroSet, Params};
 use crate::stats::ConnectionStats;
 use crate::udt::conn::UdtConnection;
-use crate::unreachable::Unreachable;
+use crate::unreachable::{Unreachable, UNREACHABLE_GRACE};
 use crate::wire::header::ConnectionId;
 use bytes::Bytes;
 use ctp_cc::time::Instant;
@@ -44,12 +44,15 @@ enum Core {
 /// One connection of an [`crate::Endpoint`].
 pub struct Connection {
     core: Core,
+    /// When the network first reported the peer unreachable during the handshake.
+    unreachable_since: Option<Instant>,
 }
 
 impl From<ComposedConnection> for Connection {
     fn from(c: ComposedConnection) -> Self {
         Connection {
             core: Core::Composed(c),
+            unreachable_since: None,
         }
     }
 }
@@ -58,6 +61,7 @@ impl From<UdtConnection> for Connection {
     fn from(u: UdtConnection) -> Self {
         Connection {
             core: Core::Udt(Box::new(u)),
+            unreachable_since: None,
         }
     }
 }
@@ -395,22 +399,30 @@ impl Connection {
         self.core_mut().abort(now, reason)
     }
 
-    /// The network reported the peer unreachable (an ICMP destination-unreachable message
-    /// for a datagram sent to it). Ends the connection with [`CloseReason::Handshake`] and
-    /// the report's reason when this side is still initiating it (a rendezvous excepted:
-    /// its peer may simply not have started yet); anything further along ignores it (see
-    /// [`crate::unreachable`]). Returns whether it ended the connection.
-    pub fn on_unreachable(&mut self, kind: Unreachable) -> bool {
+    /// The network reported the peer unreachable at `now` (an ICMP destination-unreachable
+    /// message for a datagram sent to it). Ends the connection with
+    /// [`CloseReason::Handshake`] and the report's reason when this side is still
+    /// initiating it and the peer was reported unreachable for [`UNREACHABLE_GRACE`] (a
+    /// rendezvous excepted: its peer may simply not have started yet); anything further
+    /// along ignores it (see [`crate::unreachable`]). Returns whether it ended the
+    /// connection.
+    pub fn on_unreachable(&mut self, now: Instant, kind: Unreachable) -> bool {
         if !matches!(
             self.state(),
             ConnectionState::Initiating | ConnectionState::Echoing
         ) {
             return false;
         }
+        if self.udt().is_some_and(UdtConnection::is_rendezvous) {
+            return false;
+        }
+        let since = *self.unreachable_since.get_or_insert(now);
+        if now - since < UNREACHABLE_GRACE {
+            return false;
+        }
         let reason = CloseReason::Handshake(kind.reason().to_string());
         match &mut self.core {
             Core::Composed(c) => c.terminate(reason),
-            Core::Udt(u) if u.is_rendezvous() => return false,
             Core::Udt(u) => u.terminate(reason),
         }
         true
