@@ -123,10 +123,16 @@ async fn transfer(
         .connect(target, profile)
         .await
         .map_err(|e| anyhow!("connecting: {e}"))?;
-    let pb = progress::bar(bytes, label, json);
-    let digest = send::send_file(&mut conn, source, "demo.bin", &pb)
+    let pb = progress::Sending::new(progress::bar(bytes, label, json));
+    let watched = conn.clone();
+    let digest = pb
+        .follow(
+            &watched,
+            send::send_file(&mut conn, source, "demo.bin", &pb),
+        )
         .await
         .context("sending")?;
+    drop(watched);
     pb.finish_and_clear();
     let secs = start.elapsed().as_secs_f64();
     let stats = conn.stats();

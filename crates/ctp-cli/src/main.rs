@@ -52,7 +52,10 @@ impl From<anyhow::Error> for Failure {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return bad_arguments(e),
+    };
     init_logging(cli.verbose);
     ctp::retain_freed_memory();
     let json = cli.command.json();
@@ -109,9 +112,14 @@ fn main() -> ExitCode {
         Failure::Interrupted => ("interrupted", "interrupted".to_string(), 130),
     };
     eprintln!("ctp: {message}");
+    fail_json(json, kind, &message, status)
+}
+
+/// With `--json`, the failure on stdout as well, where a script reads results: stable
+/// `error`, `kind` ("usage", "failed", "interrupted") and `exit_status` (unless the command
+/// already printed its own report there). Returns the exit status.
+fn fail_json(json: bool, kind: &str, message: &str, status: u8) -> ExitCode {
     if json && !output::wrote() {
-        // A script reads the failure where it reads results: stable `error` and `kind`
-        // (unless the command already printed its own report there).
         outln!(
             "{}",
             serde_json::json!({ "error": message, "kind": kind, "exit_status": status })
@@ -120,8 +128,36 @@ fn main() -> ExitCode {
     ExitCode::from(status)
 }
 
-/// Resolves at Ctrl-C (SIGINT) or SIGTERM.
-async fn interrupted() {
+/// Arguments clap refused: its message on stderr as usual and, when `--json` is among
+/// them, the failure as JSON too (exit status 2). Help and version requests print as usual.
+fn bad_arguments(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let json = std::env::args_os().skip(1).any(|a| a == "--json");
+    let asked = matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    if asked || !json {
+        e.exit();
+    }
+    let _ = e.print();
+    // clap's message up to its first blank line, plain and on one line: "the following
+    // required arguments were not provided: --listen <LISTEN>".
+    let text = e.render().to_string();
+    let first = text
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let first = first.trim_start_matches("error: ");
+    fail_json(true, "usage", first, 2)
+}
+
+/// Resolves at Ctrl-C (SIGINT) or SIGTERM, with the signal's name for a message.
+async fn interrupted() -> &'static str {
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut s) => {
@@ -131,8 +167,8 @@ async fn interrupted() {
         }
     };
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term => {}
+        _ = tokio::signal::ctrl_c() => "Ctrl-C",
+        _ = term => "SIGTERM",
     }
 }
 
@@ -226,14 +262,14 @@ async fn until_interrupted(
     tokio::pin!(work);
     tokio::select! {
         r = &mut work => r,
-        _ = interrupted() => Err(interrupt(ep, who).await),
+        signal = interrupted() => Err(interrupt(ep, who, signal).await),
     }
 }
 
-/// Tells every peer of `ep` that `who` was interrupted (an abort with that reason) and
-/// waits, briefly, until the aborts were sent.
-async fn interrupt(ep: &Endpoint, who: &str) -> Failure {
-    ep.close_with(&format!("{who} was interrupted (Ctrl-C or SIGTERM)"));
+/// Tells every peer of `ep` that `who` was interrupted by `signal` (an abort with that
+/// reason) and waits, briefly, until the aborts were sent.
+async fn interrupt(ep: &Endpoint, who: &str, signal: &str) -> Failure {
+    ep.close_with(&format!("{who} was interrupted ({signal})"));
     let _ = tokio::time::timeout(std::time::Duration::from_secs(1), ep.closed()).await;
     Failure::Interrupted
 }
@@ -249,14 +285,20 @@ async fn send_over(
     let t = &a.transport;
     let start = Instant::now();
     let mut conn = open_connection(ep, a.addr.resolved, a.rendezvous, profile).await?;
-    let pb = progress::bar(len, "send", t.json);
-    let sending = if t.raw {
-        transfer::send::send_raw(&mut conn, &a.file, &pb, native_wire(profile)).await
-    } else {
-        transfer::send::send_file(&mut conn, &a.file, name, &pb)
-            .await
-            .map(|d| (d, true))
-    };
+    let pb = progress::Sending::new(progress::bar(len, "send", t.json));
+    let watched = conn.clone();
+    let sending = pb
+        .follow(&watched, async {
+            if t.raw {
+                transfer::send::send_raw(&mut conn, &a.file, &pb, native_wire(profile)).await
+            } else {
+                transfer::send::send_file(&mut conn, &a.file, name, &pb)
+                    .await
+                    .map(|d| (d, true))
+            }
+        })
+        .await;
+    drop(watched);
     let (digest, verified) = sending
         .with_context(|| format!("sending {} to {} failed", a.file.display(), a.addr.resolved))?;
     pb.finish_and_clear();
@@ -456,23 +498,12 @@ pub fn key_note(security: &keys::Security) -> String {
         .unwrap_or_default()
 }
 
-/// `--out` must be an existing directory or a path in one.
+/// `--out` must be an existing, writable directory or a path in one: checked at the start
+/// (and again for every file, when its header arrives).
 fn check_output(out: &Path) -> Result<(), Failure> {
-    if out.is_dir() {
-        return Ok(());
-    }
-    let parent = out
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if !parent.is_dir() {
-        return Err(Failure::Usage(format!(
-            "--out {}: directory {} does not exist",
-            out.display(),
-            parent.display()
-        )));
-    }
-    Ok(())
+    transfer::precheck::output_dir(out)
+        .map(|_| ())
+        .map_err(|e| Failure::Usage(format!("--out {}: {e:#}", out.display())))
 }
 
 /// Receives one file over `conn`; `native`: the connection runs on the ctp wire.

@@ -81,17 +81,21 @@ async fn send(
     let start = Instant::now();
     let ep = crate::client_endpoint(addr, None, t, profile, channel).await?;
     let mut conn = crate::open_connection(&ep, addr, false, profile).await?;
-    let pb = progress::bar(bytes, "perf", t.json);
-    let mut sent = 0u64;
-    while sent < bytes {
-        let n = (bytes - sent).min(BLOCK as u64) as usize;
-        // Zero-copy: the connection keeps references to the block, never copies of it.
-        conn.write_bytes(block.slice(..n))
-            .await
-            .with_context(|| format!("sending to {addr} failed after {sent} bytes"))?;
-        sent += n as u64;
-        pb.set_position(sent);
-    }
+    let pb = progress::Sending::new(progress::bar(bytes, "perf", t.json));
+    let writing = async {
+        let mut sent = 0u64;
+        while sent < bytes {
+            let n = (bytes - sent).min(BLOCK as u64) as usize;
+            // Zero-copy: the connection keeps references to the block, never copies of it.
+            conn.write_bytes(block.slice(..n))
+                .await
+                .with_context(|| format!("sending to {addr} failed after {sent} bytes"))?;
+            sent += n as u64;
+            pb.wrote(n as u64);
+        }
+        anyhow::Ok(())
+    };
+    pb.follow(&conn, writing).await?;
     if profile.wire() != ctp_proto::udt::WireFormat::Udt4 {
         conn.shutdown().await.context("finishing the stream")?;
     }

@@ -1,7 +1,13 @@
 //! Progress bars: bytes, rate and ETA on a terminal, nothing otherwise.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::future::Future;
 use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// How often a sender's bar looks at what the receiver acknowledged.
+const TICK: Duration = Duration::from_millis(100);
 
 /// A progress bar for `total` bytes, hidden when stderr is not a terminal or `quiet`.
 pub fn bar(total: u64, label: &str, quiet: bool) -> ProgressBar {
@@ -18,4 +24,77 @@ pub fn bar(total: u64, label: &str, quiet: bool) -> ProgressBar {
     pb.set_style(style);
     pb.set_prefix(label.to_string());
     pb
+}
+
+/// A sender's progress: the bytes the receiver acknowledged, not the bytes handed to the
+/// connection. Those run ahead by the send buffer (megabytes): a bar driven by them shows
+/// the local write speed and reads 100 % while the data is still on its way.
+pub struct Sending {
+    bar: ProgressBar,
+    /// Content bytes handed to the connection.
+    written: AtomicU64,
+}
+
+impl Sending {
+    /// Follows the content sent into `bar`.
+    pub fn new(bar: ProgressBar) -> Self {
+        Sending {
+            bar,
+            written: AtomicU64::new(0),
+        }
+    }
+
+    /// Sets the content's length.
+    pub fn set_length(&self, len: u64) {
+        self.bar.set_length(len);
+    }
+
+    /// Counts `n` more content bytes handed to the connection.
+    pub fn wrote(&self, n: u64) {
+        self.written.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Runs `work` (the sending) while moving the bar, every [`TICK`], to the content bytes
+    /// `conn` had acknowledged.
+    pub async fn follow<F: Future>(&self, conn: &ctp::Connection, work: F) -> F::Output {
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                r = &mut work => return r,
+                _ = tick.tick() => {
+                    let written = self.written.load(Ordering::Relaxed);
+                    self.bar
+                        .set_position(acknowledged(written, conn.unacked_bytes()));
+                }
+            }
+        }
+    }
+
+    /// Removes the bar.
+    pub fn finish_and_clear(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// The content bytes the receiver has, of `written` handed to a connection that holds
+/// `unacked` bytes unacknowledged (framing written with the content, a header or a
+/// trailer, counts there too while unacknowledged, so this errs low by those few bytes,
+/// never high).
+pub fn acknowledged(written: u64, unacked: u64) -> u64 {
+    written.saturating_sub(unacked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bar_counts_acknowledged_bytes_not_written_ones() {
+        // 8 MiB handed over, 6 MiB of them (and a 30-byte header) still unacknowledged.
+        assert_eq!(acknowledged(8 << 20, (6 << 20) + 30), (2 << 20) - 30);
+        assert_eq!(acknowledged(1000, 0), 1000, "all acknowledged");
+        assert_eq!(acknowledged(10, 40), 0, "only framing acknowledged so far");
+    }
 }

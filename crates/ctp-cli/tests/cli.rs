@@ -239,7 +239,9 @@ fn connecting_to_nobody_times_out_with_a_reason() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("a.txt");
     std::fs::write(&src, b"hello").unwrap();
-    let addr = format!("127.0.0.1:{}", free_port());
+    // Bound by a socket that never answers: no ICMP port unreachable ends it early.
+    let silent = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
     let s = wait_output(
         spawn(&[
             "send",
@@ -256,6 +258,51 @@ fn connecting_to_nobody_times_out_with_a_reason() {
         err.contains("cannot connect") && err.contains("handshake timed out"),
         "stderr: {err}"
     );
+}
+
+/// A port with nothing bound answers with an ICMP port unreachable: the sender says so and
+/// fails well before its handshake timeout, on IPv4 and (where the host has it) IPv6, and
+/// with `--json` the reason is the `error` field.
+#[test]
+fn connecting_to_a_closed_port_fails_at_once_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("a.txt");
+    std::fs::write(&src, b"hello").unwrap();
+    for host in ["127.0.0.1", "[::1]"] {
+        let Ok(probe) = UdpSocket::bind(format!("{host}:0")) else {
+            eprintln!("skipping {host}: cannot bind it (no IPv6 loopback?)");
+            continue;
+        };
+        let addr = probe.local_addr().unwrap().to_string();
+        drop(probe);
+        let start = Instant::now();
+        let s = wait_output(
+            spawn(&[
+                "send",
+                src.to_str().unwrap(),
+                &addr,
+                "--handshake-timeout",
+                "20",
+                "--json",
+            ]),
+            Duration::from_secs(40),
+        );
+        let took = start.elapsed();
+        assert_eq!(s.status.code(), Some(1), "{host}");
+        let v: serde_json::Value = serde_json::from_slice(&s.stdout).expect("JSON on stdout");
+        assert_eq!(v["kind"], "failed");
+        assert!(
+            v["error"]
+                .as_str()
+                .unwrap()
+                .contains("port is closed (ICMP port unreachable)"),
+            "{host}: {v}"
+        );
+        assert!(
+            took < Duration::from_secs(10),
+            "{host}: {took:?}, half the handshake timeout or more: the ICMP went unheard"
+        );
+    }
 }
 
 #[test]
@@ -1270,6 +1317,45 @@ fn failures_are_json_on_stdout_with_json() {
         v["error"].as_str().unwrap().contains("unknown profile"),
         "{v}"
     );
+    // The argument parser's refusals too.
+    let o = wait_output(
+        spawn(&["send", "--no-such-flag", "--json"]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    assert_eq!(v["kind"], "usage");
+    assert!(
+        v["error"].as_str().unwrap().contains("--no-such-flag"),
+        "{v}"
+    );
+    let o = wait_output(
+        spawn(&["recv", "--out", "/no/such/dir/", "--json"]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    assert!(
+        v["error"].as_str().unwrap().contains("--listen"),
+        "names the missing argument: {v}"
+    );
+    let o = wait_output(
+        spawn(&[
+            "recv",
+            "--listen",
+            "127.0.0.1:0",
+            "--out",
+            "/no/such/dir/",
+            "--json",
+        ]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+    assert!(
+        v["error"].as_str().unwrap().contains("does not exist"),
+        "{v}"
+    );
     // Without --json, stdout stays empty: the reason is on stderr.
     let o = wait_output(
         spawn(&["send", "/definitely/not/here", "127.0.0.1:9"]),
@@ -1332,7 +1418,7 @@ fn a_file_with_a_250_byte_name_arrives_under_its_name() {
 
 #[test]
 fn an_interrupted_receiver_or_sender_tells_its_peer_why_and_leaves_no_file() {
-    for stop_receiver in [true, false] {
+    for (stop_receiver, signal, name) in [(true, "-INT", "Ctrl-C"), (false, "-TERM", "SIGTERM")] {
         let dir = tempfile::tempdir().unwrap();
         let src = dir.path().join("huge.bin");
         // Sparse 8 GiB through a 100 Mbit/s relay: minutes of transfer, so the stop comes
@@ -1351,6 +1437,7 @@ fn an_interrupted_receiver_or_sender_tells_its_peer_why_and_leaves_no_file() {
             "--out",
             out.to_str().unwrap(),
             "--once",
+            "--json",
         ]);
         std::thread::sleep(Duration::from_millis(300));
         let relay_at = format!("127.0.0.1:{}", free_port());
@@ -1365,6 +1452,7 @@ fn an_interrupted_receiver_or_sender_tells_its_peer_why_and_leaves_no_file() {
             &relay_at,
             "--idle-timeout",
             "120",
+            "--json",
         ]);
         std::thread::sleep(Duration::from_millis(1500));
         let (stopped, other, who) = if stop_receiver {
@@ -1374,20 +1462,227 @@ fn an_interrupted_receiver_or_sender_tells_its_peer_why_and_leaves_no_file() {
         };
         let pid = stopped.0.id().to_string();
         assert!(Command::new("kill")
-            .args(["-INT", &pid])
+            .args([signal, &pid])
             .status()
             .unwrap()
             .success());
         let s = wait_output(stopped, Duration::from_secs(10));
         assert_eq!(s.status.code(), Some(130), "{who}");
+        let v: serde_json::Value = serde_json::from_slice(&s.stdout).expect("JSON on stdout");
+        assert_eq!(v["kind"], "interrupted", "{who}: {v}");
+        assert_eq!(v["exit_status"], 130, "{who}: {v}");
         let o = wait_output(other, Duration::from_secs(60));
         assert_eq!(o.status.code(), Some(1), "the peer of {who}");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(
-            err.contains(&format!("{who} was interrupted")),
+            err.contains(&format!("{who} was interrupted ({name})")),
             "the peer of {who} says: {err}"
+        );
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON on stdout");
+        assert!(
+            v["error"].as_str().unwrap().contains("was interrupted"),
+            "the peer of {who}: {v}"
         );
         assert_eq!(leftovers(&out), Vec::<String>::new(), "{who}");
         drop(relay);
     }
+}
+
+/// Sends `signal` ("-INT", "-TERM") to the child.
+fn signal(g: &Guard, signal: &str) {
+    let pid = g.0.id().to_string();
+    assert!(Command::new("kill")
+        .args([signal, &pid])
+        .status()
+        .unwrap()
+        .success());
+}
+
+/// Stops a `ctp relay --json` with SIGINT and returns the bytes it forwarded to the server.
+fn relay_upstream_bytes(relay: Guard) -> u64 {
+    signal(&relay, "-INT");
+    let r = wait_output(relay, Duration::from_secs(10));
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout).expect("relay JSON");
+    v["upstream"]["out_bytes"].as_u64().unwrap()
+}
+
+/// A size-limited tmpfs on a fresh directory, unmounted when dropped.
+struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` ("4m"); `None`, with the reason printed, where this process
+    /// may not mount (not root, no CAP_SYS_ADMIN).
+    fn mount(size: &str) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().unwrap();
+        let o = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match o {
+            Ok(o) if o.status.success() => Some(Tmpfs(dir)),
+            Ok(o) => {
+                eprintln!(
+                    "skipping the tmpfs case: mount failed: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("skipping the tmpfs case: cannot run mount: {e}");
+                None
+            }
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
+    }
+}
+
+/// Sends `src` through a `ctp relay` to a `ctp recv --once --out out`, calling `meanwhile`
+/// once both listen; returns the sender's and receiver's output and the bytes the relay
+/// forwarded to the receiver.
+fn send_through_relay(
+    src: &Path,
+    out: &str,
+    relay_extra: &[&str],
+    meanwhile: impl FnOnce(),
+) -> (Output, Output, u64) {
+    let server = format!("127.0.0.1:{}", free_port());
+    let front = format!("127.0.0.1:{}", free_port());
+    let recv = spawn(&["recv", "--listen", &server, "--out", out, "--once"]);
+    let mut relay_args = vec!["relay", "--listen", &front, "--to", &server, "--json"];
+    relay_args.extend_from_slice(relay_extra);
+    let relay = spawn(&relay_args);
+    std::thread::sleep(Duration::from_millis(300));
+    meanwhile();
+    let send = spawn(&["send", src.to_str().unwrap(), &front, "--json"]);
+    let s = wait_output(send, Duration::from_secs(120));
+    let r = wait_output(recv, Duration::from_secs(30));
+    (s, r, relay_upstream_bytes(relay))
+}
+
+/// A file the receiver cannot store is refused when its header arrives, with the reason,
+/// which the sender prints (in `--json`, as `error`): the output directory vanished, or
+/// (on a small tmpfs, where this process may mount one) the file is larger than the free
+/// space. Next to nothing of the 1-GiB file crossed the relay, and no partial file is left.
+#[test]
+fn a_file_that_cannot_be_stored_is_refused_before_its_content_flows() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("huge.bin");
+    std::fs::File::create(&src)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    let out = dir.path().join("in");
+    std::fs::create_dir(&out).unwrap();
+    let out_arg = format!("{}/", out.display());
+    let small = Tmpfs::mount("4m");
+    let mut cases = vec![(out_arg, "does not exist", Some(out.clone()))];
+    if let Some(t) = &small {
+        cases.push((t.path().display().to_string(), "not enough space", None));
+    }
+    for (out_arg, reason, vanish) in cases {
+        let (s, r, crossed) = send_through_relay(&src, &out_arg, &[], || {
+            if let Some(d) = vanish {
+                std::fs::remove_dir(d).unwrap();
+            }
+        });
+        assert_eq!(s.status.code(), Some(1), "{reason}");
+        let v: serde_json::Value = serde_json::from_slice(&s.stdout).expect("JSON on stdout");
+        assert!(
+            v["error"].as_str().unwrap().contains(reason),
+            "the sender says: {v}"
+        );
+        assert_eq!(r.status.code(), Some(1), "{reason}");
+        assert!(
+            String::from_utf8_lossy(&r.stderr).contains(reason),
+            "the receiver says: {}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        assert!(
+            crossed < 4 << 20,
+            "{reason}: {crossed} bytes crossed before the refusal"
+        );
+    }
+    if let Some(t) = &small {
+        assert_eq!(leftovers(t.path()), Vec::<String>::new());
+    }
+}
+
+/// Root only (a size-limited tmpfs): the receiver's disk fills up while the file is under
+/// way (slowed down by a rate-limited relay); the receiver aborts with the reason at once,
+/// the sender prints it and fails, and the partial file is removed.
+#[test]
+fn a_disk_filling_up_mid_transfer_reaches_the_sender_with_the_reason() {
+    let Some(disk) = Tmpfs::mount("48m") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("mid.bin");
+    write_random(&src, 32 << 20);
+    let out = disk.path().to_path_buf();
+    let fill = out.clone();
+    let (s, r, _) = send_through_relay(
+        &src,
+        out.to_str().unwrap(),
+        &["--rate", "40mbit"],
+        move || {
+            // Once content is arriving, take the rest of the space.
+            std::thread::spawn(move || {
+                let start = Instant::now();
+                while start.elapsed() < Duration::from_secs(30) {
+                    let partial = std::fs::read_dir(&fill).unwrap().any(|e| {
+                        let e = e.unwrap();
+                        e.file_name().to_string_lossy().contains("ctp-partial")
+                            && e.metadata().is_ok_and(|m| m.len() > 0)
+                    });
+                    if partial {
+                        let mut f = std::fs::File::create(fill.join("filler")).unwrap();
+                        let block = vec![0u8; 1 << 20];
+                        while f.write_all(&block).is_ok() {}
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            });
+        },
+    );
+    assert_eq!(s.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&s.stdout).expect("JSON on stdout");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("No space left on device"),
+        "the sender says: {v}"
+    );
+    assert_eq!(r.status.code(), Some(1));
+    assert_eq!(leftovers(&out), Vec::<String>::new());
+}
+
+/// Through a 20 Mbit/s relay the sender's summary reports what the receiver got: a rate
+/// near the link's, not the speed at which the file went into the send buffer.
+#[test]
+fn the_senders_rate_is_what_crossed_a_slow_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("slow.bin");
+    write_random(&src, 6 << 20);
+    let out = dir.path().join("in");
+    std::fs::create_dir(&out).unwrap();
+    let (s, r, _) = send_through_relay(&src, out.to_str().unwrap(), &["--rate", "20mbit"], || {});
+    assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
+    let mbps = v["goodput_mbps"].as_f64().unwrap();
+    assert!(
+        mbps > 0.0 && mbps <= 20.0 * 1.15,
+        "the sender reports {mbps} Mb/s through a 20 Mbit/s link"
+    );
 }

@@ -107,6 +107,30 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// Waits (at most 10 s) until a UDP socket is bound to `port`, as `/proc/net/udp` shows
+/// (probing by binding it would race with the process about to bind it).
+fn wait_bound(port: u16) {
+    let needle = format!(":{port:04X} ");
+    let start = Instant::now();
+    loop {
+        let bound = ["/proc/net/udp", "/proc/net/udp6"].iter().any(|f| {
+            std::fs::read_to_string(f).is_ok_and(|t| {
+                t.lines()
+                    .filter_map(|l| l.split_whitespace().nth(1))
+                    .any(|local| format!("{local} ").ends_with(&needle))
+            })
+        });
+        if bound {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "nothing bound UDP port {port} within 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// A file of `len` deterministic, incompressible-looking bytes.
 fn make_file(dir: &Path, name: &str, len: u64, seed: u64) -> PathBuf {
     let path = dir.join(name);
@@ -214,6 +238,11 @@ fn ctp_to_udt4(what: &str, len: u64, profile: &str, udt_opts: &[String], rendezv
     }
     uargs.extend([s("recv"), s(port), s(out.display())]);
     let r = spawn("udtperf recv", &u, &uargs);
+    // A closed port fails a ctp connection attempt (ICMP port unreachable): the sender
+    // starts once the receiver listens.
+    if !rendezvous {
+        wait_bound(port);
+    }
     let snd = ctp_send(&src, port, profile, &extra);
     run(what, r, snd);
     assert_same(&src, &out, what);

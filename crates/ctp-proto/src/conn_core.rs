@@ -205,6 +205,8 @@ pub trait ConnectionCore {
     fn unsent_bytes(&self) -> usize;
     /// Bytes of data held in buffers.
     fn buffered_bytes(&self) -> u64;
+    /// Bytes written and not yet acknowledged by the peer.
+    fn unacked_bytes(&self) -> u64;
     /// True when everything written was acknowledged (or, unreliably, sent).
     fn is_flushed(&self) -> bool;
     /// True when the peer ended its byte stream and the end was read in order.

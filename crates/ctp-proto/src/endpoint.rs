@@ -11,6 +11,7 @@ use crate::profile::{self, Isn, MicroSet, Params, Profile, ProfileError};
 use crate::protection::crc32c;
 use crate::schedule::Schedule;
 use crate::stats::EndpointStats;
+use crate::unreachable::Unreachable;
 use crate::wire::header::{self, ConnectionId, Header, LongType, NoState};
 use crate::wire::{Reader, WireError};
 use core::time::Duration;
@@ -481,6 +482,32 @@ impl Endpoint {
                 .collect(),
         );
         Ok(self.insert(c.into()))
+    }
+
+    /// The network reported `remote` unreachable at `now` (the runtime read an ICMP or
+    /// ICMPv6 destination-unreachable message about a datagram sent there). Every
+    /// connection to `remote` still in its handshake, and reported unreachable for
+    /// [`crate::unreachable::UNREACHABLE_GRACE`] by now, ends with the report's reason
+    /// instead of at the handshake timeout; established connections ignore it (an ICMP
+    /// message is unauthenticated: see [`crate::unreachable`]). Returns how many
+    /// connections it ended.
+    pub fn on_unreachable(&mut self, now: Instant, remote: SocketAddr, kind: Unreachable) -> usize {
+        self.stats.unreachable_reports += 1;
+        if !self.per_address.contains_key(&remote.ip()) {
+            return 0;
+        }
+        let mut ended = 0;
+        for i in 0..self.conns.len() {
+            let Some(c) = self.conns[i].as_mut() else {
+                continue;
+            };
+            if c.remote() == remote && c.on_unreachable(now, kind) {
+                self.schedule.touch(i);
+                ended += 1;
+            }
+        }
+        self.stats.unreachable_ended += ended as u64;
+        ended
     }
 
     /// Processes one received datagram. Anything malformed is dropped and counted. The
@@ -1131,5 +1158,71 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// ICMP reports end the connection attempts to that address once it was reported
+    /// unreachable for the grace period, with the reason, and only those: an attempt to
+    /// another port and an established connection to the same address go on.
+    #[test]
+    fn unreachable_reports_end_only_attempts_to_that_address() {
+        use crate::unreachable::{Unreachable, UNREACHABLE_GRACE};
+        use crate::{CloseReason, ConnectionState};
+        let mut p = Pair::new(12);
+        let up = p
+            .client
+            .connect(p.now, p.server_addr, &Profile::reliable())
+            .unwrap();
+        assert!(p.run_until(Duration::from_secs(5), |p| p
+            .client
+            .connection(up)
+            .is_some_and(|c| c.is_established())));
+        let mut closed_port = p.server_addr;
+        closed_port.set_port(closed_port.port() + 1);
+        let (t0, server) = (p.now, p.server_addr);
+        let later = t0 + UNREACHABLE_GRACE;
+        let attempt = p
+            .client
+            .connect(t0, closed_port, &Profile::reliable())
+            .unwrap();
+        let other = p.client.connect(t0, server, &Profile::reliable()).unwrap();
+        let state = |p: &Pair, h| p.client.connection(h).map(|c| c.state().clone());
+        // One report is not enough: the peer may be starting, the report stale or forged.
+        assert_eq!(
+            p.client.on_unreachable(t0, closed_port, Unreachable::Port),
+            0
+        );
+        assert_eq!(state(&p, attempt), Some(ConnectionState::Initiating));
+        assert_eq!(
+            p.client
+                .on_unreachable(later, closed_port, Unreachable::Port),
+            1
+        );
+        assert_eq!(
+            state(&p, attempt),
+            Some(ConnectionState::Closed(CloseReason::Handshake(
+                Unreachable::Port.reason().into()
+            )))
+        );
+        assert_eq!(
+            state(&p, other),
+            Some(ConnectionState::Initiating),
+            "an attempt to another port goes on"
+        );
+        // The established connection ignores reports about its peer (they may be forged);
+        // the attempt to that peer, still in its handshake, ends.
+        p.client.on_unreachable(t0, server, Unreachable::Host);
+        assert_eq!(p.client.on_unreachable(later, server, Unreachable::Host), 1);
+        assert!(p.client.connection(up).unwrap().is_established());
+        assert!(matches!(
+            state(&p, other),
+            Some(ConnectionState::Closed(CloseReason::Handshake(r))) if r.contains("host")
+        ));
+        let stats = p.client.stats();
+        assert_eq!((stats.unreachable_reports, stats.unreachable_ended), (4, 2));
+        let closed = p.client_events.len();
+        p.run_until(Duration::from_millis(100), |_| false);
+        assert!(p.client_events[closed..]
+            .iter()
+            .any(|e| matches!(e, super::EndpointEvent::Closed(h, _) if *h == attempt)));
     }
 }

@@ -27,6 +27,7 @@ mod schedule;
 pub mod stats;
 pub mod text;
 pub mod udt;
+pub mod unreachable;
 pub mod wire;
 
 /// The congestion-control library: the [`ctp_cc`] crate, which cannot depend on this one.
@@ -50,3 +51,4 @@ pub use perfmon::{PerfCounters, PerfInstant, PerfMon};
 pub use profile::{MicroId, MicroSet, Params, Profile, ProfileError};
 pub use stats::{ConnectionStats, EndpointStats};
 pub use time::Instant;
+pub use unreachable::Unreachable;

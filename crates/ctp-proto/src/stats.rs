@@ -175,6 +175,10 @@ pub struct EndpointStats {
     pub half_open: u64,
     /// Gauge: the client puzzle's difficulty an INIT_ACK asks now (bits; 0: none).
     pub puzzle_difficulty: u64,
+    /// Destination-unreachable reports (ICMP) the runtime passed on.
+    pub unreachable_reports: u64,
+    /// Connection attempts those reports ended (still in their handshake).
+    pub unreachable_ended: u64,
 }
 
 impl EndpointStats {

@@ -477,6 +477,17 @@ impl Connection {
             .unwrap_or_default()
     }
 
+    /// Bytes written on this connection that the peer has not acknowledged yet (queued or
+    /// in flight); 0 once the connection is gone. What was written less this is what the
+    /// peer has: the measure of a sender's progress. See
+    /// [`ctp_proto::connection::Connection::unacked_bytes`].
+    pub fn unacked_bytes(&self) -> u64 {
+        let st = self.inner.shared.lock();
+        st.ep
+            .connection(self.inner.handle)
+            .map_or(0, |c| c.unacked_bytes())
+    }
+
     /// The performance monitor (UDT's `perfmon(u, &perf, clear)`): UDT's counters as
     /// totals, since the last clearing query and the values of the moment; with `clear`
     /// the next interval starts now. See [`ctp_proto::connection::Connection::perfmon`].

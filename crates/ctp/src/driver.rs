@@ -48,6 +48,8 @@ const MAX_OVERDUE_ROUNDS: u32 = 16;
 const MAX_SOCKET_ERRORS: u32 = 1000;
 /// Datagrams sent at most while shutting down (CLOSE frames to the peers).
 const SHUTDOWN_DATAGRAMS: usize = 8192;
+/// Entries of the socket's error queue read per round (the rest wait for the next).
+const ERRORS_PER_ROUND: usize = 64;
 
 /// Datagrams to one destination sent with one system call.
 #[derive(Clone, Copy, Debug)]
@@ -90,6 +92,8 @@ pub(crate) struct Driver {
     next_group: usize,
     wakers: Vec<Waker>,
     socket_errors: u32,
+    /// The socket reported an error (an ICMP message queued): read the queue this round.
+    errors_pending: bool,
     /// The sleep until the next deadline a millisecond or more away.
     timer: Timer,
     /// The time read in this round, until a system call makes it stale (see `now`).
@@ -129,6 +133,7 @@ impl Driver {
             next_group: 0,
             wakers: Vec::new(),
             socket_errors: 0,
+            errors_pending: false,
             timer: Timer::new(),
             round_now: None,
             #[cfg(target_os = "linux")]
@@ -152,6 +157,9 @@ impl Driver {
             // Operations from here on ask for another round; earlier ones are served now.
             self.shared.begin_driver_round();
             self.round_now = None;
+            if std::mem::take(&mut self.errors_pending) {
+                self.read_errors();
+            }
             let rx_more = match self.receive() {
                 Ok(more) => more,
                 Err(e) => return CloseReason::LocalAbort(format!("socket error: {e}")),
@@ -227,6 +235,14 @@ impl Driver {
                     if let Err(e) = r {
                         return CloseReason::LocalAbort(format!("socket error: {e}"));
                     }
+                }
+                // An ICMP error queued (the socket is in error, neither readable nor
+                // necessarily writable).
+                r = socket.ready(Interest::ERROR) => {
+                    if let Err(e) = r {
+                        return CloseReason::LocalAbort(format!("socket error: {e}"));
+                    }
+                    self.errors_pending = true;
                 }
                 _ = sleep => {}
             }
@@ -308,7 +324,10 @@ impl Driver {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    // ICMP-reported errors and the like: nothing to do but carry on.
+                    // A pending ICMP error fails one receive: read the queue, carry on.
+                    if self.read_errors() {
+                        continue;
+                    }
                     self.socket_errors += 1;
                     tracing::debug!("receive error: {e}");
                     if self.socket_errors > MAX_SOCKET_ERRORS {
@@ -319,6 +338,53 @@ impl Driver {
             }
         }
         Ok(true)
+    }
+
+    /// Reads the socket's error queue (at most [`ERRORS_PER_ROUND`] entries) and tells the
+    /// endpoint of every destination reported unreachable, which ends the connection
+    /// attempts to it ([`ctp_proto::Endpoint::on_unreachable`]). Returns whether it read
+    /// anything: a receive or send that failed was failed by one of these, not by the socket.
+    fn read_errors(&mut self) -> bool {
+        // The error readiness is cleared first, then the queue read to its end: an error
+        // queued meanwhile is read now or raises the readiness again, never lost.
+        let _ = self.socket.try_io(Interest::ERROR, || {
+            Err::<(), _>(io::ErrorKind::WouldBlock.into())
+        });
+        let mut reports = Vec::new();
+        let mut read = false;
+        for i in 0..=ERRORS_PER_ROUND {
+            if i == ERRORS_PER_ROUND {
+                // More than a round's share: the next round reads on.
+                self.errors_pending = true;
+                break;
+            }
+            match crate::icmp::recv(&self.socket) {
+                Ok(Some(r)) => {
+                    read = true;
+                    tracing::debug!(dest = %r.dest, kind = ?r.kind, "socket error queue");
+                    if let Some(kind) = r.kind {
+                        reports.push((r.dest, kind));
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::debug!("reading the socket's error queue: {e}");
+                    break;
+                }
+            }
+        }
+        if reports.is_empty() {
+            return read;
+        }
+        let now = self.shared.now();
+        let mut st = self.shared.lock();
+        for (dest, kind) in reports {
+            st.ep.on_unreachable(now, dest, kind);
+        }
+        process_events(&mut st, &mut self.wakers);
+        drop(st);
+        self.wakers.drain(..).for_each(Waker::wake);
+        read
     }
 
     /// Checks whether to stop, fires due timers and hands out events.
@@ -363,6 +429,11 @@ impl Driver {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Tx::Blocked,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     Err(e) => {
+                        // A pending ICMP error fails one send before it leaves: read the
+                        // queue, then send the same datagrams again.
+                        if self.read_errors() {
+                            continue;
+                        }
                         // UDP is lossy anyway: the protocol recovers what this drops.
                         self.socket_errors += 1;
                         tracing::debug!(dest = %g.dest, bytes = g.end - g.start, segments = g.count, "send error: {e}");
@@ -566,7 +637,7 @@ impl Timer {
 
 /// An IPv4-mapped IPv6 source as plain IPv4, so it matches the address a connection was
 /// opened to.
-fn normalize(a: SocketAddr) -> SocketAddr {
+pub(crate) fn normalize(a: SocketAddr) -> SocketAddr {
     match a {
         SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
             Some(v4) => SocketAddr::new(IpAddr::V4(v4), v6.port()),

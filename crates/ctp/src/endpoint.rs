@@ -145,6 +145,7 @@ impl Endpoint {
         std_socket.set_nonblocking(true)?;
         let socket = tokio::net::UdpSocket::from_std(std_socket)?;
         let udp = quinn_udp::UdpSocketState::new((&socket).into())?;
+        crate::icmp::enable(&socket, &udp);
         set_socket_buffers(&socket, opts.socket_buffer);
         let local_addr = socket.local_addr()?;
 

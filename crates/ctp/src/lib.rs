@@ -43,6 +43,7 @@ mod driver;
 mod endpoint;
 mod error;
 mod file;
+mod icmp;
 mod memory;
 mod precise_timer;
 mod route_mtu;

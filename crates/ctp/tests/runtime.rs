@@ -308,11 +308,10 @@ async fn malformed_datagrams_are_dropped_and_counted() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_to_a_silent_port_times_out_with_a_reason() {
     timeout(Duration::from_secs(20), async {
-        // A port where nobody listens: bind one, note it, let it go.
-        let dead = std::net::UdpSocket::bind(LOCAL)
-            .unwrap()
-            .local_addr()
-            .unwrap();
+        // A port bound by a socket that never answers (nothing bound would draw an ICMP
+        // port unreachable, which ends the attempt at once: see the next test).
+        let silent = std::net::UdpSocket::bind(LOCAL).unwrap();
+        let dead = silent.local_addr().unwrap();
         let opts = EndpointOptions {
             handshake_timeout: Duration::from_millis(600),
             ..Default::default()
@@ -326,6 +325,108 @@ async fn connect_to_a_silent_port_times_out_with_a_reason() {
         bad.params.max_udp_payload = 100;
         let err = c.connect(dead, &bad).await.unwrap_err();
         assert!(err.to_string().contains("max_udp_payload"), "{err}");
+    })
+    .await
+    .expect("timed out");
+}
+
+/// A connection attempt to a loopback port with nothing bound ends as soon as the ICMP
+/// port unreachable arrives, with that reason, well before the handshake timeout (IPv4,
+/// and IPv6 where the host has it); an established connection of the same endpoint is
+/// not disturbed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_to_a_closed_port_fails_at_once_with_the_icmp_reason() {
+    const HANDSHAKE: Duration = Duration::from_secs(10);
+    timeout(Duration::from_secs(60), async {
+        let (srv, addr) = server().await;
+        for local in ["127.0.0.1:0", "[::1]:0"] {
+            let Ok(probe) = std::net::UdpSocket::bind(local) else {
+                eprintln!("skipping {local}: cannot bind it (no IPv6 loopback?)");
+                continue;
+            };
+            // Bound, noted and let go: nothing listens there.
+            let closed = probe.local_addr().unwrap();
+            drop(probe);
+            let opts = EndpointOptions {
+                handshake_timeout: HANDSHAKE,
+                ..Default::default()
+            };
+            let c = Endpoint::bind(local.parse().unwrap(), opts).await.unwrap();
+            let established = if closed.is_ipv4() {
+                let (conn, acc) = tokio::join!(c.connect(addr, &Profile::reliable()), srv.accept());
+                Some((conn.expect("connect"), acc.expect("accept")))
+            } else {
+                None
+            };
+            let start = std::time::Instant::now();
+            let err = c.connect(closed, &Profile::reliable()).await.unwrap_err();
+            let took = start.elapsed();
+            assert!(matches!(err, ConnectError::Handshake(_)), "{err:?}");
+            assert!(
+                err.to_string()
+                    .contains("port is closed (ICMP port unreachable)"),
+                "{local}: {err}"
+            );
+            assert!(
+                took < HANDSHAKE / 2,
+                "{local}: took {took:?}, as if the ICMP message went unheard"
+            );
+            assert!(c.stats().unreachable_ended >= 1, "{:?}", c.stats());
+            if let Some((tx, rx)) = established {
+                let payload = data(1 << 20, 3);
+                let got = stream(tx, rx, payload.clone()).await;
+                assert!(got == payload, "the established connection was disturbed");
+            }
+        }
+    })
+    .await
+    .expect("timed out");
+}
+
+/// `unacked_bytes` counts what the peer has not acknowledged, not what was handed over:
+/// with a receiver that does not read, what the sender wrote beyond the receiver's buffer
+/// stays unacknowledged; once everything was read, nothing is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unacked_bytes_count_what_the_peer_has_not_acknowledged() {
+    timeout(Duration::from_secs(60), async {
+        let (srv, addr) = server().await;
+        let (_c, tx, mut rx) = pair(&srv, addr, &Profile::reliable()).await;
+        let total = 64usize << 20;
+        let written = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let (w, count) = (tx.clone(), written.clone());
+        let writer = tokio::spawn(async move {
+            let block = Bytes::from(data(1 << 20, 4));
+            for _ in 0..total >> 20 {
+                w.write_bytes(block.clone()).await.expect("write");
+                count.fetch_add(1 << 20, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        // The writer fills the send buffer and the receiver's buffer, then waits.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let handed = written.load(std::sync::atomic::Ordering::Relaxed);
+        let acked = handed.saturating_sub(tx.unacked_bytes());
+        let window = u64::from(rx.params().recv_buffer);
+        assert!(handed < total as u64, "the writer was not held back");
+        assert!(tx.unacked_bytes() > 0);
+        assert!(
+            acked <= window + (4 << 20),
+            "{acked} bytes counted as acknowledged, the receiver holds at most {window}"
+        );
+        let mut got = vec![0u8; total];
+        rx.read_exact(&mut got).await.expect("read");
+        writer.await.unwrap();
+        let mut left = tx.unacked_bytes();
+        for _ in 0..100 {
+            if left == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            left = tx.unacked_bytes();
+        }
+        assert_eq!(
+            left, 0,
+            "everything was read, so everything was acknowledged"
+        );
     })
     .await
     .expect("timed out");

@@ -2,6 +2,7 @@
 
 pub mod header;
 pub mod pipeline;
+pub mod precheck;
 pub mod recv;
 pub mod send;
 

@@ -1,7 +1,8 @@
 //! The receiving side: write to a hidden temporary file, verify, then rename into place.
 
-use super::header::{sanitize_name, FileHeader, Reply, DIGEST_LEN};
+use super::header::{FileHeader, Reply, DIGEST_LEN};
 use super::pipeline::{Digest, WriteBehind};
+use super::precheck::{self, NAME_MAX};
 use super::CHUNK;
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;
@@ -41,13 +42,13 @@ impl TempFile {
         match tokio::fs::hard_link(&self.path, dest).await {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                bail!("{}", exists(dest))
+                bail!("{}", precheck::exists(dest))
             }
             // A file system without hard links: check, then rename.
             Err(_) if !dest.exists() => tokio::fs::rename(&self.path, dest)
                 .await
                 .with_context(|| format!("renaming into {}", dest.display()))?,
-            Err(_) => bail!("{}", exists(dest)),
+            Err(_) => bail!("{}", precheck::exists(dest)),
         }
         Ok(())
     }
@@ -61,67 +62,8 @@ impl Drop for TempFile {
     }
 }
 
-/// Why a file was not stored at `dest`.
-fn exists(dest: &Path) -> String {
-    format!(
-        "{} already exists and was not overwritten (the receiver may pass --overwrite)",
-        dest.display()
-    )
-}
-
-/// Refuses `dest` at the start when it exists and may not be replaced.
-fn check_free(dest: &Path, overwrite: bool) -> Result<()> {
-    if !overwrite && dest.exists() {
-        bail!("{}", exists(dest));
-    }
-    Ok(())
-}
-
-/// Where a file named `name` goes when the user asked for `out`.
-pub fn destination(out: &Path, name: &str) -> PathBuf {
-    if out.is_dir() {
-        out.join(sanitize_name(name))
-    } else {
-        out.to_path_buf()
-    }
-}
-
-/// Longest file name (bytes) the file systems ctp writes to accept (Linux's NAME_MAX).
-const NAME_MAX: usize = 255;
-
 /// The temporary name's own bytes beyond the file's: `.`, `.ctp-partial-`, pid, nanos.
 const TEMP_EXTRA: usize = 1 + 13 + 10 + 1 + 8;
-
-/// Refuses, before anything is written, a file that cannot be stored at `dest`: a name
-/// longer than the file system allows, or `size` bytes where `available` are free.
-fn check_room(dest: &Path, size: u64, available: Option<u64>) -> Result<()> {
-    let name_len = dest.file_name().map_or(0, |n| n.len());
-    if name_len > NAME_MAX {
-        bail!(
-            "the file name is {name_len} bytes; the receiver's file system allows {NAME_MAX} \
-             (rename the file, or give the receiver a file name with --out)"
-        );
-    }
-    if let Some(free) = available.filter(|&free| free < size) {
-        let dir = dest.parent().unwrap_or(Path::new("."));
-        bail!(
-            "not enough space on the receiver: the file needs {size} bytes, {} has {free} free",
-            dir.display()
-        );
-    }
-    Ok(())
-}
-
-/// Bytes an unprivileged writer may still use on the file system of `dest`'s directory
-/// (`None` when it cannot be told).
-fn available_space(dest: &Path) -> Option<u64> {
-    let dir = match dest.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let st = nix::sys::statvfs::statvfs(dir).ok()?;
-    Some((st.blocks_available() as u64).saturating_mul(st.fragment_size() as u64))
-}
 
 fn temp_path(dest: &Path) -> PathBuf {
     let nanos = SystemTime::now()
@@ -205,9 +147,7 @@ async fn receive(
         };
         pending.extend_from_slice(&chunk);
     };
-    let dest = destination(out, &header.name);
-    check_free(&dest, overwrite)?;
-    check_room(&dest, header.size, available_space(&dest))?;
+    let dest = precheck::admit(out, &header.name, Some(header.size), overwrite)?;
     let tmp = TempFile {
         path: temp_path(&dest),
         keep: false,
@@ -350,8 +290,7 @@ async fn receive_raw(
     progress: &ProgressBar,
     native: bool,
 ) -> Result<Received> {
-    let dest = destination(out, RAW_NAME);
-    check_free(&dest, overwrite)?;
+    let dest = precheck::admit(out, RAW_NAME, None, overwrite)?;
     let tmp = TempFile {
         path: temp_path(&dest),
         keep: false,
@@ -394,26 +333,6 @@ pub const RAW_NAME: &str = "received.raw";
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_file_that_cannot_fit_is_refused_with_the_reason() {
-        let dest = Path::new("/data/big.iso");
-        assert!(check_room(dest, 1000, Some(1000)).is_ok());
-        assert!(
-            check_room(dest, 1000, None).is_ok(),
-            "unknown free space: try"
-        );
-        let e = check_room(dest, 1001, Some(1000)).unwrap_err().to_string();
-        assert!(
-            e.contains("not enough space") && e.contains("1001") && e.contains("/data"),
-            "{e}"
-        );
-        let long = format!("/data/{}", "n".repeat(NAME_MAX + 1));
-        let e = check_room(Path::new(&long), 1, Some(10))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("256 bytes") && e.contains("allows 255"), "{e}");
-    }
 
     #[test]
     fn the_temporary_name_of_a_long_name_fits_the_file_system() {

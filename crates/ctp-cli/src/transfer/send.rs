@@ -3,9 +3,9 @@
 use super::header::{FileHeader, Reply, DIGEST_LEN};
 use super::pipeline::ReadAhead;
 use super::CHUNK;
+use crate::progress::Sending;
 use anyhow::{bail, Context, Result};
 use ctp::Connection;
-use indicatif::ProgressBar;
 use std::path::Path;
 use tokio::fs::File;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -19,7 +19,7 @@ pub async fn send_file(
     conn: &mut Connection,
     path: &Path,
     name: &str,
-    progress: &ProgressBar,
+    progress: &Sending,
 ) -> Result<[u8; DIGEST_LEN]> {
     let file = File::open(path)
         .await
@@ -74,7 +74,7 @@ pub async fn send_file(
 pub async fn send_raw(
     conn: &mut Connection,
     path: &Path,
-    progress: &ProgressBar,
+    progress: &Sending,
     native: bool,
 ) -> Result<([u8; DIGEST_LEN], bool)> {
     let file = File::open(path)
@@ -135,16 +135,17 @@ async fn stream_file(
     file: std::fs::File,
     path: &Path,
     limit: u64,
-    progress: &ProgressBar,
+    progress: &Sending,
 ) -> Result<(u64, [u8; DIGEST_LEN])> {
     let reading = || format!("reading {}", path.display());
     let mut blocks = ReadAhead::start(file, CHUNK, limit).with_context(reading)?;
     let mut sent = 0u64;
     while let Some(block) = blocks.next().await {
         let block = block.with_context(reading)?;
-        sent += block.len() as u64;
+        let n = block.len() as u64;
         conn.write_bytes(block).await.context("sending")?;
-        progress.set_position(sent);
+        sent += n;
+        progress.wrote(n);
     }
     Ok((sent, blocks.digest().await.with_context(reading)?))
 }

@@ -947,6 +947,12 @@ impl ConnectionCore for ComposedConnection {
     /// Bytes of data held in buffers (send queue, live segments at their largest size,
     /// reassembled messages waiting for ordering, receive queue): a gauge of the memory the
     /// connection uses for data.
+    fn unacked_bytes(&self) -> u64 {
+        let Some(e) = &self.engine else { return 0 };
+        let st = e.state();
+        (st.app.tx_bytes + st.segs.unacked_bytes()) as u64
+    }
+
     fn buffered_bytes(&self) -> u64 {
         let Some(e) = &self.engine else { return 0 };
         let st = e.state();

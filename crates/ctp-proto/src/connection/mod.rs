@@ -17,6 +17,7 @@ use crate::perfmon::PerfMon;
 use crate::profile::{MicroSet, Params};
 use crate::stats::ConnectionStats;
 use crate::udt::conn::UdtConnection;
+use crate::unreachable::{Unreachable, UNREACHABLE_GRACE};
 use crate::wire::header::ConnectionId;
 use bytes::Bytes;
 use ctp_cc::time::Instant;
@@ -43,12 +44,15 @@ enum Core {
 /// One connection of an [`crate::Endpoint`].
 pub struct Connection {
     core: Core,
+    /// When the network first reported the peer unreachable during the handshake.
+    unreachable_since: Option<Instant>,
 }
 
 impl From<ComposedConnection> for Connection {
     fn from(c: ComposedConnection) -> Self {
         Connection {
             core: Core::Composed(c),
+            unreachable_since: None,
         }
     }
 }
@@ -57,6 +61,7 @@ impl From<UdtConnection> for Connection {
     fn from(u: UdtConnection) -> Self {
         Connection {
             core: Core::Udt(Box::new(u)),
+            unreachable_since: None,
         }
     }
 }
@@ -362,6 +367,15 @@ impl Connection {
         self.core().unsent_bytes()
     }
 
+    /// Bytes written and not yet acknowledged by the peer: queued, cut into segments or in
+    /// flight. Written bytes less these are what the peer has (a sender's honest progress,
+    /// unlike the bytes handed to the send buffer). On ctp's wire a segment's bytes count
+    /// with their piece headers (a few bytes per piece) until it is acknowledged; on the
+    /// UDT4 wire the send buffer's bytes.
+    pub fn unacked_bytes(&self) -> u64 {
+        self.core().unacked_bytes()
+    }
+
     /// True when the peer ended its byte stream ([`Connection::stream_finish`]) and the
     /// end reached the receive queue in order, after every byte before it. A graceful close
     /// without it reads as the end of the stream too, but proves nothing about the stream
@@ -383,6 +397,35 @@ impl Connection {
     /// Aborts at once: the peer is told the reason; buffered data is discarded.
     pub fn abort(&mut self, now: Instant, reason: &str) {
         self.core_mut().abort(now, reason)
+    }
+
+    /// The network reported the peer unreachable at `now` (an ICMP destination-unreachable
+    /// message for a datagram sent to it). Ends the connection with
+    /// [`CloseReason::Handshake`] and the report's reason when this side is still
+    /// initiating it and the peer was reported unreachable for [`UNREACHABLE_GRACE`] (a
+    /// rendezvous excepted: its peer may simply not have started yet); anything further
+    /// along ignores it (see [`crate::unreachable`]). Returns whether it ended the
+    /// connection.
+    pub fn on_unreachable(&mut self, now: Instant, kind: Unreachable) -> bool {
+        if !matches!(
+            self.state(),
+            ConnectionState::Initiating | ConnectionState::Echoing
+        ) {
+            return false;
+        }
+        if self.udt().is_some_and(UdtConnection::is_rendezvous) {
+            return false;
+        }
+        let since = *self.unreachable_since.get_or_insert(now);
+        if now - since < UNREACHABLE_GRACE {
+            return false;
+        }
+        let reason = CloseReason::Handshake(kind.reason().to_string());
+        match &mut self.core {
+            Core::Composed(c) => c.terminate(reason),
+            Core::Udt(u) => u.terminate(reason),
+        }
+        true
     }
 
     /// Handles a datagram the endpoint routed to this connection.

@@ -102,6 +102,16 @@ impl SegmentStore {
         self.live
     }
 
+    /// Bytes of the live segments the peer has not acknowledged (their DATA frames'
+    /// bodies); a walk over the slots, for occasional reports, not per packet.
+    pub fn unacked_bytes(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| s.live && !s.acked)
+            .map(Segment::body_len)
+            .sum()
+    }
+
     /// Live segments that were never put in a packet (cut, waiting for the window, the
     /// pacer or their turn).
     pub fn unsent(&self) -> usize {

@@ -1499,6 +1499,10 @@ impl ConnectionCore for UdtConnection {
         UdtConnection::stats(self).buffered_bytes
     }
 
+    fn unacked_bytes(&self) -> u64 {
+        self.snd.buffered() as u64
+    }
+
     fn is_flushed(&self) -> bool {
         UdtConnection::is_flushed(self)
     }
