@@ -182,7 +182,10 @@ pub async fn run(a: DemoArgs) -> Result<(), Failure> {
             "ctp demo 1/2: {} over loopback with the `reliable` profile",
             human_bytes(a.mib << 20)
         );
-        outln!("  (ordered byte stream, ARQ, SACK/NAK, flow window, NewReno window + pacing)\n");
+        outln!(
+            "  (ordered byte stream, ARQ, SACK/NAK, flow window, {} congestion control + pacing)\n",
+            crate::profiles::SENDER_CC
+        );
     }
     make_source(&source, a.mib << 20)
         .await
@@ -190,7 +193,7 @@ pub async fn run(a: DemoArgs) -> Result<(), Failure> {
     let received = scratch.0.join("received");
     std::fs::create_dir_all(&received).context("creating a scratch directory")?;
     let (sent, got) = transfer(
-        &Profile::reliable(),
+        &crate::profiles::sender_cc(Profile::reliable(), "reliable", None)?,
         "reliable",
         &source,
         received.clone(),
@@ -212,11 +215,18 @@ pub async fn run(a: DemoArgs) -> Result<(), Failure> {
         make_source(&small, a.lossy_mib << 20)
             .await
             .context("writing the demo file")?;
-        // The TCP-like profiles, then UDT (native and noisy-link) and a model-based
-        // controller, which do not read every loss as congestion.
+        // What `ctp send` runs by default, the TCP-like profiles, then UDT (native and
+        // noisy-link) and plain BBR, which do not read every loss as congestion.
         let udt = Profile::builtin("udt").expect("built in");
         let runs = [
-            ("reliable".to_string(), Profile::reliable()),
+            (
+                format!("reliable (default: {})", crate::profiles::SENDER_CC),
+                crate::profiles::sender_cc(Profile::reliable(), "reliable", None)?,
+            ),
+            (
+                "reliable --cc newreno".to_string(),
+                crate::profiles::with_cc(Profile::reliable(), "newreno")?,
+            ),
             ("ctp-bulk".to_string(), Profile::ctp_bulk()),
             ("udt".to_string(), udt.clone()),
             (

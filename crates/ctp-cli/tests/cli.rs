@@ -420,7 +420,8 @@ fn demo_runs_a_verified_transfer() {
     assert_eq!(
         names,
         [
-            "reliable",
+            "reliable (default: bbr-fair)",
+            "reliable --cc newreno",
             "ctp-bulk",
             "udt",
             "udt --cc udt-noisy",
