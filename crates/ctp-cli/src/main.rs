@@ -199,22 +199,18 @@ async fn send(a: SendArgs) -> Result<(), Failure> {
     if let Some(name) = &a.cc {
         profile = profiles::with_cc(profile, name)?;
     }
-    let meta = std::fs::metadata(&a.file)
-        .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", a.file.display())))?;
-    if !meta.is_file() {
-        return Err(Failure::Usage(format!(
-            "{} is not a regular file",
-            a.file.display()
-        )));
+    let sources = transfer::source::collect(&a.paths).map_err(Failure::Usage)?;
+    if t.raw && !sources.manifest.is_single_file() {
+        return Err(Failure::Usage(
+            "--raw carries exactly one regular file (no name, no manifest): name one".into(),
+        ));
     }
-    let name = a
-        .file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "file".into());
+    for w in &sources.warnings {
+        eprintln!("ctp: warning: {w}");
+    }
     let channel = security(a.security(), &mut profile)?.channel();
     let ep = client_endpoint(a.addr.resolved, a.bind, t, &profile, channel).await?;
-    let work = send_over(&ep, &a, &profile, meta.len(), &name);
+    let work = send_over(&ep, &a, &profile, &sources);
     until_interrupted(&ep, "the sender", work).await
 }
 
@@ -241,27 +237,34 @@ async fn interrupt(ep: &Endpoint, who: &str) -> Failure {
     Failure::Interrupted
 }
 
-/// Sends file `a.file` (`len` bytes, named `name` to the receiver) from `ep`.
+/// Sends `sources` (the files and directories of `a.paths`) from `ep`.
 async fn send_over(
     ep: &Endpoint,
     a: &SendArgs,
     profile: &ctp::Profile,
-    len: u64,
-    name: &str,
+    sources: &transfer::source::Sources,
 ) -> Result<(), Failure> {
     let t = &a.transport;
     let start = Instant::now();
     let mut conn = open_connection(ep, a.addr.resolved, a.rendezvous, profile).await?;
-    let pb = progress::bar(len, "send", t.json);
-    let sending = if t.raw {
-        transfer::send::send_raw(&mut conn, &a.file, &pb, native_wire(profile)).await
-    } else {
-        transfer::send::send_file(&mut conn, &a.file, name, &pb)
-            .await
-            .map(|d| (d, true))
+    let manifest = &sources.manifest;
+    let total = manifest.total_bytes();
+    let pb = progress::bar(total, "send", t.json);
+    let what = match &a.paths[..] {
+        [one] => one.display().to_string(),
+        _ => format!("{} paths", a.paths.len()),
     };
-    let (digest, verified) = sending
-        .with_context(|| format!("sending {} to {} failed", a.file.display(), a.addr.resolved))?;
+    let sending = if t.raw {
+        transfer::send::send_raw(&mut conn, &sources.paths[0], &pb, native_wire(profile))
+            .await
+            .map(|(digest, verified)| (digest, total, verified))
+    } else {
+        transfer::send::send_files(&conn, sources, false, &pb)
+            .await
+            .map(|s| (s.digest, s.sent, true))
+    };
+    let (digest, sent, verified) =
+        sending.with_context(|| format!("sending {what} to {} failed", a.addr.resolved))?;
     pb.finish_and_clear();
     let secs = start.elapsed().as_secs_f64();
     let stats = conn.stats();
@@ -269,18 +272,20 @@ async fn send_over(
     if !t.raw {
         let _ = conn.close().await;
     }
+    let (files, dirs) = manifest.counts();
     Summary::new(
         "send",
-        &a.file,
+        Path::new(&what),
         a.addr.resolved.to_string(),
         &t.profile,
         Measured {
-            bytes: len,
+            bytes: total,
             seconds: secs,
             stats: &stats,
             checksum: &digest,
         },
     )
+    .with_counts(files, dirs, sent)
     .with_perf(perf.as_ref())
     .verified(verified)
     .print(t.json);
@@ -493,7 +498,7 @@ async fn receive_one(
     let r = if raw {
         transfer::recv::recv_raw(&mut conn, out, overwrite, &pb, native).await
     } else {
-        transfer::recv::recv_file(&mut conn, out, overwrite, &pb).await
+        transfer::recv::recv_files(&mut conn, out, overwrite, &pb).await
     }
     .with_context(|| format!("receiving from {peer}"))?;
     pb.finish_and_clear();
@@ -516,6 +521,7 @@ async fn receive_one(
             checksum: &r.digest,
         },
     )
+    .with_counts(r.files, r.dirs, r.received)
     .with_perf(perf.as_ref())
     .verified(r.verified))
 }

@@ -1,14 +1,25 @@
-//! The receiving side: write to a hidden temporary file, verify, then rename into place.
+//! The receiving side: check the manifest's every path against `--out`, write each file to
+//! a hidden temporary name, verify it, then rename it into place with its mode and mtime.
+//!
+//! Nothing is written outside `--out`: a path in the manifest is relative and has no `..`
+//! ([`super::manifest::check_path`]), and no existing component under `--out` it goes
+//! through may be a symbolic link or anything but a directory (the receiver creates the
+//! missing ones itself), so a path can neither climb out nor be redirected.
 
-use super::header::{sanitize_name, FileHeader, Reply, DIGEST_LEN};
+use super::header::{Hello, Plan, Reply, DIGEST_LEN, FLAG_RESUME};
+use super::incoming::Incoming;
+use super::manifest::{Entry, Kind, Manifest, MAX_MANIFEST, MODE_MASK};
 use super::CHUNK;
 use anyhow::{bail, Context, Result};
 use ctp::Connection;
 use indicatif::ProgressBar;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::fs::File;
 use tokio::io::{AsyncWriteExt, BufWriter};
+
+pub use super::incoming::next_chunk;
 
 /// Removes the temporary file unless the transfer completed (also on panic or cancellation).
 struct TempFile {
@@ -17,20 +28,26 @@ struct TempFile {
 }
 
 impl TempFile {
-    /// Flushes and syncs what `writer` wrote to the temporary file, then moves it to
-    /// `dest`: only a complete, durable file ever appears under its final name, and an
-    /// existing file there is replaced only with `overwrite` (without it the move is a hard
-    /// link, which fails if `dest` appeared meanwhile, then the temporary name's removal).
+    /// Flushes and syncs what `writer` wrote to the temporary file, gives it the mode and
+    /// mtime of `attrs` (if any), then moves it to `dest`: only a complete, durable file
+    /// ever appears under its final name, and an existing file there is replaced only with
+    /// `overwrite` (without it the move is a hard link, which fails if `dest` appeared
+    /// meanwhile, then the temporary name's removal).
     async fn commit(
         mut self,
         mut writer: BufWriter<File>,
         dest: &Path,
         overwrite: bool,
+        attrs: Option<&Entry>,
     ) -> anyhow::Result<()> {
         writer.flush().await?;
         let file = writer.into_inner();
-        file.sync_all().await.context("syncing to disk")?;
-        drop(file);
+        if let Some(e) = attrs {
+            set_attributes(file.into_std().await, e).await?;
+        } else {
+            file.sync_all().await.context("syncing to disk")?;
+            drop(file);
+        }
         if overwrite {
             tokio::fs::rename(&self.path, dest)
                 .await
@@ -69,21 +86,44 @@ fn exists(dest: &Path) -> String {
     )
 }
 
-/// Refuses `dest` at the start when it exists and may not be replaced.
+/// Refuses `dest` at the start when it exists (even as a dangling link) and may not be
+/// replaced.
 fn check_free(dest: &Path, overwrite: bool) -> Result<()> {
-    if !overwrite && dest.exists() {
+    if !overwrite && dest.symlink_metadata().is_ok() {
         bail!("{}", exists(dest));
     }
     Ok(())
 }
 
-/// Where a file named `name` goes when the user asked for `out`.
-pub fn destination(out: &Path, name: &str) -> PathBuf {
+/// Where the raw stream goes when the user asked for `out`.
+fn raw_destination(out: &Path) -> PathBuf {
     if out.is_dir() {
-        out.join(sanitize_name(name))
+        out.join(RAW_NAME)
     } else {
         out.to_path_buf()
     }
+}
+
+/// Checks, before any of its content is accepted, that a file described by `entry` can be
+/// stored at `dest`: not over an existing file without `overwrite`, a name the file system
+/// takes, room for its size. The one place each received file is checked.
+fn check_before_accepting(dest: &Path, entry: &Entry, overwrite: bool) -> Result<()> {
+    check_free(dest, overwrite)?;
+    check_room(dest, entry.size, available_space(dest))
+}
+
+/// Gives the file `f` the permission bits ([`MODE_MASK`]) and modification time of `e`,
+/// then syncs it.
+async fn set_attributes(f: std::fs::File, e: &Entry) -> Result<()> {
+    let (mode, mtime) = (e.mode & MODE_MASK, e.mtime.to_system());
+    tokio::task::spawn_blocking(move || {
+        f.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        f.set_modified(mtime)?;
+        f.sync_all()
+    })
+    .await
+    .context("setting the file's attributes")?
+    .context("setting the mode and time, and syncing to disk")
 }
 
 /// Longest file name (bytes) the file systems ctp writes to accept (Linux's NAME_MAX).
@@ -147,37 +187,45 @@ fn temp_path(dest: &Path) -> PathBuf {
     ))
 }
 
-/// Outcome of a received file.
+/// Outcome of a received transfer.
 pub struct Received {
-    /// Where it was stored.
+    /// Where it was stored: the file, or the `--out` directory of several entries.
     pub path: PathBuf,
-    /// Content bytes.
+    /// Content bytes of all files.
     pub bytes: u64,
-    /// BLAKE3 digest.
+    /// Content bytes that crossed the connection (fewer than `bytes` when a partial copy
+    /// kept from an earlier attempt was reused).
+    pub received: u64,
+    /// Files stored.
+    pub files: u64,
+    /// Directories created or kept.
+    pub dirs: u64,
+    /// BLAKE3 digest: of the file, or of the manifest ([`Manifest::digest`]).
     pub digest: [u8; DIGEST_LEN],
     /// Whether the sender confirmed that this is what it sent (false only for a raw
     /// stream on the UDT4 wire, whose completeness nothing proves).
     pub verified: bool,
 }
 
-/// Receives one file over `conn` into `out`; tells the sender the verdict either way.
-pub async fn recv_file(
+/// Receives a transfer (the manifest, then each file) over `conn` into `out`; tells the
+/// sender the verdict either way.
+pub async fn recv_files(
     conn: &mut Connection,
     out: &Path,
     overwrite: bool,
     progress: &ProgressBar,
 ) -> Result<Received> {
     match receive(conn, out, overwrite, progress).await {
-        Ok(r) => {
-            conn.write_all(&Reply::Ok(r.digest).encode())
+        Ok((r, agreed)) => {
+            conn.write_all(&Reply::Ok(agreed).encode())
                 .await
                 .context("confirming to the sender")?;
             conn.shutdown().await.context("finishing the reply")?;
             Ok(r)
         }
         Err(e) => {
-            // A sender already waiting reads the reason in the reply; one still sending
-            // learns it from the abort.
+            // A sender waiting for the answer to its manifest or for the verdict reads the
+            // reason in the reply; one still sending learns it from the abort.
             let reason = format!("{e:#}");
             let _ = conn.write_all(&Reply::Err(reason.clone()).encode()).await;
             let _ = conn.shutdown().await;
@@ -187,108 +235,230 @@ pub async fn recv_file(
     }
 }
 
+/// Receives the transfer; returns it and the digest both sides compare at the end.
 async fn receive(
-    conn: &mut Connection,
+    conn: &Connection,
     out: &Path,
     overwrite: bool,
     progress: &ProgressBar,
-) -> Result<Received> {
-    // Pieces are taken as they arrived (no read buffer per connection).
-    let mut pending = Vec::new();
-    let header = loop {
-        if let Some((h, used)) = FileHeader::decode(&pending)? {
-            pending.drain(..used);
-            break h;
-        }
-        let Some(chunk) = next_chunk(conn).await.context("reading the header")? else {
-            bail!("the sender closed before sending a file header");
-        };
-        pending.extend_from_slice(&chunk);
-    };
-    let dest = destination(out, &header.name);
-    check_free(&dest, overwrite)?;
-    check_room(&dest, header.size, available_space(&dest))?;
-    let tmp = TempFile {
-        path: temp_path(&dest),
-        keep: false,
-    };
-    let file = File::create(&tmp.path)
+) -> Result<(Received, [u8; DIGEST_LEN])> {
+    let mut incoming = Incoming::new(conn);
+    let hello = incoming
+        .frame("the manifest", 10 + MAX_MANIFEST as usize, Hello::decode)
+        .await?;
+    let manifest = &hello.manifest;
+    let _resume = hello.flags & FLAG_RESUME != 0;
+    let dests = place(out, manifest, overwrite)?;
+    create_directories(out, manifest, &dests)?;
+    let offers = vec![Vec::new(); manifest.files().count()];
+    conn.write_bytes(Plan::Go(offers).encode().into())
         .await
-        .with_context(|| format!("cannot create {}", tmp.path.display()))?;
-    progress.set_length(header.size);
-    let mut sink = Sink {
-        writer: BufWriter::with_capacity(CHUNK, file),
-        hasher: blake3::Hasher::new(),
-        size: header.size,
-        got: 0,
-        trailer: Vec::with_capacity(DIGEST_LEN),
-    };
-    sink.feed(&pending, &tmp.path).await?;
-    drop(pending);
-    while let Some(chunk) = next_chunk(conn).await? {
-        sink.feed(&chunk, &tmp.path).await?;
-        progress.set_position(sink.got);
+        .context("answering the manifest")?;
+    progress.set_length(manifest.total_bytes());
+    let mut digests = Vec::new();
+    let mut received = 0;
+    for (entry, dest) in manifest.entries.iter().zip(&dests) {
+        if entry.kind != Kind::File {
+            continue;
+        }
+        progress.set_message(entry.path.clone());
+        let (digest, n) = receive_file(&mut incoming, entry, dest, overwrite, progress)
+            .await
+            .with_context(|| format!("receiving {}", entry.path))?;
+        progress.println(format!(
+            "{} ({})",
+            entry.path,
+            crate::summary::human_bytes(entry.size)
+        ));
+        digests.push(digest);
+        received += n;
     }
-    if sink.got < header.size {
+    incoming.end().await?;
+    directory_attributes(manifest, &dests).await?;
+    let (files, dirs) = manifest.counts();
+    let agreed = manifest.digest(&digests);
+    let single = manifest.is_single_file();
+    Ok((
+        Received {
+            path: if single {
+                dests[0].clone()
+            } else {
+                out.to_path_buf()
+            },
+            bytes: manifest.total_bytes(),
+            received,
+            files,
+            dirs,
+            digest: if single { digests[0] } else { agreed },
+            verified: true,
+        },
+        agreed,
+    ))
+}
+
+/// Where each entry of `manifest` goes under `out`, every file checked
+/// ([`check_before_accepting`]) before anything is written: a single file may be stored
+/// under the name `out` gives, anything else needs `out` to be a directory.
+fn place(out: &Path, manifest: &Manifest, overwrite: bool) -> Result<Vec<PathBuf>> {
+    if manifest.is_single_file() && !out.is_dir() {
+        let dest = out.to_path_buf();
+        check_before_accepting(&dest, &manifest.entries[0], overwrite)?;
+        return Ok(vec![dest]);
+    }
+    if !out.is_dir() {
         bail!(
-            "the stream ended after {} of {} bytes",
-            sink.got,
-            header.size
+            "{} is not a directory: several files or a directory need --out to name one",
+            out.display()
         );
     }
-    if sink.trailer.len() != DIGEST_LEN {
-        bail!("the checksum trailer is missing or truncated");
+    let mut dests = Vec::with_capacity(manifest.entries.len());
+    for e in &manifest.entries {
+        let dest = inside(out, &e.path)?;
+        match e.kind {
+            Kind::File => check_before_accepting(&dest, e, overwrite)?,
+            Kind::Dir => match dest.symlink_metadata() {
+                Ok(m) if !m.is_dir() => bail!(
+                    "{} exists and is not a directory (nothing is written through links)",
+                    dest.display()
+                ),
+                _ => {}
+            },
+        }
+        dests.push(dest);
     }
-    let digest: [u8; DIGEST_LEN] = *sink.hasher.finalize().as_bytes();
-    if sink.trailer[..] != digest[..] {
+    Ok(dests)
+}
+
+/// `out` joined with the relative path `rel` (already checked: no `..`, not absolute),
+/// refused when a component on the way that exists is not a plain directory, such as a
+/// symbolic link that would lead elsewhere.
+fn inside(out: &Path, rel: &str) -> Result<PathBuf> {
+    let mut at = out.to_path_buf();
+    let mut parts = rel.split('/').peekable();
+    while let Some(part) = parts.next() {
+        at.push(part);
+        if parts.peek().is_none() {
+            break;
+        }
+        match at.symlink_metadata() {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => bail!(
+                "{} is not a directory (a link or a file): nothing is written through it",
+                at.display()
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Nothing deeper exists either: the receiver creates it all.
+                for rest in parts {
+                    at.push(rest);
+                }
+                break;
+            }
+            Err(e) => bail!("cannot read {}: {e}", at.display()),
+        }
+    }
+    Ok(at)
+}
+
+/// Creates the directories of `manifest` and those its files go in, under `out`; a
+/// component that appeared as anything but a plain directory meanwhile is refused.
+fn create_directories(out: &Path, manifest: &Manifest, dests: &[PathBuf]) -> Result<()> {
+    for (e, dest) in manifest.entries.iter().zip(dests) {
+        let dir = match e.kind {
+            Kind::Dir => dest.as_path(),
+            Kind::File => match dest.parent() {
+                Some(p) if p.starts_with(out) && p != out => p,
+                _ => continue,
+            },
+        };
+        let rel = dir.strip_prefix(out).unwrap_or(dir);
+        let mut at = out.to_path_buf();
+        for part in rel.components() {
+            at.push(part);
+            match std::fs::create_dir(&at) {
+                Ok(()) => {}
+                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+                    if !at.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+                        bail!(
+                            "{} is not a directory (a link or a file): nothing is written through it",
+                            at.display()
+                        );
+                    }
+                }
+                Err(err) => bail!("cannot create the directory {}: {err}", at.display()),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Gives each directory of `manifest` its mode and mtime, deepest first, once every file
+/// is in (storing a file changes its directory's mtime; a read-only mode would stop it).
+async fn directory_attributes(manifest: &Manifest, dests: &[PathBuf]) -> Result<()> {
+    for (e, dest) in manifest.entries.iter().zip(dests).rev() {
+        if e.kind != Kind::Dir {
+            continue;
+        }
+        let (dir, mode, mtime) = (dest.clone(), e.mode & MODE_MASK, e.mtime.to_system());
+        tokio::task::spawn_blocking(move || {
+            std::fs::File::open(&dir)?.set_modified(mtime)?;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode))
+        })
+        .await
+        .context("setting a directory's attributes")?
+        .with_context(|| format!("setting the mode and time of {}", dest.display()))?;
+    }
+    Ok(())
+}
+
+/// Receives one file's section into a temporary name next to `dest`, checks its digest,
+/// and renames it into place; returns the digest and the content bytes received.
+async fn receive_file(
+    incoming: &mut Incoming<'_>,
+    entry: &Entry,
+    dest: &Path,
+    overwrite: bool,
+    progress: &ProgressBar,
+) -> Result<([u8; DIGEST_LEN], u64)> {
+    let start = u64::from_be_bytes(incoming.array("the file's start").await?);
+    if start != 0 {
+        bail!("the sender starts at byte {start}, but nothing was kept to resume from");
+    }
+    let tmp = TempFile {
+        path: temp_path(dest),
+        keep: false,
+    };
+    let file = tokio::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp.path)
+        .await
+        .with_context(|| format!("cannot create {}", tmp.path.display()))?;
+    let mut writer = BufWriter::with_capacity(CHUNK, file);
+    let mut hasher = blake3::Hasher::new();
+    let mut left = entry.size - start;
+    while left > 0 {
+        let Some(piece) = incoming.piece(left.min(CHUNK as u64) as usize).await? else {
+            bail!(
+                "the stream ended after {} of {} bytes",
+                entry.size - left,
+                entry.size
+            );
+        };
+        hasher.update(&piece);
+        writer
+            .write_all(&piece)
+            .await
+            .with_context(|| format!("writing {}", tmp.path.display()))?;
+        left -= piece.len() as u64;
+        progress.inc(piece.len() as u64);
+    }
+    let trailer: [u8; DIGEST_LEN] = incoming.array("the checksum").await?;
+    let digest = *hasher.finalize().as_bytes();
+    if trailer != digest {
         bail!("checksum mismatch: the content is corrupt; nothing was stored");
     }
-    tmp.commit(sink.writer, &dest, overwrite).await?;
-    Ok(Received {
-        path: dest,
-        bytes: header.size,
-        digest,
-        verified: true,
-    })
-}
-
-/// Splits the incoming stream into content (hashed and written) and the digest trailer.
-struct Sink {
-    writer: BufWriter<File>,
-    hasher: blake3::Hasher,
-    size: u64,
-    got: u64,
-    trailer: Vec<u8>,
-}
-
-impl Sink {
-    async fn feed(&mut self, data: &[u8], path: &Path) -> Result<()> {
-        let content = ((self.size - self.got) as usize).min(data.len());
-        if content > 0 {
-            self.hasher.update(&data[..content]);
-            self.writer
-                .write_all(&data[..content])
-                .await
-                .with_context(|| format!("writing {}", path.display()))?;
-            self.got += content as u64;
-        }
-        self.trailer.extend_from_slice(&data[content..]);
-        if self.trailer.len() > DIGEST_LEN {
-            bail!(
-                "the sender sent more than the announced {} bytes",
-                self.size
-            );
-        }
-        Ok(())
-    }
-}
-
-/// The next received piece of `conn`'s stream (at most [`CHUNK`] bytes, not copied):
-/// `None` at its orderly end, an error when the connection broke before it.
-pub async fn next_chunk(conn: &Connection) -> Result<Option<bytes::Bytes>> {
-    conn.read_chunk(CHUNK)
-        .await
-        .context("receiving (the connection broke before an orderly close)")
+    tmp.commit(writer, dest, overwrite, Some(entry)).await?;
+    Ok((digest, entry.size - start))
 }
 
 /// Receives a plain stream (`--raw`: no ctp header or checksum) into `out`; the file is
@@ -321,7 +491,7 @@ async fn receive_raw(
     progress: &ProgressBar,
     native: bool,
 ) -> Result<Received> {
-    let dest = destination(out, RAW_NAME);
+    let dest = raw_destination(out);
     check_free(&dest, overwrite)?;
     let tmp = TempFile {
         path: temp_path(&dest),
@@ -358,10 +528,13 @@ async fn receive_raw(
             r => bail!("the sender did not confirm the content ({r}); nothing was stored"),
         }
     }
-    tmp.commit(writer, &dest, overwrite).await?;
+    tmp.commit(writer, &dest, overwrite, None).await?;
     Ok(Received {
         path: dest,
         bytes: got,
+        received: got,
+        files: 1,
+        dirs: 0,
         digest,
         verified: native,
     })

@@ -1,11 +1,16 @@
-//! The sending side: stream a file (never loaded whole), then wait for the receiver's verdict.
+//! The sending side: the manifest, then each file streamed (never loaded whole) from where
+//! the receiver's copy ends, then the receiver's verdict on the whole transfer.
 
-use super::header::{FileHeader, Reply, DIGEST_LEN};
-use super::CHUNK;
+use super::header::{Hello, Plan, Reply, DIGEST_LEN, FLAG_RESUME};
+use super::incoming::Incoming;
+use super::manifest::{Entry, Kind, Manifest, Mtime};
+use super::source::Sources;
+use super::{resume, CHUNK};
 use anyhow::{bail, Context, Result};
 use bytes::BytesMut;
 use ctp::Connection;
 use indicatif::ProgressBar;
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use tokio::fs::File;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -13,55 +18,150 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// Longest reply accepted from the receiver.
 const MAX_REPLY: u64 = 4 + u16::MAX as u64;
 
-/// Sends `path` as `name` over `conn` and returns the BLAKE3 digest once the receiver
-/// confirmed that it stored the file with that digest.
+/// What a completed transfer sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sent {
+    /// The digest both sides agreed on: the file's BLAKE3 for a single file, otherwise the
+    /// manifest's ([`Manifest::digest`]).
+    pub digest: [u8; DIGEST_LEN],
+    /// Content bytes that crossed the connection (fewer than the files hold when the
+    /// receiver already had a part of them).
+    pub sent: u64,
+}
+
+/// Sends everything in `sources` over `conn` and returns once the receiver confirmed that
+/// it stored all of it with the digests sent; `resume` asks it to keep and offer partial
+/// copies. `progress` counts content bytes (its length is set here); a line is printed
+/// above it for each file completed.
+pub async fn send_files(
+    conn: &Connection,
+    sources: &Sources,
+    resume: bool,
+    progress: &ProgressBar,
+) -> Result<Sent> {
+    let manifest = &sources.manifest;
+    progress.set_length(manifest.total_bytes());
+    let hello = Hello {
+        flags: if resume { FLAG_RESUME } else { 0 },
+        manifest: manifest.clone(),
+    };
+    conn.write_bytes(hello.encode().into())
+        .await
+        .context("sending the manifest")?;
+    let sizes: Vec<u64> = manifest.files().map(|e| e.size).collect();
+    let mut incoming = Incoming::new(conn);
+    let plan = incoming
+        .frame("the receiver's answer", usize::MAX, |b| {
+            Plan::decode(b, &sizes)
+        })
+        .await?;
+    let offers = match plan {
+        Plan::Go(offers) => offers,
+        Plan::Refused(reason) => bail!("the receiver refused the transfer: {reason}"),
+    };
+    let mut digests = Vec::with_capacity(sizes.len());
+    let mut sent = 0;
+    for ((entry, path), theirs) in sources.file_paths().zip(&offers) {
+        progress.set_message(entry.path.clone());
+        let (digest, n) = send_one(conn, entry, path, theirs, progress)
+            .await
+            .with_context(|| format!("sending {}", path.display()))?;
+        progress.println(format!(
+            "{} ({})",
+            entry.path,
+            crate::summary::human_bytes(entry.size)
+        ));
+        digests.push(digest);
+        sent += n;
+    }
+    conn.finish().await.context("finishing the stream")?;
+    let expected = manifest.digest(&digests);
+    let reply = incoming
+        .rest(MAX_REPLY as usize)
+        .await
+        .context("waiting for the receiver's confirmation")?;
+    if reply.is_empty() {
+        bail!("the receiver closed without confirming the transfer");
+    }
+    match Reply::decode(&reply)? {
+        Reply::Ok(d) if d == expected => {}
+        Reply::Ok(_) => bail!("the receiver stored content with a different checksum"),
+        Reply::Err(reason) => bail!("the receiver rejected the transfer: {reason}"),
+    }
+    Ok(Sent {
+        digest: if manifest.is_single_file() {
+            digests[0]
+        } else {
+            expected
+        },
+        sent,
+    })
+}
+
+/// Sends one file's section: where it starts (after the blocks of `theirs` that match),
+/// the content from there, the whole content's BLAKE3. Returns the digest and the content
+/// bytes sent.
+async fn send_one(
+    conn: &Connection,
+    entry: &Entry,
+    path: &Path,
+    theirs: &[[u8; DIGEST_LEN]],
+    progress: &ProgressBar,
+) -> Result<([u8; DIGEST_LEN], u64)> {
+    let mut file = File::open(path).await.context("cannot open it")?;
+    let size = file.metadata().await?.len();
+    if size != entry.size {
+        bail!(
+            "it changed size since the manifest was made ({} bytes, then {size})",
+            entry.size
+        );
+    }
+    let mut whole = blake3::Hasher::new();
+    let start = resume::matching_prefix(&mut file, size, theirs, &mut whole)
+        .await
+        .context("reading it")?;
+    progress.inc(start);
+    conn.write_bytes(start.to_be_bytes().to_vec().into())
+        .await
+        .context("sending")?;
+    let n = stream_file(conn, &mut file, path, size - start, progress, &mut whole).await?;
+    if n < size - start {
+        bail!(
+            "it shrank while being sent ({} of {size} bytes read)",
+            start + n
+        );
+    }
+    let digest = *whole.finalize().as_bytes();
+    conn.write_bytes(digest.to_vec().into())
+        .await
+        .context("sending the checksum")?;
+    Ok((digest, n))
+}
+
+/// Sends the single file `path` under `name` (a one-entry manifest) and returns its BLAKE3
+/// once the receiver confirmed it.
 pub async fn send_file(
-    conn: &mut Connection,
+    conn: &Connection,
     path: &Path,
     name: &str,
     progress: &ProgressBar,
 ) -> Result<[u8; DIGEST_LEN]> {
-    let mut file = File::open(path)
-        .await
-        .with_context(|| format!("cannot open {}", path.display()))?;
-    let size = file.metadata().await?.len();
-    progress.set_length(size);
-    conn.write_all(
-        &FileHeader {
-            name: name.to_string(),
-            size,
-        }
-        .encode(),
-    )
-    .await
-    .context("sending the header")?;
-    let (sent, digest) = stream_file(conn, &mut file, path, size, progress).await?;
-    if sent < size {
-        bail!(
-            "{} shrank while being sent ({} of {} bytes read)",
-            path.display(),
-            sent,
-            size
-        );
-    }
-    conn.write_all(&digest)
-        .await
-        .context("sending the checksum")?;
-    conn.shutdown().await.context("finishing the stream")?;
-    let mut reply = Vec::new();
-    (&mut *conn)
-        .take(MAX_REPLY)
-        .read_to_end(&mut reply)
-        .await
-        .context("waiting for the receiver's confirmation")?;
-    if reply.is_empty() {
-        bail!("the receiver closed without confirming the file");
-    }
-    match Reply::decode(&reply)? {
-        Reply::Ok(d) if d == digest => Ok(digest),
-        Reply::Ok(_) => bail!("the receiver stored content with a different checksum"),
-        Reply::Err(reason) => bail!("the receiver rejected the file: {reason}"),
-    }
+    let meta =
+        std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let sources = Sources {
+        manifest: Manifest {
+            entries: vec![Entry {
+                path: name.to_string(),
+                kind: Kind::File,
+                size: meta.len(),
+                mode: meta.permissions().mode() & 0o7777,
+                mtime: meta.modified().map(Mtime::from_system).unwrap_or_default(),
+            }],
+        },
+        paths: vec![path.to_path_buf()],
+        warnings: Vec::new(),
+    };
+    Ok(send_files(conn, &sources, false, progress).await?.digest)
 }
 
 /// Sends `path` as a plain stream (`--raw`: no ctp header, no checksum on the wire), then
@@ -82,7 +182,9 @@ pub async fn send_raw(
         .with_context(|| format!("cannot open {}", path.display()))?;
     let size = file.metadata().await?.len();
     progress.set_length(size);
-    let (_, digest) = stream_file(conn, &mut file, path, u64::MAX, progress).await?;
+    let mut hasher = blake3::Hasher::new();
+    stream_file(conn, &mut file, path, u64::MAX, progress, &mut hasher).await?;
+    let digest = *hasher.finalize().as_bytes();
     if !native {
         conn.close()
             .await
@@ -126,8 +228,8 @@ async fn raw_verdict(conn: &mut Connection, digest: &[u8; DIGEST_LEN]) -> Result
     }
 }
 
-/// Streams `file` from its current position until its end or `limit` bytes, hashing what
-/// it sends; returns the bytes sent and their BLAKE3 digest. The blocks read go to the
+/// Streams `file` from its current position until its end or `limit` bytes, feeding
+/// `hasher` with what it sends; returns the bytes sent. The blocks read go to the
 /// connection without another copy (it keeps them until acknowledged); a block's memory is
 /// reused once the connection let go of it.
 async fn stream_file(
@@ -136,8 +238,8 @@ async fn stream_file(
     path: &Path,
     limit: u64,
     progress: &ProgressBar,
-) -> Result<(u64, [u8; DIGEST_LEN])> {
-    let mut hasher = blake3::Hasher::new();
+    hasher: &mut blake3::Hasher,
+) -> Result<u64> {
     let mut buf = BytesMut::with_capacity(CHUNK);
     let mut sent = 0u64;
     while sent < limit {
@@ -155,7 +257,7 @@ async fn stream_file(
         hasher.update(&block);
         conn.write_bytes(block).await.context("sending")?;
         sent += n as u64;
-        progress.set_position(sent);
+        progress.inc(n as u64);
     }
-    Ok((sent, *hasher.finalize().as_bytes()))
+    Ok(sent)
 }
