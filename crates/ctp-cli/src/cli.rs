@@ -309,6 +309,11 @@ pub struct SendArgs {
     /// Rendezvous set-up (`udt` profiles): both sides connect to each other, nobody listens.
     #[arg(long)]
     pub rendezvous: bool,
+    /// Send file content at most this fast, in bits per second as `ctp relay --rate`
+    /// takes them: e.g. 10mbit (10 Mbit/s = 1.25 MB/s), 500kbit, 1gbit. The connection's
+    /// headers and retransmissions come on top (a few percent). Unlimited when absent.
+    #[arg(long, value_name = "RATE")]
+    pub limit_rate: Option<String>,
     /// Encryption and keys.
     #[command(flatten)]
     pub security: SendSecurityArgs,

@@ -208,9 +208,18 @@ async fn send(a: SendArgs) -> Result<(), Failure> {
     for w in &sources.warnings {
         eprintln!("ctp: warning: {w}");
     }
+    let opts = transfer::send::SendOptions {
+        resume: false,
+        limit_bps: a
+            .limit_rate
+            .as_deref()
+            .map(units::rate_bps)
+            .transpose()
+            .map_err(|e| Failure::Usage(format!("--limit-rate: {e}")))?,
+    };
     let channel = security(a.security(), &mut profile)?.channel();
     let ep = client_endpoint(a.addr.resolved, a.bind, t, &profile, channel).await?;
-    let work = send_over(&ep, &a, &profile, &sources);
+    let work = send_over(&ep, &a, &profile, &sources, &opts);
     until_interrupted(&ep, "the sender", work).await
 }
 
@@ -237,12 +246,13 @@ async fn interrupt(ep: &Endpoint, who: &str) -> Failure {
     Failure::Interrupted
 }
 
-/// Sends `sources` (the files and directories of `a.paths`) from `ep`.
+/// Sends `sources` (the files and directories of `a.paths`) from `ep` as `opts` say.
 async fn send_over(
     ep: &Endpoint,
     a: &SendArgs,
     profile: &ctp::Profile,
     sources: &transfer::source::Sources,
+    opts: &transfer::send::SendOptions,
 ) -> Result<(), Failure> {
     let t = &a.transport;
     let start = Instant::now();
@@ -255,11 +265,12 @@ async fn send_over(
         _ => format!("{} paths", a.paths.len()),
     };
     let sending = if t.raw {
-        transfer::send::send_raw(&mut conn, &sources.paths[0], &pb, native_wire(profile))
+        let path = &sources.paths[0];
+        transfer::send::send_raw(&mut conn, path, opts.limit_bps, &pb, native_wire(profile))
             .await
             .map(|(digest, verified)| (digest, total, verified))
     } else {
-        transfer::send::send_files(&conn, sources, false, &pb)
+        transfer::send::send_files(&conn, sources, opts, &pb)
             .await
             .map(|s| (s.digest, s.sent, true))
     };

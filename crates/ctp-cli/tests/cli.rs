@@ -300,6 +300,10 @@ fn usage_errors_exit_2_with_one_line_saying_what_is_wrong() {
             "--raw carries exactly one regular file",
         ),
         (
+            &["send", src, "127.0.0.1:9", "--limit-rate", "10"],
+            "--limit-rate: `10` needs a unit: bit, kbit, mbit or gbit",
+        ),
+        (
             &["send", src, "127.0.0.1:9", "--cc", "reno9"],
             "unknown congestion control `reno9`; known: newreno, cubic, bbr",
         ),
@@ -1625,4 +1629,46 @@ fn an_existing_file_in_a_tree_refuses_the_transfer_before_anything_is_written() 
         !out.join("proj/sub").exists(),
         "nothing of the tree is created"
     );
+}
+
+/// `--limit-rate 8mbit` holds a transfer of several files (3 MiB in all) to 8 Mbit/s of
+/// content: it takes at least the 3.1 s that rate allows (less 5 % for the first piece and
+/// timer rounding), on both sides, whatever the machine's speed; the files arrive whole.
+#[test]
+fn a_rate_limited_transfer_is_not_faster_than_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    write_random(&src.join("a.bin"), 2 << 20);
+    write_random(&src.join("b.bin"), 1 << 20);
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let (s, r) = transfer(
+        &src,
+        &out,
+        &["--json"],
+        &["--json", "--limit-rate", "8mbit"],
+        Duration::from_secs(120),
+    );
+    assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let ideal = (3u64 << 20) as f64 * 8.0 / 8e6;
+    for (who, o) in [("sender", &s), ("receiver", &r)] {
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let secs = j["seconds"].as_f64().unwrap();
+        assert!(
+            secs >= ideal * 0.95,
+            "{who}: {secs} s, the limit allows {ideal} s"
+        );
+        assert!(
+            j["goodput_mbps"].as_f64().unwrap() <= 8.0 / 0.95,
+            "{who}: {j}"
+        );
+    }
+    for f in ["a.bin", "b.bin"] {
+        assert_eq!(
+            blake3_file(&out.join("src").join(f)),
+            blake3_file(&src.join(f))
+        );
+    }
 }

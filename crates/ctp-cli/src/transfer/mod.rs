@@ -4,6 +4,7 @@
 pub mod header;
 pub mod incoming;
 pub mod manifest;
+pub mod ratelimit;
 pub mod recv;
 pub mod resume;
 pub mod send;

@@ -4,6 +4,7 @@
 use super::header::{Hello, Plan, Reply, DIGEST_LEN, FLAG_RESUME};
 use super::incoming::Incoming;
 use super::manifest::{Entry, Kind, Manifest, Mtime};
+use super::ratelimit::RateLimit;
 use super::source::Sources;
 use super::{resume, CHUNK};
 use anyhow::{bail, Context, Result};
@@ -29,20 +30,29 @@ pub struct Sent {
     pub sent: u64,
 }
 
-/// Sends everything in `sources` over `conn` and returns once the receiver confirmed that
-/// it stored all of it with the digests sent; `resume` asks it to keep and offer partial
-/// copies. `progress` counts content bytes (its length is set here); a line is printed
-/// above it for each file completed.
+/// How to send.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendOptions {
+    /// Ask the receiver to keep what arrives of a file if the transfer breaks, and to
+    /// offer what it kept (`--resume`).
+    pub resume: bool,
+    /// Most bits per second of file content (`--limit-rate`).
+    pub limit_bps: Option<u64>,
+}
+
+/// Sends everything in `sources` over `conn` as `opts` say, and returns once the receiver
+/// confirmed that it stored all of it with the digests sent. `progress` counts content
+/// bytes (its length is set here); a line is printed above it for each file completed.
 pub async fn send_files(
     conn: &Connection,
     sources: &Sources,
-    resume: bool,
+    opts: &SendOptions,
     progress: &ProgressBar,
 ) -> Result<Sent> {
     let manifest = &sources.manifest;
     progress.set_length(manifest.total_bytes());
     let hello = Hello {
-        flags: if resume { FLAG_RESUME } else { 0 },
+        flags: if opts.resume { FLAG_RESUME } else { 0 },
         manifest: manifest.clone(),
     };
     conn.write_bytes(hello.encode().into())
@@ -59,11 +69,14 @@ pub async fn send_files(
         Plan::Go(offers) => offers,
         Plan::Refused(reason) => bail!("the receiver refused the transfer: {reason}"),
     };
+    let mut pace = opts
+        .limit_bps
+        .map(|bps| RateLimit::new(bps, std::time::Instant::now()));
     let mut digests = Vec::with_capacity(sizes.len());
     let mut sent = 0;
     for ((entry, path), theirs) in sources.file_paths().zip(&offers) {
         progress.set_message(entry.path.clone());
-        let (digest, n) = send_one(conn, entry, path, theirs, progress)
+        let (digest, n) = send_one(conn, entry, path, theirs, &mut pace, progress)
             .await
             .with_context(|| format!("sending {}", path.display()))?;
         progress.println(format!(
@@ -99,13 +112,14 @@ pub async fn send_files(
 }
 
 /// Sends one file's section: where it starts (after the blocks of `theirs` that match),
-/// the content from there, the whole content's BLAKE3. Returns the digest and the content
-/// bytes sent.
+/// the content from there (no faster than `pace` allows), the whole content's BLAKE3.
+/// Returns the digest and the content bytes sent.
 async fn send_one(
     conn: &Connection,
     entry: &Entry,
     path: &Path,
     theirs: &[[u8; DIGEST_LEN]],
+    pace: &mut Option<RateLimit>,
     progress: &ProgressBar,
 ) -> Result<([u8; DIGEST_LEN], u64)> {
     let mut file = File::open(path).await.context("cannot open it")?;
@@ -124,7 +138,16 @@ async fn send_one(
     conn.write_bytes(start.to_be_bytes().to_vec().into())
         .await
         .context("sending")?;
-    let n = stream_file(conn, &mut file, path, size - start, progress, &mut whole).await?;
+    let n = stream_file(
+        conn,
+        &mut file,
+        path,
+        size - start,
+        pace,
+        progress,
+        &mut whole,
+    )
+    .await?;
     if n < size - start {
         bail!(
             "it shrank while being sent ({} of {size} bytes read)",
@@ -161,7 +184,8 @@ pub async fn send_file(
         paths: vec![path.to_path_buf()],
         warnings: Vec::new(),
     };
-    Ok(send_files(conn, &sources, false, progress).await?.digest)
+    let opts = SendOptions::default();
+    Ok(send_files(conn, &sources, &opts, progress).await?.digest)
 }
 
 /// Sends `path` as a plain stream (`--raw`: no ctp header, no checksum on the wire), then
@@ -174,6 +198,7 @@ pub async fn send_file(
 pub async fn send_raw(
     conn: &mut Connection,
     path: &Path,
+    limit_bps: Option<u64>,
     progress: &ProgressBar,
     native: bool,
 ) -> Result<([u8; DIGEST_LEN], bool)> {
@@ -183,7 +208,17 @@ pub async fn send_raw(
     let size = file.metadata().await?.len();
     progress.set_length(size);
     let mut hasher = blake3::Hasher::new();
-    stream_file(conn, &mut file, path, u64::MAX, progress, &mut hasher).await?;
+    let mut pace = limit_bps.map(|bps| RateLimit::new(bps, std::time::Instant::now()));
+    stream_file(
+        conn,
+        &mut file,
+        path,
+        u64::MAX,
+        &mut pace,
+        progress,
+        &mut hasher,
+    )
+    .await?;
     let digest = *hasher.finalize().as_bytes();
     if !native {
         conn.close()
@@ -228,23 +263,25 @@ async fn raw_verdict(conn: &mut Connection, digest: &[u8; DIGEST_LEN]) -> Result
     }
 }
 
-/// Streams `file` from its current position until its end or `limit` bytes, feeding
-/// `hasher` with what it sends; returns the bytes sent. The blocks read go to the
-/// connection without another copy (it keeps them until acknowledged); a block's memory is
-/// reused once the connection let go of it.
+/// Streams `file` from its current position until its end or `limit` bytes, no faster than
+/// `pace` allows, feeding `hasher` with what it sends; returns the bytes sent. The blocks
+/// read go to the connection without another copy (it keeps them until acknowledged); a
+/// block's memory is reused once the connection let go of it.
 async fn stream_file(
     conn: &Connection,
     file: &mut File,
     path: &Path,
     limit: u64,
+    pace: &mut Option<RateLimit>,
     progress: &ProgressBar,
     hasher: &mut blake3::Hasher,
 ) -> Result<u64> {
+    let piece = pace.as_ref().map_or(CHUNK, |p| p.piece().clamp(1, CHUNK)) as u64;
     let mut buf = BytesMut::with_capacity(CHUNK);
     let mut sent = 0u64;
     while sent < limit {
         buf.reserve(CHUNK);
-        let want = (limit - sent).min(CHUNK as u64) as usize;
+        let want = (limit - sent).min(piece) as usize;
         let n = (&mut *file)
             .take(want as u64)
             .read_buf(&mut buf)
@@ -252,6 +289,9 @@ async fn stream_file(
             .with_context(|| format!("reading {}", path.display()))?;
         if n == 0 {
             break;
+        }
+        if let Some(p) = pace {
+            p.wait(n as u64).await;
         }
         let block = buf.split().freeze();
         hasher.update(&block);
