@@ -314,6 +314,12 @@ pub struct SendArgs {
     /// headers and retransmissions come on top (a few percent). Unlimited when absent.
     #[arg(long, value_name = "RATE")]
     pub limit_rate: Option<String>,
+    /// Resume: the receiver keeps what arrives of a file if the transfer breaks (a hidden
+    /// `.NAME.ctp-partial` beside the destination), and a later `--resume` transfer of the
+    /// same files sends only what it lacks, after checking the part it kept block by block
+    /// (BLAKE3 of 1 MiB blocks); the whole file is verified as always.
+    #[arg(long, conflicts_with = "raw")]
+    pub resume: bool,
     /// Encryption and keys.
     #[command(flatten)]
     pub security: SendSecurityArgs,

@@ -209,7 +209,7 @@ async fn send(a: SendArgs) -> Result<(), Failure> {
         eprintln!("ctp: warning: {w}");
     }
     let opts = transfer::send::SendOptions {
-        resume: false,
+        resume: a.resume,
         limit_bps: a
             .limit_rate
             .as_deref()

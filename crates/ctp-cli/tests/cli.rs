@@ -1672,3 +1672,106 @@ fn a_rate_limited_transfer_is_not_faster_than_the_limit() {
         );
     }
 }
+
+/// `ctp send --resume` killed at a pseudo-random point (2 to 12 MiB into a 24 MiB file)
+/// leaves the receiver a partial copy and no file under the final name; one byte of a
+/// kept block is then damaged. A second `--resume` transfer sends exactly what follows the
+/// last intact block (counted by both summaries), the file arrives byte for byte, and no
+/// partial copy or sidecar is left.
+#[test]
+fn an_interrupted_transfer_resumes_from_the_verified_part_the_receiver_kept() {
+    const MIB: u64 = 1 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("big.bin");
+    let size = 24 * MIB;
+    write_random(&src, size as usize);
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64;
+    let stop_at = 2 * MIB + seed % (10 * MIB);
+    let listen = format!("127.0.0.1:{}", free_port());
+    let recv = spawn(&[
+        "recv",
+        "--listen",
+        &listen,
+        "--out",
+        out.to_str().unwrap(),
+        "--once",
+        "--idle-timeout",
+        "2",
+    ]);
+    std::thread::sleep(Duration::from_millis(300));
+    // 32 Mbit/s: 6 s for the file, so the stop comes while it is under way.
+    let mut send = spawn(&[
+        "send",
+        src.to_str().unwrap(),
+        &listen,
+        "--resume",
+        "--limit-rate",
+        "32mbit",
+    ]);
+    let partial = out.join(".big.bin.ctp-partial");
+    let started = Instant::now();
+    while partial.metadata().map_or(0, |m| m.len()) < stop_at {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the partial copy never reached {stop_at} bytes"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    send.0.kill().unwrap();
+    send.0.wait().unwrap();
+    let r = wait_output(recv, Duration::from_secs(30));
+    assert_eq!(
+        r.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(
+        !out.join("big.bin").exists(),
+        "nothing under the final name"
+    );
+    let kept = partial.metadata().unwrap().len();
+    assert!(kept >= stop_at && kept < size, "kept {kept} of {size}");
+    assert!(out.join(".big.bin.ctp-partial.resume").exists());
+    let blocks = kept / MIB;
+    let bad = 1 + seed % (blocks - 1);
+    {
+        use std::io::{Seek, SeekFrom};
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&partial)
+            .unwrap();
+        let at = bad * MIB + 7;
+        let mut byte = [0u8];
+        f.seek(SeekFrom::Start(at)).unwrap();
+        f.read_exact(&mut byte).unwrap();
+        f.seek(SeekFrom::Start(at)).unwrap();
+        f.write_all(&[byte[0] ^ 0xff]).unwrap();
+    }
+    let (s, r) = transfer(
+        &src,
+        &out,
+        &["--json"],
+        &["--json", "--resume"],
+        Duration::from_secs(120),
+    );
+    assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    for o in [&s, &r] {
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(j["bytes"], size, "{j}");
+        assert_eq!(
+            j["transferred"],
+            size - bad * MIB,
+            "blocks 0..{bad} of {blocks} kept reused: {j}"
+        );
+    }
+    assert_eq!(blake3_file(&out.join("big.bin")), blake3_file(&src));
+    assert_eq!(leftovers(&out), Vec::<String>::new());
+}

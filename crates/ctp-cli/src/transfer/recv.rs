@@ -9,6 +9,7 @@
 use super::header::{Hello, Plan, Reply, DIGEST_LEN, FLAG_RESUME};
 use super::incoming::Incoming;
 use super::manifest::{Entry, Kind, Manifest, MAX_MANIFEST, MODE_MASK};
+use super::resume::Partial;
 use super::CHUNK;
 use anyhow::{bail, Context, Result};
 use ctp::Connection;
@@ -21,13 +22,42 @@ use tokio::io::{AsyncWriteExt, BufWriter};
 
 pub use super::incoming::next_chunk;
 
-/// Removes the temporary file unless the transfer completed (also on panic or cancellation).
+/// A file being received under a temporary name. Unless the transfer completed, the name
+/// is removed when this is dropped (also on panic or cancellation) — except a partial copy
+/// kept for resuming ([`TempFile::resumable`]), which stays with its sidecar until it is
+/// committed or [`TempFile::discard`]ed.
 struct TempFile {
     path: PathBuf,
     keep: bool,
+    /// The resume sidecar that goes with a resumable partial copy.
+    sidecar: Option<PathBuf>,
 }
 
 impl TempFile {
+    /// A fresh temporary name, removed on failure.
+    fn fresh(path: PathBuf) -> Self {
+        TempFile {
+            path,
+            keep: false,
+            sidecar: None,
+        }
+    }
+
+    /// A partial copy kept on failure, for resuming.
+    fn resumable(p: &Partial) -> Self {
+        TempFile {
+            path: p.data.clone(),
+            keep: true,
+            sidecar: Some(p.sidecar.clone()),
+        }
+    }
+
+    /// Removes the file (and its sidecar) when dropped, resumable or not: its content is
+    /// wrong.
+    fn discard(&mut self) {
+        self.keep = false;
+    }
+
     /// Flushes and syncs what `writer` wrote to the temporary file, gives it the mode and
     /// mtime of `attrs` (if any), then moves it to `dest`: only a complete, durable file
     /// ever appears under its final name, and an existing file there is replaced only with
@@ -52,20 +82,25 @@ impl TempFile {
             tokio::fs::rename(&self.path, dest)
                 .await
                 .with_context(|| format!("renaming into {}", dest.display()))?;
-            self.keep = true;
-            return Ok(());
-        }
-        match tokio::fs::hard_link(&self.path, dest).await {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                bail!("{}", exists(dest))
+        } else {
+            match tokio::fs::hard_link(&self.path, dest).await {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&self.path);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    bail!("{}", exists(dest))
+                }
+                // A file system without hard links: check, then rename.
+                Err(_) if !dest.exists() => tokio::fs::rename(&self.path, dest)
+                    .await
+                    .with_context(|| format!("renaming into {}", dest.display()))?,
+                Err(_) => bail!("{}", exists(dest)),
             }
-            // A file system without hard links: check, then rename.
-            Err(_) if !dest.exists() => tokio::fs::rename(&self.path, dest)
-                .await
-                .with_context(|| format!("renaming into {}", dest.display()))?,
-            Err(_) => bail!("{}", exists(dest)),
         }
+        if let Some(s) = &self.sidecar {
+            let _ = std::fs::remove_file(s);
+        }
+        self.keep = true;
         Ok(())
     }
 }
@@ -74,6 +109,9 @@ impl Drop for TempFile {
     fn drop(&mut self) {
         if !self.keep {
             let _ = std::fs::remove_file(&self.path);
+            if let Some(s) = &self.sidecar {
+                let _ = std::fs::remove_file(s);
+            }
         }
     }
 }
@@ -168,11 +206,20 @@ fn temp_path(dest: &Path) -> PathBuf {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
+    hidden_path(
+        dest,
+        &format!(".ctp-partial-{}-{nanos:08x}", std::process::id()),
+    )
+}
+
+/// `dest`'s hidden companion: `.` + its name + `suffix` (at most [`TEMP_EXTRA`] bytes with
+/// the dot), in the same directory. The name must fit NAME_MAX too: a long one is cut (at
+/// a character).
+pub(super) fn hidden_path(dest: &Path, suffix: &str) -> PathBuf {
     let mut base = dest
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    // The temporary name must fit NAME_MAX too: a long name is cut (at a character).
     let room = NAME_MAX - TEMP_EXTRA;
     if base.len() > room {
         let mut end = room;
@@ -181,10 +228,7 @@ fn temp_path(dest: &Path) -> PathBuf {
         }
         base.truncate(end);
     }
-    dest.with_file_name(format!(
-        ".{base}.ctp-partial-{}-{nanos:08x}",
-        std::process::id()
-    ))
+    dest.with_file_name(format!(".{base}{suffix}"))
 }
 
 /// Outcome of a received transfer.
@@ -247,22 +291,29 @@ async fn receive(
         .frame("the manifest", 10 + MAX_MANIFEST as usize, Hello::decode)
         .await?;
     let manifest = &hello.manifest;
-    let _resume = hello.flags & FLAG_RESUME != 0;
+    let resume = hello.flags & FLAG_RESUME != 0;
     let dests = place(out, manifest, overwrite)?;
     create_directories(out, manifest, &dests)?;
-    let offers = vec![Vec::new(); manifest.files().count()];
+    let mut offers = Vec::with_capacity(manifest.files().count());
+    for (entry, dest) in manifest.entries.iter().zip(&dests) {
+        match (entry.kind, resume) {
+            (Kind::File, true) => offers.push(Partial::of(dest).offer(entry).await?),
+            (Kind::File, false) => offers.push(Vec::new()),
+            (Kind::Dir, _) => {}
+        }
+    }
+    let offered: Vec<usize> = offers.iter().map(Vec::len).collect();
     conn.write_bytes(Plan::Go(offers).encode().into())
         .await
         .context("answering the manifest")?;
     progress.set_length(manifest.total_bytes());
     let mut digests = Vec::new();
     let mut received = 0;
-    for (entry, dest) in manifest.entries.iter().zip(&dests) {
-        if entry.kind != Kind::File {
-            continue;
-        }
+    let files = manifest.entries.iter().zip(&dests);
+    for ((entry, dest), offered) in files.filter(|(e, _)| e.kind == Kind::File).zip(offered) {
         progress.set_message(entry.path.clone());
-        let (digest, n) = receive_file(&mut incoming, entry, dest, overwrite, progress)
+        let resumable = resume.then_some(offered);
+        let (digest, n) = receive_file(&mut incoming, entry, dest, overwrite, resumable, progress)
             .await
             .with_context(|| format!("receiving {}", entry.path))?;
         progress.println(format!(
@@ -411,54 +462,83 @@ async fn directory_attributes(manifest: &Manifest, dests: &[PathBuf]) -> Result<
 }
 
 /// Receives one file's section into a temporary name next to `dest`, checks its digest,
-/// and renames it into place; returns the digest and the content bytes received.
+/// and renames it into place; returns the digest and the content bytes received. With
+/// `resumable` (the number of blocks offered from a partial copy) the file goes to its
+/// partial copy, which is kept if the transfer breaks.
 async fn receive_file(
     incoming: &mut Incoming<'_>,
     entry: &Entry,
     dest: &Path,
     overwrite: bool,
+    resumable: Option<usize>,
     progress: &ProgressBar,
 ) -> Result<([u8; DIGEST_LEN], u64)> {
     let start = u64::from_be_bytes(incoming.array("the file's start").await?);
-    if start != 0 {
-        bail!("the sender starts at byte {start}, but nothing was kept to resume from");
-    }
-    let tmp = TempFile {
-        path: temp_path(dest),
-        keep: false,
+    let (mut tmp, file, mut hasher) = match resumable {
+        Some(offered) => {
+            let partial = Partial::of(dest);
+            let (file, hasher) = partial.open(entry, start, offered).await?;
+            (TempFile::resumable(&partial), file, hasher)
+        }
+        None if start != 0 => {
+            bail!("the sender starts at byte {start}, but nothing was kept to resume from")
+        }
+        None => {
+            let tmp = TempFile::fresh(temp_path(dest));
+            let file = tokio::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp.path)
+                .await
+                .with_context(|| format!("cannot create {}", tmp.path.display()))?;
+            (tmp, file, blake3::Hasher::new())
+        }
     };
-    let file = tokio::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp.path)
-        .await
-        .with_context(|| format!("cannot create {}", tmp.path.display()))?;
+    progress.inc(start);
     let mut writer = BufWriter::with_capacity(CHUNK, file);
-    let mut hasher = blake3::Hasher::new();
-    let mut left = entry.size - start;
-    while left > 0 {
-        let Some(piece) = incoming.piece(left.min(CHUNK as u64) as usize).await? else {
-            bail!(
-                "the stream ended after {} of {} bytes",
-                entry.size - left,
-                entry.size
-            );
-        };
-        hasher.update(&piece);
-        writer
-            .write_all(&piece)
-            .await
-            .with_context(|| format!("writing {}", tmp.path.display()))?;
-        left -= piece.len() as u64;
-        progress.inc(piece.len() as u64);
+    let copied = copy(
+        incoming,
+        &mut writer,
+        &mut hasher,
+        entry.size - start,
+        progress,
+    )
+    .await;
+    if let Err(e) = copied {
+        // What arrived is kept for the next attempt (a no-op without resuming).
+        let _ = writer.flush().await;
+        return Err(e);
     }
     let trailer: [u8; DIGEST_LEN] = incoming.array("the checksum").await?;
     let digest = *hasher.finalize().as_bytes();
     if trailer != digest {
+        tmp.discard();
         bail!("checksum mismatch: the content is corrupt; nothing was stored");
     }
     tmp.commit(writer, dest, overwrite, Some(entry)).await?;
     Ok((digest, entry.size - start))
+}
+
+/// Copies the next `len` bytes of the stream to `writer` and `hasher`, counting them on
+/// `progress`.
+async fn copy(
+    incoming: &mut Incoming<'_>,
+    writer: &mut BufWriter<File>,
+    hasher: &mut blake3::Hasher,
+    len: u64,
+    progress: &ProgressBar,
+) -> Result<()> {
+    let mut left = len;
+    while left > 0 {
+        let Some(piece) = incoming.piece(left.min(CHUNK as u64) as usize).await? else {
+            bail!("the stream ended {left} bytes before the end of the file");
+        };
+        hasher.update(&piece);
+        writer.write_all(&piece).await.context("writing")?;
+        left -= piece.len() as u64;
+        progress.inc(piece.len() as u64);
+    }
+    Ok(())
 }
 
 /// Receives a plain stream (`--raw`: no ctp header or checksum) into `out`; the file is
@@ -493,10 +573,7 @@ async fn receive_raw(
 ) -> Result<Received> {
     let dest = raw_destination(out);
     check_free(&dest, overwrite)?;
-    let tmp = TempFile {
-        path: temp_path(&dest),
-        keep: false,
-    };
+    let tmp = TempFile::fresh(temp_path(&dest));
     let file = File::create(&tmp.path)
         .await
         .with_context(|| format!("cannot create {}", tmp.path.display()))?;

@@ -1,9 +1,23 @@
 //! Resuming: files are compared in fixed blocks of [`BLOCK`] bytes, each named by its
 //! BLAKE3, so that a partial copy the receiver kept is reused up to its first block that
 //! differs from the sender's file.
+//!
+//! With `ctp send --resume` the receiver writes a file under a fixed hidden name next to
+//! its destination, `.NAME.ctp-partial`, beside a sidecar `.NAME.ctp-partial.resume` that
+//! names the manifest entry (path, size, mtime) the content belongs to. A transfer that
+//! breaks leaves both. The next `--resume` transfer of the same entry finds them: the
+//! receiver offers the BLAKE3 of every complete block it holds, the sender reads its own
+//! file block by block and starts after the last block that matches, and the receiver
+//! hashes the reused prefix again into the whole file's BLAKE3, so the file is still
+//! verified end to end. A partial copy of another version of the file (other size or
+//! mtime) is thrown away.
 
 use super::header::DIGEST_LEN;
+use super::manifest::Entry;
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
 use std::io::SeekFrom;
+use std::path::{Path, PathBuf};
 use tokio::fs::File;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
@@ -38,6 +52,138 @@ pub async fn matching_prefix(
     }
     file.seek(SeekFrom::Start(matched)).await?;
     Ok(matched)
+}
+
+/// A partial copy kept for resuming: its content and its sidecar.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Partial {
+    /// The content received so far.
+    pub data: PathBuf,
+    /// What the content belongs to ([`Sidecar`], JSON).
+    pub sidecar: PathBuf,
+}
+
+/// The manifest entry a partial copy belongs to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Sidecar {
+    path: String,
+    size: u64,
+    mtime_secs: i64,
+    mtime_nanos: u32,
+}
+
+impl Sidecar {
+    fn of(e: &Entry) -> Self {
+        Sidecar {
+            path: e.path.clone(),
+            size: e.size,
+            mtime_secs: e.mtime.secs,
+            mtime_nanos: e.mtime.nanos,
+        }
+    }
+}
+
+impl Partial {
+    /// The partial copy of the file stored at `dest`.
+    pub fn of(dest: &Path) -> Self {
+        Partial {
+            data: super::recv::hidden_path(dest, ".ctp-partial"),
+            sidecar: super::recv::hidden_path(dest, ".ctp-partial.resume"),
+        }
+    }
+
+    /// The BLAKE3 of each complete block this partial copy holds of `entry`'s content:
+    /// none when there is no copy, or when it belongs to another version of the file (it
+    /// is removed then).
+    pub async fn offer(&self, entry: &Entry) -> Result<Vec<[u8; DIGEST_LEN]>> {
+        let sidecar = match tokio::fs::read(&self.sidecar).await {
+            Ok(b) => serde_json::from_slice::<Sidecar>(&b).ok(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(_) => None,
+        };
+        let mut file = match (sidecar, File::open(&self.data).await) {
+            (Some(s), Ok(f)) if s == Sidecar::of(entry) => f,
+            _ => {
+                self.remove();
+                return Ok(Vec::new());
+            }
+        };
+        let have = file.metadata().await?.len().min(entry.size);
+        let mut hashes = Vec::new();
+        let mut buf = Vec::with_capacity(BLOCK as usize);
+        for i in 0.. {
+            let (from, to) = block_range(i, entry.size);
+            if from >= to || to > have {
+                break;
+            }
+            buf.clear();
+            (&mut file)
+                .take(to - from)
+                .read_to_end(&mut buf)
+                .await
+                .with_context(|| format!("reading {}", self.data.display()))?;
+            hashes.push(*blake3::hash(&buf).as_bytes());
+        }
+        Ok(hashes)
+    }
+
+    /// Opens the copy to go on at `start`, which the sender chose among the `offered`
+    /// blocks: the file is cut there and positioned at its end, and the returned hasher
+    /// has read the prefix kept. From 0 the copy is (re)created and the sidecar written
+    /// for `entry`.
+    pub async fn open(
+        &self,
+        entry: &Entry,
+        start: u64,
+        offered: usize,
+    ) -> Result<(File, blake3::Hasher)> {
+        let offered_len = match offered {
+            0 => 0,
+            n => block_range(n as u64 - 1, entry.size).1,
+        };
+        if start > offered_len || (!start.is_multiple_of(BLOCK) && start != entry.size) {
+            bail!(
+                "the sender starts at byte {start}, but {offered_len} bytes in whole blocks were offered"
+            );
+        }
+        let mut hasher = blake3::Hasher::new();
+        if start == 0 {
+            let file = File::create(&self.data)
+                .await
+                .with_context(|| format!("cannot create {}", self.data.display()))?;
+            let sidecar = serde_json::to_vec(&Sidecar::of(entry))?;
+            tokio::fs::write(&self.sidecar, sidecar)
+                .await
+                .with_context(|| format!("cannot write {}", self.sidecar.display()))?;
+            return Ok((file, hasher));
+        }
+        let mut file = tokio::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.data)
+            .await
+            .with_context(|| format!("cannot open {}", self.data.display()))?;
+        file.set_len(start).await?;
+        let mut reader = (&mut file).take(start);
+        let mut buf = vec![0u8; BLOCK as usize];
+        loop {
+            let n = reader.read(&mut buf).await?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+        }
+        if file.stream_position().await? != start {
+            bail!("{} is shorter than the part offered", self.data.display());
+        }
+        Ok((file, hasher))
+    }
+
+    /// Removes the copy and its sidecar.
+    pub fn remove(&self) {
+        let _ = std::fs::remove_file(&self.data);
+        let _ = std::fs::remove_file(&self.sidecar);
+    }
 }
 
 #[cfg(test)]
@@ -78,5 +224,45 @@ mod tests {
                 "positioned at the prefix's end"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn a_partial_copy_of_another_version_is_thrown_away() {
+        use crate::transfer::manifest::{Kind, Mtime};
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("f.bin");
+        let mut entry = Entry {
+            path: "f.bin".into(),
+            kind: Kind::File,
+            size: 2 * BLOCK + 1,
+            mode: 0o644,
+            mtime: Mtime { secs: 5, nanos: 0 },
+        };
+        let p = Partial::of(&dest);
+        assert!(p.offer(&entry).await.unwrap().is_empty(), "no copy yet");
+        let (mut f, _) = p.open(&entry, 0, 0).await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut f, &vec![3u8; BLOCK as usize + 10])
+            .await
+            .unwrap();
+        drop(f);
+        let offer = p.offer(&entry).await.unwrap();
+        assert_eq!(
+            offer,
+            [*blake3::hash(&vec![3u8; BLOCK as usize]).as_bytes()]
+        );
+        let (_, h) = p.open(&entry, BLOCK, offer.len()).await.unwrap();
+        assert_eq!(h.finalize(), blake3::hash(&vec![3u8; BLOCK as usize]));
+        assert_eq!(
+            std::fs::metadata(&p.data).unwrap().len(),
+            BLOCK,
+            "cut there"
+        );
+        assert!(
+            p.open(&entry, 2 * BLOCK, 1).await.is_err(),
+            "beyond the offer"
+        );
+        entry.mtime.secs = 6;
+        assert!(p.offer(&entry).await.unwrap().is_empty(), "another version");
+        assert!(!p.data.exists() && !p.sidecar.exists(), "removed");
     }
 }
