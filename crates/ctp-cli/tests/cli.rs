@@ -1775,3 +1775,39 @@ fn an_interrupted_transfer_resumes_from_the_verified_part_the_receiver_kept() {
     assert_eq!(blake3_file(&out.join("big.bin")), blake3_file(&src));
     assert_eq!(leftovers(&out), Vec::<String>::new());
 }
+
+/// A tree sent again with `--resume` after a file was added: the files the receiver
+/// already stored (same size and mtime) are checked block by block and by their digest,
+/// not sent and not refused as existing; only the new file crosses the connection.
+#[test]
+fn a_tree_sent_again_with_resume_sends_only_what_the_receiver_lacks() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("tree");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    write_random(&src.join("a.bin"), 2 << 20);
+    write_random(&src.join("sub/c.bin"), 1 << 20);
+    std::fs::write(src.join("b.txt"), b"small").unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let first = (2 << 20) + (1 << 20) + 5;
+    let added = 3 << 19;
+    for (transferred, bytes) in [(first, first), (added, first + added)] {
+        let (s, r) = transfer(
+            &src,
+            &out,
+            &["--json"],
+            &["--json", "--resume"],
+            Duration::from_secs(120),
+        );
+        assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        for o in [&s, &r] {
+            let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert_eq!(j["bytes"], bytes, "{j}");
+            assert_eq!(j["transferred"], transferred, "{j}");
+        }
+        assert_eq!(tree(&out.join("tree")), tree(&src));
+        assert_eq!(leftovers(&out.join("tree")), Vec::<String>::new());
+        write_random(&src.join("sub/d.bin"), added as usize);
+    }
+}

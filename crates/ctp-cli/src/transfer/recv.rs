@@ -9,7 +9,7 @@
 use super::header::{Hello, Plan, Reply, DIGEST_LEN, FLAG_RESUME};
 use super::incoming::Incoming;
 use super::manifest::{Entry, Kind, Manifest, MAX_MANIFEST, MODE_MASK};
-use super::resume::Partial;
+use super::resume::{self, Partial};
 use super::CHUNK;
 use anyhow::{bail, Context, Result};
 use ctp::Connection;
@@ -292,17 +292,26 @@ async fn receive(
         .await?;
     let manifest = &hello.manifest;
     let resume = hello.flags & FLAG_RESUME != 0;
-    let dests = place(out, manifest, overwrite)?;
+    let dests = place(out, manifest, overwrite, resume)?;
     create_directories(out, manifest, &dests)?;
     let mut offers = Vec::with_capacity(manifest.files().count());
+    let mut kept = Vec::with_capacity(offers.capacity());
     for (entry, dest) in manifest.entries.iter().zip(&dests) {
-        match (entry.kind, resume) {
-            (Kind::File, true) => offers.push(Partial::of(dest).offer(entry).await?),
-            (Kind::File, false) => offers.push(Vec::new()),
-            (Kind::Dir, _) => {}
+        if entry.kind != Kind::File {
+            continue;
         }
+        let (offer, k) = if !resume {
+            (Vec::new(), Kept::Nothing)
+        } else if resume::already_stored(dest, entry) {
+            (resume::offer_stored(dest, entry).await?, Kept::Stored)
+        } else {
+            let offer = Partial::of(dest).offer(entry).await?;
+            let n = offer.len();
+            (offer, Kept::Partial(n))
+        };
+        offers.push(offer);
+        kept.push(k);
     }
-    let offered: Vec<usize> = offers.iter().map(Vec::len).collect();
     conn.write_bytes(Plan::Go(offers).encode().into())
         .await
         .context("answering the manifest")?;
@@ -310,10 +319,9 @@ async fn receive(
     let mut digests = Vec::new();
     let mut received = 0;
     let files = manifest.entries.iter().zip(&dests);
-    for ((entry, dest), offered) in files.filter(|(e, _)| e.kind == Kind::File).zip(offered) {
+    for ((entry, dest), kept) in files.filter(|(e, _)| e.kind == Kind::File).zip(kept) {
         progress.set_message(entry.path.clone());
-        let resumable = resume.then_some(offered);
-        let (digest, n) = receive_file(&mut incoming, entry, dest, overwrite, resumable, progress)
+        let (digest, n) = receive_file(&mut incoming, entry, dest, overwrite, kept, progress)
             .await
             .with_context(|| format!("receiving {}", entry.path))?;
         progress.println(format!(
@@ -347,13 +355,31 @@ async fn receive(
     ))
 }
 
+/// What the receiver already has of a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kept {
+    /// Nothing: the sender did not ask to resume.
+    Nothing,
+    /// A partial copy, of which this many blocks were offered.
+    Partial(usize),
+    /// The file itself, stored by an earlier transfer ([`resume::already_stored`]).
+    Stored,
+}
+
 /// Where each entry of `manifest` goes under `out`, every file checked
-/// ([`check_before_accepting`]) before anything is written: a single file may be stored
-/// under the name `out` gives, anything else needs `out` to be a directory.
-fn place(out: &Path, manifest: &Manifest, overwrite: bool) -> Result<Vec<PathBuf>> {
+/// ([`check_before_accepting`]) before anything is written — except, when resuming, a
+/// file already stored there: a single file may be stored under the name `out` gives,
+/// anything else needs `out` to be a directory.
+fn place(out: &Path, manifest: &Manifest, overwrite: bool, resume: bool) -> Result<Vec<PathBuf>> {
+    let check = |dest: &Path, e: &Entry| {
+        if resume && resume::already_stored(dest, e) {
+            return Ok(());
+        }
+        check_before_accepting(dest, e, overwrite)
+    };
     if manifest.is_single_file() && !out.is_dir() {
         let dest = out.to_path_buf();
-        check_before_accepting(&dest, &manifest.entries[0], overwrite)?;
+        check(&dest, &manifest.entries[0])?;
         return Ok(vec![dest]);
     }
     if !out.is_dir() {
@@ -366,7 +392,7 @@ fn place(out: &Path, manifest: &Manifest, overwrite: bool) -> Result<Vec<PathBuf
     for e in &manifest.entries {
         let dest = inside(out, &e.path)?;
         match e.kind {
-            Kind::File => check_before_accepting(&dest, e, overwrite)?,
+            Kind::File => check(&dest, e)?,
             Kind::Dir => match dest.symlink_metadata() {
                 Ok(m) if !m.is_dir() => bail!(
                     "{} exists and is not a directory (nothing is written through links)",
@@ -462,28 +488,29 @@ async fn directory_attributes(manifest: &Manifest, dests: &[PathBuf]) -> Result<
 }
 
 /// Receives one file's section into a temporary name next to `dest`, checks its digest,
-/// and renames it into place; returns the digest and the content bytes received. With
-/// `resumable` (the number of blocks offered from a partial copy) the file goes to its
-/// partial copy, which is kept if the transfer breaks.
+/// and renames it into place; returns the digest and the content bytes received. A file
+/// resumed goes to its partial copy, which is kept if the transfer breaks; one already
+/// stored is only checked.
 async fn receive_file(
     incoming: &mut Incoming<'_>,
     entry: &Entry,
     dest: &Path,
     overwrite: bool,
-    resumable: Option<usize>,
+    kept: Kept,
     progress: &ProgressBar,
 ) -> Result<([u8; DIGEST_LEN], u64)> {
     let start = u64::from_be_bytes(incoming.array("the file's start").await?);
-    let (mut tmp, file, mut hasher) = match resumable {
-        Some(offered) => {
+    let (mut tmp, file, mut hasher) = match kept {
+        Kept::Stored => return check_stored(incoming, entry, dest, start, progress).await,
+        Kept::Partial(offered) => {
             let partial = Partial::of(dest);
             let (file, hasher) = partial.open(entry, start, offered).await?;
             (TempFile::resumable(&partial), file, hasher)
         }
-        None if start != 0 => {
+        Kept::Nothing if start != 0 => {
             bail!("the sender starts at byte {start}, but nothing was kept to resume from")
         }
-        None => {
+        Kept::Nothing => {
             let tmp = TempFile::fresh(temp_path(dest));
             let file = tokio::fs::OpenOptions::new()
                 .write(true)
@@ -517,6 +544,32 @@ async fn receive_file(
     }
     tmp.commit(writer, dest, overwrite, Some(entry)).await?;
     Ok((digest, entry.size - start))
+}
+
+/// Checks that the file already stored at `dest` is the sender's: the sender found every
+/// block equal (it starts at the end) and the whole digest matches. It is left as it is.
+async fn check_stored(
+    incoming: &mut Incoming<'_>,
+    entry: &Entry,
+    dest: &Path,
+    start: u64,
+    progress: &ProgressBar,
+) -> Result<([u8; DIGEST_LEN], u64)> {
+    let differs = || {
+        anyhow::anyhow!(
+            "{} already exists with other content than the sender's, though of the same size and time (remove it to receive the sender's)",
+            dest.display()
+        )
+    };
+    if start != entry.size {
+        return Err(differs());
+    }
+    let trailer: [u8; DIGEST_LEN] = incoming.array("the checksum").await?;
+    if resume::hash_stored(dest, entry.size).await? != trailer {
+        return Err(differs());
+    }
+    progress.inc(entry.size);
+    Ok((trailer, 0))
 }
 
 /// Copies the next `len` bytes of the stream to `writer` and `hasher`, counting them on

@@ -109,22 +109,9 @@ impl Partial {
             }
         };
         let have = file.metadata().await?.len().min(entry.size);
-        let mut hashes = Vec::new();
-        let mut buf = Vec::with_capacity(BLOCK as usize);
-        for i in 0.. {
-            let (from, to) = block_range(i, entry.size);
-            if from >= to || to > have {
-                break;
-            }
-            buf.clear();
-            (&mut file)
-                .take(to - from)
-                .read_to_end(&mut buf)
-                .await
-                .with_context(|| format!("reading {}", self.data.display()))?;
-            hashes.push(*blake3::hash(&buf).as_bytes());
-        }
-        Ok(hashes)
+        block_hashes(&mut file, have, entry.size)
+            .await
+            .with_context(|| format!("reading {}", self.data.display()))
     }
 
     /// Opens the copy to go on at `start`, which the sender chose among the `offered`
@@ -146,7 +133,6 @@ impl Partial {
                 "the sender starts at byte {start}, but {offered_len} bytes in whole blocks were offered"
             );
         }
-        let mut hasher = blake3::Hasher::new();
         if start == 0 {
             let file = File::create(&self.data)
                 .await
@@ -155,7 +141,7 @@ impl Partial {
             tokio::fs::write(&self.sidecar, sidecar)
                 .await
                 .with_context(|| format!("cannot write {}", self.sidecar.display()))?;
-            return Ok((file, hasher));
+            return Ok((file, blake3::Hasher::new()));
         }
         let mut file = tokio::fs::OpenOptions::new()
             .read(true)
@@ -164,15 +150,9 @@ impl Partial {
             .await
             .with_context(|| format!("cannot open {}", self.data.display()))?;
         file.set_len(start).await?;
-        let mut reader = (&mut file).take(start);
-        let mut buf = vec![0u8; BLOCK as usize];
-        loop {
-            let n = reader.read(&mut buf).await?;
-            if n == 0 {
-                break;
-            }
-            hasher.update(&buf[..n]);
-        }
+        let hasher = hash_prefix(&mut file, start)
+            .await
+            .with_context(|| format!("reading {}", self.data.display()))?;
         if file.stream_position().await? != start {
             bail!("{} is shorter than the part offered", self.data.display());
         }
@@ -183,6 +163,74 @@ impl Partial {
     pub fn remove(&self) {
         let _ = std::fs::remove_file(&self.data);
         let _ = std::fs::remove_file(&self.sidecar);
+    }
+}
+
+/// Whether `dest` already holds `entry`: a regular file (not a link) of its size and
+/// mtime, as a receiver leaves a file it stored. Its content is checked all the same (the
+/// sender compares every block and the receiver the whole digest).
+pub fn already_stored(dest: &Path, entry: &Entry) -> bool {
+    dest.symlink_metadata().is_ok_and(|m| {
+        m.is_file()
+            && m.len() == entry.size
+            && m.modified().ok().map(super::manifest::Mtime::from_system) == Some(entry.mtime)
+    })
+}
+
+/// The blocks of the file `entry` already stored at `dest`, offered whole.
+pub async fn offer_stored(dest: &Path, entry: &Entry) -> Result<Vec<[u8; DIGEST_LEN]>> {
+    let mut file = File::open(dest)
+        .await
+        .with_context(|| format!("cannot open {}", dest.display()))?;
+    block_hashes(&mut file, entry.size, entry.size)
+        .await
+        .with_context(|| format!("reading {}", dest.display()))
+}
+
+/// The BLAKE3 of the whole file already stored at `dest` (`size` bytes), to compare with
+/// the sender's.
+pub async fn hash_stored(dest: &Path, size: u64) -> Result<[u8; DIGEST_LEN]> {
+    let mut file = File::open(dest)
+        .await
+        .with_context(|| format!("cannot open {}", dest.display()))?;
+    let h = hash_prefix(&mut file, size)
+        .await
+        .with_context(|| format!("reading {}", dest.display()))?;
+    Ok(*h.finalize().as_bytes())
+}
+
+/// The BLAKE3 of each complete block among the first `have` bytes of `file`, read from
+/// its current position, for a content of `size` bytes (the last block may be short).
+async fn block_hashes(
+    file: &mut File,
+    have: u64,
+    size: u64,
+) -> std::io::Result<Vec<[u8; DIGEST_LEN]>> {
+    let mut hashes = Vec::new();
+    let mut buf = Vec::with_capacity(BLOCK as usize);
+    for i in 0.. {
+        let (from, to) = block_range(i, size);
+        if from >= to || to > have {
+            break;
+        }
+        buf.clear();
+        (&mut *file).take(to - from).read_to_end(&mut buf).await?;
+        hashes.push(*blake3::hash(&buf).as_bytes());
+    }
+    Ok(hashes)
+}
+
+/// A hasher fed with the next `len` bytes of `file` (fewer if it ends first).
+async fn hash_prefix(file: &mut File, len: u64) -> std::io::Result<blake3::Hasher> {
+    let mut hasher = blake3::Hasher::new();
+    let mut reader = (&mut *file).take(len);
+    let mut buf = vec![0u8; BLOCK as usize];
+    loop {
+        let n = reader.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(hasher);
+        }
+        hasher.update(&buf[..n]);
     }
 }
 
