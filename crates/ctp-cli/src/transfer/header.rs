@@ -17,6 +17,9 @@
 //! answers `OK` only after the last one, so a sender that sees `OK` with the digest it
 //! computed itself knows the whole transfer is complete. Version 1 (one file, no manifest)
 //! is refused with a reason the version-1 sender prints.
+//!
+//! This module and [`super::manifest`] depend on nothing else of the crate (the fuzz
+//! targets compile them on their own).
 
 use super::manifest::{Manifest, MAX_MANIFEST};
 
@@ -40,6 +43,9 @@ pub const VERSION: u8 = 2;
 pub const DIGEST_LEN: usize = 32;
 /// Flag: keep partial files and offer them for resuming.
 pub const FLAG_RESUME: u8 = 1;
+/// Bytes of a resume block: the receiver's answer names a partial copy by the BLAKE3 of
+/// each of its blocks of this size (the last block of a file may be shorter).
+pub const BLOCK: u64 = 1 << 20;
 
 /// What opens a transfer: the flags and the manifest.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -163,7 +169,7 @@ impl Plan {
                         return Err(HeaderError("the receiver's answer is truncated".into()));
                     };
                     let n = u32::from_be_bytes(*n) as u64;
-                    if n > size.div_ceil(super::resume::BLOCK) {
+                    if n > size.div_ceil(BLOCK) {
                         return Err(HeaderError(format!(
                             "the receiver offers {n} blocks of a {size}-byte file"
                         )));
@@ -255,7 +261,7 @@ impl Reply {
 mod tests {
     use super::*;
 
-    use crate::transfer::manifest::{Entry, Kind, Mtime};
+    use super::super::manifest::{Entry, Kind, Mtime};
 
     fn hello() -> Hello {
         Hello {

@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// Most entries one manifest may list.
 pub const MAX_ENTRIES: u32 = 1_000_000;
 /// Longest encoded manifest, bytes.
-pub const MAX_MANIFEST: u32 = 256 << 20;
+pub const MAX_MANIFEST: u32 = 64 << 20;
 /// Longest relative path, bytes.
 pub const MAX_PATH: usize = 4096;
 /// Longest path component, bytes (Linux's NAME_MAX).

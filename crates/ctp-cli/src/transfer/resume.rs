@@ -21,8 +21,7 @@ use std::path::{Path, PathBuf};
 use tokio::fs::File;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
-/// Bytes of a resume block.
-pub const BLOCK: u64 = 1 << 20;
+pub use super::header::BLOCK;
 
 /// The byte range of block `i` of a `size`-byte file (the last block may be short).
 pub fn block_range(i: u64, size: u64) -> (u64, u64) {

@@ -3,7 +3,7 @@
 
 use super::header::{Hello, Plan, Reply, DIGEST_LEN, FLAG_RESUME};
 use super::incoming::Incoming;
-use super::manifest::{Entry, Kind, Manifest, Mtime};
+use super::manifest::{Entry, Kind, Manifest, Mtime, MAX_MANIFEST};
 use super::ratelimit::RateLimit;
 use super::source::Sources;
 use super::{resume, CHUNK};
@@ -55,13 +55,20 @@ pub async fn send_files(
         flags: if opts.resume { FLAG_RESUME } else { 0 },
         manifest: manifest.clone(),
     };
-    conn.write_bytes(hello.encode().into())
+    let opening = hello.encode();
+    if opening.len() > 10 + MAX_MANIFEST as usize {
+        bail!(
+            "the manifest takes {} bytes, more than a receiver accepts ({MAX_MANIFEST}): send the files in several transfers",
+            opening.len() - 10
+        );
+    }
+    conn.write_bytes(opening.into())
         .await
         .context("sending the manifest")?;
     let sizes: Vec<u64> = manifest.files().map(|e| e.size).collect();
     let mut incoming = Incoming::new(conn);
     let plan = incoming
-        .frame("the receiver's answer", usize::MAX, |b| {
+        .frame("the receiver's answer", plan_limit(&sizes), |b| {
             Plan::decode(b, &sizes)
         })
         .await?;
@@ -109,6 +116,14 @@ pub async fn send_files(
         },
         sent,
     })
+}
+
+/// The longest answer a receiver may give to a manifest of files of `sizes`: a digest
+/// for every block of every file, or a refusal.
+fn plan_limit(sizes: &[u64]) -> usize {
+    let blocks: u64 = sizes.iter().map(|s| s.div_ceil(resume::BLOCK)).sum();
+    let go = 6 + 4 * sizes.len() as u64 + blocks * DIGEST_LEN as u64;
+    go.max(MAX_REPLY) as usize
 }
 
 /// Sends one file's section: where it starts (after the blocks of `theirs` that match),
