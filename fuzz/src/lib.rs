@@ -29,10 +29,9 @@ pub use udt::udt_conn;
 /// target): the two modules depend on nothing else of it, so they are compiled here as
 /// they are there, side by side.
 #[allow(dead_code)]
+#[path = "../../crates/ctp-cli/src/transfer"]
 pub mod transfer {
-    #[path = "../../../crates/ctp-cli/src/transfer/header.rs"]
     pub mod header;
-    #[path = "../../../crates/ctp-cli/src/transfer/manifest.rs"]
     pub mod manifest;
 }
 
