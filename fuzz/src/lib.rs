@@ -25,11 +25,15 @@ pub mod udt;
 pub use pair::pair;
 pub use udt::udt_conn;
 
-/// The file-transfer framing of the `ctp` binary (which has no library target): the module
-/// has no crate-internal dependencies, so it is compiled here as it is there.
-#[path = "../../crates/ctp-cli/src/transfer/header.rs"]
+/// The file-transfer framing and manifest of the `ctp` binary (which has no library
+/// target): the two modules depend on nothing else of it, so they are compiled here as
+/// they are there, side by side.
 #[allow(dead_code)]
-pub mod transfer_header_mod;
+#[path = "../../crates/ctp-cli/src/transfer"]
+pub mod transfer {
+    pub mod header;
+    pub mod manifest;
+}
 
 /// A target's body.
 pub type Target = fn(&[u8]);
@@ -347,19 +351,30 @@ pub fn scenario_toml(data: &[u8]) {
     }
 }
 
-/// The file-transfer header and reply: decoded; a header that decodes re-encodes to the
-/// bytes it used; names are sanitised.
+/// The file-transfer framing: an opening (manifest) that decodes re-encodes to the bytes
+/// it used and holds only safe relative paths; the receiver's answer and reply decode
+/// without a panic, and an answer that decodes offers no more blocks than a file has.
 pub fn transfer_header(data: &[u8]) {
-    use transfer_header_mod::{sanitize_name, FileHeader, Reply};
-    if let Ok(Some((h, used))) = FileHeader::decode(data) {
+    use transfer::header::{Hello, Plan, Reply, BLOCK};
+    use transfer::manifest::check_path;
+    if let Ok(Some((h, used))) = Hello::decode(data) {
         assert!(used <= data.len());
         assert_eq!(
             h.encode(),
             data[..used],
-            "header does not re-encode as decoded"
+            "opening does not re-encode as decoded"
         );
-        let s = sanitize_name(&h.name);
-        assert!(!s.is_empty() && !s.contains('/') && !s.contains('\\') && !s.starts_with('.'));
+        for e in &h.manifest.entries {
+            assert!(check_path(&e.path).is_ok(), "unsafe path {:?}", e.path);
+            assert!(!e.path.split('/').any(|c| c == ".." || c.is_empty()));
+        }
+    }
+    let sizes = [5 * BLOCK + 1, 0, BLOCK];
+    if let Ok(Some((Plan::Go(offers), used))) = Plan::decode(data, &sizes) {
+        assert!(used <= data.len());
+        for (o, s) in offers.iter().zip(sizes) {
+            assert!(o.len() as u64 <= s.div_ceil(BLOCK));
+        }
     }
     if let Ok(r) = Reply::decode(data) {
         let _ = r.encode();

@@ -3,7 +3,8 @@
 //! Deterministic (virtual time, fixed seeds): rerunning rewrites the same files.
 
 use ctp_fuzz::net::{Net, TO_SERVER};
-use ctp_fuzz::transfer_header_mod::{FileHeader, Reply};
+use ctp_fuzz::transfer::header::{Hello, Plan, Reply, FLAG_RESUME};
+use ctp_fuzz::transfer::manifest::{Entry, Kind, Manifest, Mtime};
 use ctp_proto::protection::crc32c;
 use ctp_proto::udt::packet::{ControlBody, Packet};
 use ctp_proto::udt::WireFormat;
@@ -144,21 +145,45 @@ fn write_seed_corpus() {
             put("scenario_toml", &name, &std::fs::read(&p).unwrap());
         }
     }
-    // File-transfer headers and replies.
-    for (i, (name, size)) in [
-        ("big.iso", 1u64 << 40),
-        ("a/../b.txt", 0),
-        ("été.pdf", 12345),
+    // File-transfer openings (manifests), answers and replies.
+    let entry = |path: &str, kind, size| Entry {
+        path: path.to_string(),
+        kind,
+        size,
+        mode: 0o644,
+        mtime: Mtime {
+            secs: 1_700_000_000,
+            nanos: 5,
+        },
+    };
+    for (i, entries) in [
+        vec![entry("big.iso", Kind::File, 1 << 40)],
+        vec![
+            entry("tree", Kind::Dir, 0),
+            entry("tree/empty", Kind::Dir, 0),
+            entry("tree/été.pdf", Kind::File, 12345),
+        ],
     ]
-    .iter()
+    .into_iter()
     .enumerate()
     {
-        let h = FileHeader {
-            name: name.to_string(),
-            size: *size,
+        let h = Hello {
+            flags: FLAG_RESUME,
+            manifest: Manifest { entries },
         };
-        put("transfer_header", &format!("header-{i}"), &h.encode());
+        put("transfer_header", &format!("opening-{i}"), &h.encode());
     }
+    // A version-1 opening, which a receiver refuses with the reason.
+    put(
+        "transfer_header",
+        "opening-v1",
+        b"CTPF\x01\x00\x07big.iso\x00\x00\x00\x00\x00\x00\x00\x05",
+    );
+    put(
+        "transfer_header",
+        "answer-go",
+        &Plan::Go(vec![vec![[1; 32], [2; 32]], vec![], vec![[3; 32]]]).encode(),
+    );
     put("transfer_header", "reply-ok", &Reply::Ok([7; 32]).encode());
     put(
         "transfer_header",

@@ -38,7 +38,8 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Send a file to a `ctp recv` (streamed; verified end to end with BLAKE3).
+    /// Send files and directories to a `ctp recv` (streamed; verified end to end with
+    /// BLAKE3; modes and mtimes kept).
     Send(SendArgs),
     /// Receive files; each is written under a temporary name and renamed once verified.
     Recv(RecvArgs),
@@ -290,8 +291,11 @@ pub struct TransportArgs {
 /// `ctp send`.
 #[derive(Debug, Args)]
 pub struct SendArgs {
-    /// File to send.
-    pub file: PathBuf,
+    /// Files and directories to send, on one connection. A directory is sent with
+    /// everything under it (empty directories too); symbolic links inside it are skipped
+    /// with a warning, one named here is followed. Each keeps its own name on the receiver.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
     /// Receiver address, HOST:PORT (e.g. localhost:9000, 192.0.2.7:9000, [::1]:9000).
     #[arg(value_parser = crate::addr::parse_target)]
     pub addr: Target,
@@ -306,6 +310,17 @@ pub struct SendArgs {
     /// Rendezvous set-up (`udt` profiles): both sides connect to each other, nobody listens.
     #[arg(long)]
     pub rendezvous: bool,
+    /// Send file content at most this fast, in bits per second as `ctp relay --rate`
+    /// takes them: e.g. 10mbit (10 Mbit/s = 1.25 MB/s), 500kbit, 1gbit. The connection's
+    /// headers and retransmissions come on top (a few percent). Unlimited when absent.
+    #[arg(long, value_name = "RATE")]
+    pub limit_rate: Option<String>,
+    /// Resume: the receiver keeps what arrives of a file if the transfer breaks (a hidden
+    /// `.NAME.ctp-partial` beside the destination), and a later `--resume` transfer of the
+    /// same files sends only what it lacks, after checking the part it kept block by block
+    /// (BLAKE3 of 1 MiB blocks); the whole file is verified as always.
+    #[arg(long, conflicts_with = "raw")]
+    pub resume: bool,
     /// Encryption and keys.
     #[command(flatten)]
     pub security: SendSecurityArgs,

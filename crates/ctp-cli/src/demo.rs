@@ -99,7 +99,8 @@ async fn transfer(
             .await
             .ok_or_else(|| anyhow!("no sender connected"))?;
         let start = Instant::now();
-        let r = recv::recv_file(&mut conn, &out_dir, true, &progress::bar(0, "recv", true)).await?;
+        let r =
+            recv::recv_files(&mut conn, &out_dir, true, &progress::bar(0, "recv", true)).await?;
         let secs = start.elapsed().as_secs_f64();
         let stats = conn.stats();
         let _ = conn.close().await;
@@ -119,17 +120,14 @@ async fn transfer(
     });
     let bytes = std::fs::metadata(source)?.len();
     let start = Instant::now();
-    let mut conn = client
+    let conn = client
         .connect(target, profile)
         .await
         .map_err(|e| anyhow!("connecting: {e}"))?;
     let pb = progress::Sending::new(progress::bar(bytes, label, json));
     let watched = conn.clone();
     let digest = pb
-        .follow(
-            &watched,
-            send::send_file(&mut conn, source, "demo.bin", &pb),
-        )
+        .follow(&watched, send::send_file(&conn, source, "demo.bin", &pb))
         .await
         .context("sending")?;
     drop(watched);

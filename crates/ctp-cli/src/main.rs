@@ -232,22 +232,27 @@ fn unspecified_like(addr: SocketAddr) -> SocketAddr {
 async fn send(a: SendArgs) -> Result<(), Failure> {
     let t = &a.transport;
     let mut profile = profiles::sender_cc(profile_for_files(t)?, &t.profile, a.cc.as_deref())?;
-    let meta = std::fs::metadata(&a.file)
-        .map_err(|e| Failure::Usage(format!("cannot read {}: {e}", a.file.display())))?;
-    if !meta.is_file() {
-        return Err(Failure::Usage(format!(
-            "{} is not a regular file",
-            a.file.display()
-        )));
+    let sources = transfer::source::collect(&a.paths).map_err(Failure::Usage)?;
+    if t.raw && !sources.manifest.is_single_file() {
+        return Err(Failure::Usage(
+            "--raw carries exactly one regular file (no name, no manifest): name one".into(),
+        ));
     }
-    let name = a
-        .file
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "file".into());
+    for w in &sources.warnings {
+        eprintln!("ctp: warning: {w}");
+    }
+    let opts = transfer::send::SendOptions {
+        resume: a.resume,
+        limit_bps: a
+            .limit_rate
+            .as_deref()
+            .map(units::rate_bps)
+            .transpose()
+            .map_err(|e| Failure::Usage(format!("--limit-rate: {e}")))?,
+    };
     let channel = security(a.security(), &mut profile)?.channel();
     let ep = client_endpoint(a.addr.resolved, a.bind, t, &profile, channel).await?;
-    let work = send_over(&ep, &a, &profile, meta.len(), &name);
+    let work = send_over(&ep, &a, &profile, &sources, &opts);
     until_interrupted(&ep, "the sender", work).await
 }
 
@@ -274,33 +279,43 @@ async fn interrupt(ep: &Endpoint, who: &str, signal: &str) -> Failure {
     Failure::Interrupted
 }
 
-/// Sends file `a.file` (`len` bytes, named `name` to the receiver) from `ep`.
+/// Sends `sources` (the files and directories of `a.paths`) from `ep` as `opts` say.
 async fn send_over(
     ep: &Endpoint,
     a: &SendArgs,
     profile: &ctp::Profile,
-    len: u64,
-    name: &str,
+    sources: &transfer::source::Sources,
+    opts: &transfer::send::SendOptions,
 ) -> Result<(), Failure> {
     let t = &a.transport;
     let start = Instant::now();
     let mut conn = open_connection(ep, a.addr.resolved, a.rendezvous, profile).await?;
-    let pb = progress::Sending::new(progress::bar(len, "send", t.json));
+    let manifest = &sources.manifest;
+    let total = manifest.total_bytes();
+    let pb = progress::Sending::new(progress::bar(total, "send", t.json));
+    let what = match &a.paths[..] {
+        [one] => one.display().to_string(),
+        _ => format!("{} paths", a.paths.len()),
+    };
     let watched = conn.clone();
     let sending = pb
         .follow(&watched, async {
             if t.raw {
-                transfer::send::send_raw(&mut conn, &a.file, &pb, native_wire(profile)).await
-            } else {
-                transfer::send::send_file(&mut conn, &a.file, name, &pb)
+                let path = &sources.paths[0];
+                let native = native_wire(profile);
+                transfer::send::send_raw(&mut conn, path, opts.limit_bps, &pb, native)
                     .await
-                    .map(|d| (d, true))
+                    .map(|(digest, verified)| (digest, total, verified))
+            } else {
+                transfer::send::send_files(&conn, sources, opts, &pb)
+                    .await
+                    .map(|s| (s.digest, s.sent, true))
             }
         })
         .await;
     drop(watched);
-    let (digest, verified) = sending
-        .with_context(|| format!("sending {} to {} failed", a.file.display(), a.addr.resolved))?;
+    let (digest, sent, verified) =
+        sending.with_context(|| format!("sending {what} to {} failed", a.addr.resolved))?;
     pb.finish_and_clear();
     let secs = start.elapsed().as_secs_f64();
     let stats = conn.stats();
@@ -308,18 +323,20 @@ async fn send_over(
     if !t.raw {
         let _ = conn.close().await;
     }
+    let (files, dirs) = manifest.counts();
     Summary::new(
         "send",
-        &a.file,
+        Path::new(&what),
         a.addr.resolved.to_string(),
         &t.profile,
         Measured {
-            bytes: len,
+            bytes: total,
             seconds: secs,
             stats: &stats,
             checksum: &digest,
         },
     )
+    .with_counts(files, dirs, sent)
     .with_perf(perf.as_ref())
     .verified(verified)
     .print(t.json);
@@ -521,7 +538,7 @@ async fn receive_one(
     let r = if raw {
         transfer::recv::recv_raw(&mut conn, out, overwrite, &pb, native).await
     } else {
-        transfer::recv::recv_file(&mut conn, out, overwrite, &pb).await
+        transfer::recv::recv_files(&mut conn, out, overwrite, &pb).await
     }
     .with_context(|| format!("receiving from {peer}"))?;
     pb.finish_and_clear();
@@ -544,6 +561,7 @@ async fn receive_one(
             checksum: &r.digest,
         },
     )
+    .with_counts(r.files, r.dirs, r.received)
     .with_perf(perf.as_ref())
     .verified(r.verified))
 }

@@ -9,7 +9,8 @@ use std::time::Duration;
 /// How often a sender's bar looks at what the receiver acknowledged.
 const TICK: Duration = Duration::from_millis(100);
 
-/// A progress bar for `total` bytes, hidden when stderr is not a terminal or `quiet`.
+/// A progress bar for `total` bytes (its message names the file under way), hidden when
+/// stderr is not a terminal or `quiet`.
 pub fn bar(total: u64, label: &str, quiet: bool) -> ProgressBar {
     let pb = ProgressBar::new(total);
     if quiet || !std::io::stderr().is_terminal() {
@@ -17,7 +18,7 @@ pub fn bar(total: u64, label: &str, quiet: bool) -> ProgressBar {
         return pb;
     }
     let style = ProgressStyle::with_template(
-        "{prefix:>8} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta}",
+        "{prefix:>8} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta} {wide_msg}",
     )
     .map(|s| s.progress_chars("=> "))
     .unwrap_or_else(|_| ProgressStyle::default_bar());
@@ -47,6 +48,16 @@ impl Sending {
     /// Sets the content's length.
     pub fn set_length(&self, len: u64) {
         self.bar.set_length(len);
+    }
+
+    /// Names what is being sent (a file's path) beside the bar.
+    pub fn set_message(&self, msg: String) {
+        self.bar.set_message(msg);
+    }
+
+    /// Prints a line above the bar (or nothing when the bar is hidden).
+    pub fn println(&self, line: String) {
+        self.bar.println(line);
     }
 
     /// Counts `n` more content bytes handed to the connection.

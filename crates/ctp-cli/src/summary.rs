@@ -28,11 +28,18 @@ pub struct Summary {
     pub peer: String,
     /// Profile used.
     pub profile: String,
-    /// Bytes of file content moved.
+    /// Bytes of file content the transfer holds.
     pub bytes: u64,
+    /// Files in the transfer.
+    pub files: u64,
+    /// Directories in the transfer.
+    pub directories: u64,
+    /// Bytes of file content that crossed the connection: `bytes`, less what the receiver
+    /// already had when the transfer resumed.
+    pub transferred: u64,
     /// Seconds from connection to verified end.
     pub seconds: f64,
-    /// Goodput in megabits per second.
+    /// Goodput (of the bytes transferred) in megabits per second.
     pub goodput_mbps: f64,
     /// Segments sent again.
     pub retransmissions: u64,
@@ -98,12 +105,11 @@ impl Summary {
             peer,
             profile: profile.to_string(),
             bytes: m.bytes,
+            files: 1,
+            directories: 0,
+            transferred: m.bytes,
             seconds: m.seconds,
-            goodput_mbps: if m.seconds > 0.0 {
-                m.bytes as f64 * 8.0 / m.seconds / 1e6
-            } else {
-                0.0
-            },
+            goodput_mbps: goodput(m.bytes, m.seconds),
             retransmissions: m.stats.retransmissions,
             packets_lost: m.stats.packets_lost,
             spurious_losses: m.stats.spurious_losses,
@@ -120,6 +126,16 @@ impl Summary {
         if !verified {
             self.complete = "unverified";
         }
+        self
+    }
+
+    /// Sets the counts of a transfer of `files` files and `directories` directories of
+    /// which `transferred` content bytes crossed the connection (the goodput counts those).
+    pub fn with_counts(mut self, files: u64, directories: u64, transferred: u64) -> Self {
+        self.files = files;
+        self.directories = directories;
+        self.transferred = transferred;
+        self.goodput_mbps = goodput(transferred, self.seconds);
         self
     }
 
@@ -141,10 +157,22 @@ impl Summary {
             "received"
         };
         let dir = if self.role == "send" { "to" } else { "from" };
+        let mut what = if self.files == 1 && self.directories == 0 {
+            format!("{} ({})", self.file, human_bytes(self.bytes))
+        } else {
+            format!(
+                "{}: {} files, {} directories ({})",
+                self.file,
+                self.files,
+                self.directories,
+                human_bytes(self.bytes)
+            )
+        };
+        if self.transferred < self.bytes {
+            what += &format!(", resumed: {} {verb} now", human_bytes(self.transferred));
+        }
         outln!(
-            "{verb} {} ({}) {dir} {} in {:.2} s: {:.1} Mb/s, {} retransmissions, {} packets lost, RTT {:.2} ms [{}]",
-            self.file,
-            human_bytes(self.bytes),
+            "{verb} {what} {dir} {} in {:.2} s: {:.1} Mb/s, {} retransmissions, {} packets lost, RTT {:.2} ms [{}]",
             self.peer,
             self.seconds,
             self.goodput_mbps,
@@ -174,6 +202,15 @@ impl Summary {
                 i.byte_avail_rcv_buf
             );
         }
+    }
+}
+
+/// Megabits per second of `bytes` in `seconds` (0 without time).
+fn goodput(bytes: u64, seconds: f64) -> f64 {
+    if seconds > 0.0 {
+        bytes as f64 * 8.0 / seconds / 1e6
+    } else {
+        0.0
     }
 }
 
@@ -224,6 +261,12 @@ mod tests {
             },
         );
         assert_eq!(s.goodput_mbps, 1000.0);
+        let resumed = s.clone().with_counts(3, 1, 25_000_000);
+        assert_eq!(
+            resumed.goodput_mbps, 200.0,
+            "counts what crossed the connection"
+        );
+        assert_eq!((resumed.files, resumed.directories), (3, 1));
         let v: serde_json::Value = serde_json::to_value(&s).unwrap();
         for k in [
             "role",
@@ -231,6 +274,9 @@ mod tests {
             "peer",
             "profile",
             "bytes",
+            "files",
+            "directories",
+            "transferred",
             "seconds",
             "goodput_mbps",
             "retransmissions",

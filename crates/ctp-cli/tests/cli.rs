@@ -70,6 +70,17 @@ fn transfer(
     send_extra: &[&str],
     send_limit: Duration,
 ) -> (Output, Output) {
+    transfer_all(&[src], out, recv_extra, send_extra, send_limit)
+}
+
+/// [`transfer`] of several paths on one connection.
+fn transfer_all(
+    srcs: &[&Path],
+    out: &Path,
+    recv_extra: &[&str],
+    send_extra: &[&str],
+    send_limit: Duration,
+) -> (Output, Output) {
     let listen = format!("127.0.0.1:{}", free_port());
     let mut recv_args = vec!["recv", "--listen", &listen, "--out", out.to_str().unwrap()];
     recv_args.push("--once");
@@ -78,7 +89,9 @@ fn transfer(
     std::thread::sleep(Duration::from_millis(300));
     // The sender names the receiver by host name, as a person would.
     let to = listen.replace("127.0.0.1", "localhost");
-    let mut send_args = vec!["send", src.to_str().unwrap(), &to];
+    let mut send_args = vec!["send"];
+    send_args.extend(srcs.iter().map(|s| s.to_str().unwrap()));
+    send_args.push(&to);
     send_args.extend_from_slice(send_extra);
     let s = wait_output(spawn(&send_args), send_limit);
     let r = wait_output(recv, Duration::from_secs(30));
@@ -325,6 +338,18 @@ fn usage_errors_exit_2_with_one_line_saying_what_is_wrong() {
             "cannot read",
         ),
         (&["send", src, "not-an-address"], "has no port"),
+        (
+            &["send", src, src, "127.0.0.1:9"],
+            "two sources are named a.txt",
+        ),
+        (
+            &["send", src, "/tmp", "127.0.0.1:9", "--raw"],
+            "--raw carries exactly one regular file",
+        ),
+        (
+            &["send", src, "127.0.0.1:9", "--limit-rate", "10"],
+            "--limit-rate: `10` needs a unit: bit, kbit, mbit or gbit",
+        ),
         (
             &["send", src, "127.0.0.1:9", "--cc", "reno9"],
             "unknown congestion control `reno9`; known: newreno, cubic, bbr",
@@ -1686,4 +1711,399 @@ fn the_senders_rate_is_what_crossed_a_slow_link() {
         mbps > 0.0 && mbps <= 20.0 * 1.15,
         "the sender reports {mbps} Mb/s through a 20 Mbit/s link"
     );
+}
+
+/// Every entry under `root` (not following links): relative path → (kind, permission
+/// bits, mtime, BLAKE3 of a file's content).
+fn tree(
+    root: &Path,
+) -> std::collections::BTreeMap<String, (char, u32, std::time::SystemTime, String)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let (kind, sum) = if m.is_dir() {
+                stack.push(p.clone());
+                ('d', String::new())
+            } else if m.is_file() {
+                ('f', blake3_file(&p))
+            } else {
+                ('l', String::new())
+            };
+            let mode = m.permissions().mode() & 0o777;
+            out.insert(rel, (kind, mode, m.modified().unwrap(), sum));
+        }
+    }
+    out
+}
+
+/// Sets `path`'s permission bits and modification time (seconds since the epoch).
+fn set_mode_and_time(path: &Path, mode: u32, secs: u64) {
+    use std::os::unix::fs::PermissionsExt;
+    let t = std::time::UNIX_EPOCH + Duration::new(secs, 123_456_789);
+    std::fs::File::open(path).unwrap().set_modified(t).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A directory tree and a file, named together on one `ctp send`, arrive on one connection
+/// as they are: contents, permission bits, mtimes (directories' too), empty directories;
+/// the symbolic link inside is skipped with a warning; both summaries count the files,
+/// directories and bytes; nothing temporary is left.
+#[test]
+fn files_and_directories_arrive_with_their_modes_and_mtimes_on_one_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let proj = dir.path().join("proj");
+    std::fs::create_dir_all(proj.join("deep/er")).unwrap();
+    std::fs::create_dir_all(proj.join("empty")).unwrap();
+    std::fs::create_dir_all(proj.join("bin")).unwrap();
+    write_random(&proj.join("deep/er/data.bin"), 3 << 20);
+    std::fs::write(proj.join("a.txt"), b"alpha").unwrap();
+    std::fs::write(proj.join("bin/run.sh"), b"#!/bin/sh\necho hi\n").unwrap();
+    std::fs::write(proj.join("zero.bin"), b"").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", proj.join("link")).unwrap();
+    let notes = dir.path().join("notes.md");
+    std::fs::write(&notes, b"# notes").unwrap();
+    set_mode_and_time(&proj.join("a.txt"), 0o640, 1_600_000_000);
+    set_mode_and_time(&proj.join("bin/run.sh"), 0o755, 1_500_000_000);
+    set_mode_and_time(&notes, 0o600, 1_400_000_000);
+    for d in ["empty", "deep/er", "deep", "bin", ""] {
+        set_mode_and_time(&proj.join(d), 0o750, 1_300_000_000);
+    }
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let (s, r) = transfer_all(
+        &[&proj, &notes],
+        &out,
+        &["--json"],
+        &["--json"],
+        Duration::from_secs(120),
+    );
+    assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let warn = String::from_utf8_lossy(&s.stderr);
+    assert!(warn.contains("skipping symbolic link"), "{warn}");
+    let bytes = (3 << 20) + 5 + 18 + 7;
+    for o in [&s, &r] {
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+        assert_eq!(j["files"], 5, "{j}");
+        assert_eq!(j["directories"], 5, "{j}");
+        assert_eq!(j["bytes"], bytes, "{j}");
+        assert_eq!(j["transferred"], bytes, "{j}");
+        assert_eq!(j["complete"], "verified");
+    }
+    let mut want = tree(&proj);
+    want.remove("link");
+    assert_eq!(tree(&out.join("proj")), want, "the tree as it was");
+    assert_eq!(
+        tree(&out)["proj"],
+        tree(dir.path())["proj"],
+        "the top directory"
+    );
+    assert_eq!(tree(&out)["notes.md"], tree(dir.path())["notes.md"]);
+    let names: Vec<String> = tree(&out).into_keys().collect();
+    assert!(
+        names.iter().all(|n| !n.contains("ctp-partial")),
+        "{names:?}"
+    );
+}
+
+/// The bytes of a version-2 opening with one entry: `kind` 1 (directory) or 2 (file).
+fn opening(path: &str, kind: u8, size: u64) -> Vec<u8> {
+    let mut m = 1u32.to_be_bytes().to_vec();
+    m.push(kind);
+    m.extend_from_slice(&0o644u32.to_be_bytes());
+    m.extend_from_slice(&0i64.to_be_bytes());
+    m.extend_from_slice(&0u32.to_be_bytes());
+    m.extend_from_slice(&size.to_be_bytes());
+    m.extend_from_slice(&(path.len() as u16).to_be_bytes());
+    m.extend_from_slice(path.as_bytes());
+    let mut out = b"CTPF\x02\x00".to_vec();
+    out.extend_from_slice(&(m.len() as u32).to_be_bytes());
+    out.extend_from_slice(&m);
+    out
+}
+
+/// A hostile sender's manifest never gets a byte written outside `--out`: a path with
+/// `..`, an absolute path, and a path through a symbolic link the receiver's directory
+/// holds are each refused with the reason, before any content.
+#[test]
+fn a_hostile_manifest_cannot_write_outside_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, out.join("link")).unwrap();
+    let abs = dir.path().join("abs.txt");
+    for (path, kind, why) in [
+        ("../escape.txt", 2, "`..`"),
+        ("sub/../../escape.txt", 2, "`..`"),
+        (abs.to_str().unwrap(), 2, "absolute"),
+        ("link/x.txt", 2, "not a directory"),
+        ("link/sub", 1, "not a directory"),
+        ("link", 1, "not a directory"),
+    ] {
+        let listen = format!("127.0.0.1:{}", free_port());
+        let recv = spawn(&[
+            "recv",
+            "--listen",
+            &listen,
+            "--out",
+            out.to_str().unwrap(),
+            "--once",
+            "--insecure",
+        ]);
+        std::thread::sleep(Duration::from_millis(300));
+        let addr = listen.parse().unwrap();
+        with_runtime(async {
+            let ep = ctp::Endpoint::bind(
+                "127.0.0.1:0".parse().unwrap(),
+                ctp::EndpointOptions::default(),
+            )
+            .await
+            .unwrap();
+            let conn = ep
+                .connect(addr, &ctp::Profile::reliable().insecure())
+                .await
+                .unwrap();
+            conn.write_bytes(opening(path, kind, if kind == 2 { 4 } else { 0 }).into())
+                .await
+                .unwrap();
+            // The content a sender would follow with (the receiver may have aborted already).
+            let _ = conn
+                .write_bytes(b"\0\0\0\0\0\0\0\0evil".to_vec().into())
+                .await;
+            let _ = tokio::time::timeout(Duration::from_secs(10), conn.closed()).await;
+        });
+        let r = wait_output(recv, Duration::from_secs(30));
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(1), "{path}: {err}");
+        assert!(err.contains(why), "{path}: {err}");
+        assert!(!dir.path().join("escape.txt").exists(), "{path}");
+        assert!(!abs.exists(), "{path}");
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0, "{path}");
+        assert_eq!(
+            std::fs::read_dir(&out).unwrap().count(),
+            1,
+            "{path}: only the link"
+        );
+    }
+}
+
+/// One file of a tree that already exists on the receiver refuses the whole transfer
+/// before any content, on both sides with the reason; nothing of the tree is created and
+/// the old file is untouched.
+#[test]
+fn an_existing_file_in_a_tree_refuses_the_transfer_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let proj = dir.path().join("proj");
+    std::fs::create_dir_all(proj.join("sub")).unwrap();
+    std::fs::write(proj.join("sub/new.txt"), b"new").unwrap();
+    std::fs::write(proj.join("old.txt"), b"replacement").unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(out.join("proj")).unwrap();
+    std::fs::write(out.join("proj/old.txt"), b"precious").unwrap();
+    let (s, r) = transfer(&proj, &out, &[], &[], Duration::from_secs(60));
+    assert_eq!(s.status.code(), Some(1));
+    assert_eq!(r.status.code(), Some(1));
+    for (who, o) in [("sender", &s), ("receiver", &r)] {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("old.txt already exists") && err.contains("--overwrite"),
+            "{who}: {err}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(out.join("proj/old.txt")).unwrap(),
+        b"precious"
+    );
+    assert!(
+        !out.join("proj/sub").exists(),
+        "nothing of the tree is created"
+    );
+}
+
+/// `--limit-rate 8mbit` holds a transfer of several files (3 MiB in all) to 8 Mbit/s of
+/// content: it takes at least the 3.1 s that rate allows (less 5 % for the first piece and
+/// timer rounding), on both sides, whatever the machine's speed; the files arrive whole.
+#[test]
+fn a_rate_limited_transfer_is_not_faster_than_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    write_random(&src.join("a.bin"), 2 << 20);
+    write_random(&src.join("b.bin"), 1 << 20);
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let (s, r) = transfer(
+        &src,
+        &out,
+        &["--json"],
+        &["--json", "--limit-rate", "8mbit"],
+        Duration::from_secs(120),
+    );
+    assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let ideal = (3u64 << 20) as f64 * 8.0 / 8e6;
+    for (who, o) in [("sender", &s), ("receiver", &r)] {
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let secs = j["seconds"].as_f64().unwrap();
+        assert!(
+            secs >= ideal * 0.95,
+            "{who}: {secs} s, the limit allows {ideal} s"
+        );
+        assert!(
+            j["goodput_mbps"].as_f64().unwrap() <= 8.0 / 0.95,
+            "{who}: {j}"
+        );
+    }
+    for f in ["a.bin", "b.bin"] {
+        assert_eq!(
+            blake3_file(&out.join("src").join(f)),
+            blake3_file(&src.join(f))
+        );
+    }
+}
+
+/// `ctp send --resume` killed at a pseudo-random point (2 to 12 MiB into a 24 MiB file)
+/// leaves the receiver a partial copy and no file under the final name; one byte of a
+/// kept block is then damaged. A second `--resume` transfer sends exactly what follows the
+/// last intact block (counted by both summaries), the file arrives byte for byte, and no
+/// partial copy or sidecar is left.
+#[test]
+fn an_interrupted_transfer_resumes_from_the_verified_part_the_receiver_kept() {
+    const MIB: u64 = 1 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("big.bin");
+    let size = 24 * MIB;
+    write_random(&src, size as usize);
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64;
+    let stop_at = 2 * MIB + seed % (10 * MIB);
+    let listen = format!("127.0.0.1:{}", free_port());
+    let recv = spawn(&[
+        "recv",
+        "--listen",
+        &listen,
+        "--out",
+        out.to_str().unwrap(),
+        "--once",
+        "--idle-timeout",
+        "2",
+    ]);
+    std::thread::sleep(Duration::from_millis(300));
+    // 32 Mbit/s: 6 s for the file, so the stop comes while it is under way.
+    let mut send = spawn(&[
+        "send",
+        src.to_str().unwrap(),
+        &listen,
+        "--resume",
+        "--limit-rate",
+        "32mbit",
+    ]);
+    let partial = out.join(".big.bin.ctp-partial");
+    let started = Instant::now();
+    while partial.metadata().map_or(0, |m| m.len()) < stop_at {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the partial copy never reached {stop_at} bytes"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    send.0.kill().unwrap();
+    send.0.wait().unwrap();
+    let r = wait_output(recv, Duration::from_secs(30));
+    assert_eq!(
+        r.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(
+        !out.join("big.bin").exists(),
+        "nothing under the final name"
+    );
+    let kept = partial.metadata().unwrap().len();
+    assert!(kept >= stop_at && kept < size, "kept {kept} of {size}");
+    assert!(out.join(".big.bin.ctp-partial.resume").exists());
+    let blocks = kept / MIB;
+    let bad = 1 + seed % (blocks - 1);
+    {
+        use std::io::{Seek, SeekFrom};
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&partial)
+            .unwrap();
+        let at = bad * MIB + 7;
+        let mut byte = [0u8];
+        f.seek(SeekFrom::Start(at)).unwrap();
+        f.read_exact(&mut byte).unwrap();
+        f.seek(SeekFrom::Start(at)).unwrap();
+        f.write_all(&[byte[0] ^ 0xff]).unwrap();
+    }
+    let (s, r) = transfer(
+        &src,
+        &out,
+        &["--json"],
+        &["--json", "--resume"],
+        Duration::from_secs(120),
+    );
+    assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    for o in [&s, &r] {
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(j["bytes"], size, "{j}");
+        assert_eq!(
+            j["transferred"],
+            size - bad * MIB,
+            "blocks 0..{bad} of {blocks} kept reused: {j}"
+        );
+    }
+    assert_eq!(blake3_file(&out.join("big.bin")), blake3_file(&src));
+    assert_eq!(leftovers(&out), Vec::<String>::new());
+}
+
+/// A tree sent again with `--resume` after a file was added: the files the receiver
+/// already stored (same size and mtime) are checked block by block and by their digest,
+/// not sent and not refused as existing; only the new file crosses the connection.
+#[test]
+fn a_tree_sent_again_with_resume_sends_only_what_the_receiver_lacks() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("tree");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    write_random(&src.join("a.bin"), 2 << 20);
+    write_random(&src.join("sub/c.bin"), 1 << 20);
+    std::fs::write(src.join("b.txt"), b"small").unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let first = (2 << 20) + (1 << 20) + 5;
+    let added = 3 << 19;
+    for (transferred, bytes) in [(first, first), (added, first + added)] {
+        let (s, r) = transfer(
+            &src,
+            &out,
+            &["--json"],
+            &["--json", "--resume"],
+            Duration::from_secs(120),
+        );
+        assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+        assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+        for o in [&s, &r] {
+            let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert_eq!(j["bytes"], bytes, "{j}");
+            assert_eq!(j["transferred"], transferred, "{j}");
+        }
+        assert_eq!(tree(&out.join("tree")), tree(&src));
+        assert_eq!(leftovers(&out.join("tree")), Vec::<String>::new());
+        write_random(&src.join("sub/d.bin"), added as usize);
+    }
 }

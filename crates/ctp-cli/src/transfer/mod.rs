@@ -1,10 +1,16 @@
-//! File transfer over a reliable ctp connection: framing, the sending and the receiving side.
+//! File transfer over a reliable ctp connection: the manifest of files and directories,
+//! the framing, resuming, and the sending and the receiving side.
 
 pub mod header;
+pub mod incoming;
+pub mod manifest;
 pub mod pipeline;
 pub mod precheck;
+pub mod ratelimit;
 pub mod recv;
+pub mod resume;
 pub mod send;
+pub mod source;
 
 use crate::cli::TransportArgs;
 use crate::Failure;

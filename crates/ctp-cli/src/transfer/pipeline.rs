@@ -32,13 +32,19 @@ pub struct ReadAhead {
 
 impl ReadAhead {
     /// Starts reading `file` from its current position, `block` bytes at a time, until
-    /// its end or `limit` bytes.
-    pub fn start(mut file: File, block: usize, limit: u64) -> io::Result<ReadAhead> {
+    /// its end or `limit` bytes, adding what it reads to `hasher` (which may hold what came
+    /// before, such as the part of a file a receiver already has).
+    pub fn start(
+        mut file: File,
+        block: usize,
+        limit: u64,
+        mut hasher: blake3::Hasher,
+    ) -> io::Result<ReadAhead> {
+        let block = block.max(1);
         let (tx, blocks) = mpsc::channel(DEPTH);
         let thread = std::thread::Builder::new()
             .name("ctp-read".into())
             .spawn(move || {
-                let mut hasher = blake3::Hasher::new();
                 let mut left = limit;
                 while left > 0 {
                     let want = left.min(block as u64) as usize;
@@ -68,8 +74,8 @@ impl ReadAhead {
         self.blocks.recv().await
     }
 
-    /// The BLAKE3 digest of every byte returned by [`ReadAhead::next`], once it returned
-    /// `None`.
+    /// The BLAKE3 digest of what the hasher held and every byte returned by
+    /// [`ReadAhead::next`], once it returned `None`.
     pub async fn digest(mut self) -> io::Result<Digest> {
         let thread = self.thread.take().expect("joined once");
         tokio::task::spawn_blocking(move || thread.join())
@@ -102,13 +108,13 @@ pub struct WriteBehind {
 }
 
 impl WriteBehind {
-    /// Starts a thread that writes to `file` at its current position.
-    pub fn start(mut file: File) -> io::Result<WriteBehind> {
+    /// Starts a thread that writes to `file` at its current position, adding what it
+    /// writes to `hasher` (which may hold what the file already had).
+    pub fn start(mut file: File, mut hasher: blake3::Hasher) -> io::Result<WriteBehind> {
         let (tx, mut rx) = mpsc::channel::<Bytes>(DEPTH * 16);
         let thread = std::thread::Builder::new()
             .name("ctp-write".into())
             .spawn(move || {
-                let mut hasher = blake3::Hasher::new();
                 let mut batch: Vec<Bytes> = Vec::new();
                 while let Some(first) = rx.blocking_recv() {
                     batch.push(first);
@@ -147,7 +153,8 @@ impl WriteBehind {
     }
 
     /// Waits for every queued piece to be written; returns the file and the BLAKE3 digest
-    /// of everything written, or the write error that stopped the thread.
+    /// of what the hasher held and everything written, or the write error that stopped the
+    /// thread.
     pub async fn finish(mut self) -> io::Result<(File, Digest)> {
         self.pieces = None;
         let thread = self.thread.take().expect("joined once");
@@ -204,7 +211,8 @@ mod tests {
     #[tokio::test]
     async fn read_ahead_returns_the_file_in_blocks_and_its_digest() {
         let content = data(3 * 1000 + 17);
-        let mut r = ReadAhead::start(temp_file(&content), 1000, u64::MAX).expect("started");
+        let mut r = ReadAhead::start(temp_file(&content), 1000, u64::MAX, blake3::Hasher::new())
+            .expect("started");
         let mut got = Vec::new();
         let mut sizes = Vec::new();
         while let Some(b) = r.next().await {
@@ -223,19 +231,24 @@ mod tests {
     #[tokio::test]
     async fn read_ahead_stops_at_the_limit() {
         let content = data(5000);
-        let mut r = ReadAhead::start(temp_file(&content), 4096, 4500).expect("started");
+        // The hasher already holds a prefix (what a receiver had): the digest covers both.
+        let mut seeded = blake3::Hasher::new();
+        seeded.update(b"prefix");
+        let mut r = ReadAhead::start(temp_file(&content), 4096, 4500, seeded).expect("started");
         let mut got = Vec::new();
         while let Some(b) = r.next().await {
             got.extend_from_slice(&b.unwrap());
         }
         assert_eq!(got, content[..4500]);
-        assert_eq!(r.digest().await.unwrap(), *blake3::hash(&got).as_bytes());
+        let whole = [&b"prefix"[..], &got].concat();
+        assert_eq!(r.digest().await.unwrap(), *blake3::hash(&whole).as_bytes());
     }
 
     #[tokio::test]
     async fn write_behind_writes_every_piece_in_order_and_hashes_them() {
         let content = data(3 << 20);
-        let mut w = WriteBehind::start(tempfile::tempfile().unwrap()).expect("started");
+        let mut w = WriteBehind::start(tempfile::tempfile().unwrap(), blake3::Hasher::new())
+            .expect("started");
         // Pieces of every size from 1 byte up, as the connection hands them over.
         let mut at = 0;
         let mut size = 1;
@@ -259,7 +272,8 @@ mod tests {
     async fn a_write_error_stops_the_writer_and_is_returned() {
         // A file opened read-only cannot be written: EBADF.
         let path = tempfile::NamedTempFile::new().unwrap();
-        let mut w = WriteBehind::start(File::open(path.path()).unwrap()).expect("started");
+        let f = File::open(path.path()).unwrap();
+        let mut w = WriteBehind::start(f, blake3::Hasher::new()).expect("started");
         for _ in 0..3 {
             let _ = w.write(Bytes::from_static(b"data")).await;
         }

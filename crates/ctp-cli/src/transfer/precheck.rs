@@ -8,23 +8,12 @@
 //! space. Each check is also a reason a write can still fail later (the disk fills up
 //! meanwhile, a directory is removed): the receiver then aborts with that reason at once.
 
-use super::header::sanitize_name;
 use anyhow::{bail, Result};
 use nix::unistd::{access, AccessFlags};
 use std::path::{Path, PathBuf};
 
 /// Longest file name (bytes) the file systems ctp writes to accept (Linux's NAME_MAX).
 pub const NAME_MAX: usize = 255;
-
-/// Where a file named `name` (already sanitised) goes when the user asked for `out`: inside
-/// it when it is a directory or ends with a separator, else `out` itself.
-fn destination(out: &Path, name: &str) -> PathBuf {
-    if out.is_dir() || names_directory(out) {
-        out.join(name)
-    } else {
-        out.to_path_buf()
-    }
-}
 
 /// Whether `out` is written as a directory (`dir/`), whether or not it exists.
 fn names_directory(out: &Path) -> bool {
@@ -67,17 +56,9 @@ pub fn output_dir(out: &Path) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// Where the file the sender calls `name` goes for `--out out`, unless a file of `size` bytes
-/// (`None`: unknown, a raw stream) cannot be stored there: then the reason (see the
-/// module's list).
-pub fn admit(out: &Path, name: &str, size: Option<u64>, overwrite: bool) -> Result<PathBuf> {
-    let dest = destination(out, &sanitize_name(name));
-    check(out, &dest, size, overwrite)?;
-    Ok(dest)
-}
-
-/// The checks of [`admit`] for `dest`.
-fn check(out: &Path, dest: &Path, size: Option<u64>, overwrite: bool) -> Result<()> {
+/// Refuses a file of `size` bytes (`None`: unknown, a raw stream) at `dest`, received for
+/// `--out out`, when it cannot be stored there: the reason (see the module's list).
+pub fn check(out: &Path, dest: &Path, size: Option<u64>, overwrite: bool) -> Result<()> {
     let dir = output_dir(out)?;
     let name_len = dest.file_name().map_or(0, |n| n.len());
     if name_len > NAME_MAX {
@@ -89,13 +70,20 @@ fn check(out: &Path, dest: &Path, size: Option<u64>, overwrite: bool) -> Result<
     if dest.is_dir() {
         bail!("{} is a directory on the receiver", dest.display());
     }
-    if !overwrite && dest.exists() {
+    // A dangling link counts: a file would appear where it points.
+    if !overwrite && dest.symlink_metadata().is_ok() {
         bail!("{}", exists(dest));
     }
     if let Some(size) = size {
         room(&dir, size, available_space(&dir))?;
     }
     Ok(())
+}
+
+/// Refuses `bytes` of files for `--out out` when its file system has less room.
+pub fn room_for(out: &Path, bytes: u64) -> Result<()> {
+    let dir = output_dir(out)?;
+    room(&dir, bytes, available_space(&dir))
 }
 
 /// Why a file was not stored at `dest`.
@@ -157,8 +145,7 @@ mod tests {
         );
         assert!(check(out, &old, Some(1), true).is_ok());
         let missing = out.join("nothere/");
-        assert_eq!(destination(&missing, "f"), out.join("nothere/f"));
-        let e = admit(&missing, "f", Some(1), false)
+        let e = check(&missing, &missing.join("f"), Some(1), false)
             .unwrap_err()
             .to_string();
         assert!(e.contains("does not exist") && e.contains("nothere"), "{e}");
