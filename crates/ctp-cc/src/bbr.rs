@@ -17,14 +17,15 @@
 //! **`bbr-fair`** ([`Bbr::fair`]) is BBR that yields to loss-based flows. BBR v1 keeps up to
 //! twice the BDP in flight whatever it loses, so a drop-tail queue of about one BDP is its
 //! own and a Reno or CUBIC flow beside it starves (`friendliness-newreno`: Jain's index
-//! 0.53, 94 against 3 Mb/s). Here a loss reported while the smoothed RTT shows a queue (more
+//! 0.53, 94 against 3 Mb/s; `bbr-fair` 0.86). Here a loss reported while the smoothed RTT shows a queue (more
 //! than 1/8 of the minimum RTT plus 2 ms above it: congestion losses at a drop-tail
 //! bottleneck come with its queue full, link errors do not — TCP Veno's idea, as in
 //! `udt-noisy`) caps the bytes in flight at [`FAIR_BETA`] of its window (or of what was in
 //! flight, when more), once per
 //! round trip (a loss of a packet sent before the last cut does not cut again); the cap
-//! grows by one packet per window acknowledged, as Reno's window does, and is dropped once
-//! the model's own window is below it. Random loss on a path that holds no queue changes
+//! grows by one packet per window acknowledged, as Reno's window does, while the samples
+//! show a queue, by an eighth per round trip after a round without one ([`FAIR_REGROWTH`]),
+//! and is dropped once the model's own window is below it. Random loss on a path that holds no queue changes
 //! nothing, so a long lossy path runs at BBR's speed. (BBR v2 bounds its inflight on a
 //! loss *rate* above 2 % per round instead; ctp qualifies each loss by the queue, which
 //! also tells a congestion loss at 5 % random loss from the loss itself.)
@@ -45,6 +46,10 @@ use core::time::Duration;
 
 /// What is left of the bytes in flight after a congestion loss (`bbr-fair`): CUBIC's β.
 pub const FAIR_BETA: f64 = 0.7;
+
+/// After a round without a queue, the cap grows by the bytes acknowledged over this
+/// (`bbr-fair`): by an eighth per round trip.
+const FAIR_REGROWTH: u64 = 8;
 
 /// Startup gain, 2/ln 2.
 pub const HIGH_GAIN: f64 = 2.885;
@@ -143,6 +148,10 @@ pub struct Bbr {
     cut_at: Option<Instant>,
     /// Bytes in flight at the last acknowledgement.
     inflight: u64,
+    /// Longest round trip sampled in the current round, microseconds.
+    round_max_rtt_us: u64,
+    /// No sample of the last whole round showed a queue.
+    quiet_round: bool,
 }
 
 impl Bbr {
@@ -174,6 +183,8 @@ impl Bbr {
             inflight_hi: u64::MAX,
             cut_at: None,
             inflight: 0,
+            round_max_rtt_us: 0,
+            quiet_round: false,
         }
     }
 
@@ -198,14 +209,22 @@ impl Bbr {
             && srtt_us <= self.rtprop_us + self.rtprop_us / 8 + 2_000
     }
 
-    /// Grows the cap by one packet per window acknowledged (Reno's growth) with the bytes
-    /// `acked` by a packet sent after the last cut; drops it once the model's window
+    /// Grows the cap with the bytes `acked` by a packet sent after the last cut: by one
+    /// packet per window acknowledged (Reno's growth), or by an eighth per round trip
+    /// ([`FAIR_REGROWTH`]) after a whole round in which no sample showed a queue — the cap
+    /// then is not what keeps a queue short, and a flow alone on a lossy path gets back to
+    /// its model's window in tens of round trips instead of hundreds (a loss-based flow
+    /// beside it keeps a queue most of the time). Drops the cap once the model's window
     /// `target` no longer reaches it.
     fn grow_cap(&mut self, sent_at: Instant, acked: u64, target: u64) {
         if self.inflight_hi == u64::MAX || self.cut_at.is_some_and(|c| sent_at < c) {
             return;
         }
-        self.inflight_hi += (self.mss * acked / self.inflight_hi.max(1)).max(1);
+        self.inflight_hi += if self.quiet_round {
+            acked / FAIR_REGROWTH
+        } else {
+            (self.mss * acked / self.inflight_hi.max(1)).max(1)
+        };
         if target < self.inflight_hi {
             self.inflight_hi = u64::MAX;
         }
@@ -296,6 +315,8 @@ impl CongestionControl for Bbr {
         // Rounds: a round ends when a packet sent after it began is acknowledged.
         let new_round = self.round_start.is_none_or(|s| a.sent_at >= s);
         if new_round {
+            self.quiet_round = self.round_max_rtt_us > 0 && self.no_queue(self.round_max_rtt_us);
+            self.round_max_rtt_us = 0;
             self.round += 1;
             self.round_start = Some(now);
             self.bw.start(self.round);
@@ -304,6 +325,7 @@ impl CongestionControl for Bbr {
         self.bw.update(self.round, a.delivery_rate);
         self.update_ack_aggregation(now, a.bytes);
         self.inflight = a.bytes_in_flight;
+        self.round_max_rtt_us = self.round_max_rtt_us.max(a.rtt_us);
         let rtt = a.rtt_us.max(1);
         let expired =
             self.rtprop_us != u64::MAX && now.saturating_since(self.rtprop_at) > RTPROP_WINDOW;
@@ -468,9 +490,13 @@ mod tests {
             pn += 1;
             assert!(pn < 1000, "never settled: {:?}", b.mode());
         }
-        now += 10;
-        b.on_ack(&rated(pn, now, 100, 1_000_000, 200_000));
-        (b, pn + 1, now)
+        // Then rounds whose samples show a queue (150 ms over the 100 ms minimum).
+        for _ in 0..40 {
+            now += 10;
+            b.on_ack(&rated(pn, now, 150, 1_000_000, 200_000));
+            pn += 1;
+        }
+        (b, pn, now)
     }
 
     /// A loss of packet `pn`, sent at `sent_ms`, reported at `now_ms` with smoothed RTT
@@ -499,14 +525,15 @@ mod tests {
         // More losses of packets sent before that cut belong to the same event.
         b.on_loss(&loss_at(pn - 3, now + 5, now - 95, 150));
         assert_eq!(b.inflight_cap(), Some(cap));
-        // Acknowledgements of packets sent after the cut grow the cap by a packet per
-        // window (~145 of 1 kB): about one packet per 145 acknowledgements.
+        // While the samples show a queue, acknowledgements of packets sent after the cut
+        // grow the cap by a packet per window (~145 of 1 kB): about one packet per 145
+        // acknowledgements.
         let mut t = now;
         for i in 0..145 {
             t += 1;
             b.on_ack(&Ack {
-                sent_at: ms(t - 100).max(ms(now)),
-                ..rated(pn + i, t + 100, 100, 1_000_000, 140_000)
+                sent_at: ms(t - 150).max(ms(now)),
+                ..rated(pn + i, t + 150, 150, 1_000_000, 140_000)
             });
         }
         let grown = b.inflight_cap().expect("still capped");
@@ -516,8 +543,22 @@ mod tests {
         );
         assert_eq!(b.cwnd(), grown);
         // The next congestion loss cuts again, from the window now.
-        b.on_loss(&loss_at(pn + 144, t + 101, t, 150));
-        assert_eq!(b.inflight_cap(), Some(grown * 7 / 10));
+        b.on_loss(&loss_at(pn + 144, t + 151, t, 150));
+        let cut = grown * 7 / 10;
+        assert_eq!(b.inflight_cap(), Some(cut));
+        // Rounds in which no sample shows a queue (the loss was a link error after all):
+        // the cap grows by an eighth of what is acknowledged, not a packet per window.
+        let (mut t, mut pn) = (t + 200, pn + 200);
+        for _ in 0..300 {
+            t += 1;
+            b.on_ack(&rated(pn, t, 100, 1_000_000, 100_000));
+            pn += 1;
+        }
+        let regrown = b.inflight_cap().map_or(u64::MAX, |c| c - cut);
+        assert!(
+            regrown > 100 * 1000 / 8,
+            "{regrown} bytes in 300 acknowledgements"
+        );
     }
 
     #[test]

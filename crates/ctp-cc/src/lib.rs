@@ -652,7 +652,7 @@ algorithms! {
     Fast = 10, "fast", fast::Fast, fast::Fast::new, "FAST TCP: w ← (1−γ)w + γ(baseRTT/RTT·w + α) every RTT";
     Blast = 11, "blast", blast::Blast, blast::Blast::new, "fixed-rate blast: constant rate, changeable while running, ignores loss";
     Group = 12, "group", group::Group, group::Group::new, "group controller (GTP-style): rate assigned by a shared receiver-driven budget";
-    BbrFair = 13, "bbr-fair", bbr::Bbr, bbr::Bbr::fair, "BBR that yields to loss-based flows: a loss while the path holds a queue caps its inflight at 0.7 of what was in flight (growing a packet per window); random loss on an empty path changes nothing";
+    BbrFair = 13, "bbr-fair", bbr::Bbr, bbr::Bbr::fair, "BBR that yields to loss-based flows: a loss while the path holds a queue caps its inflight at 0.7 of its window (regrowing a packet per window while a queue shows); random loss on an empty path changes nothing";
 }
 
 /// Pacing rate for a window-based algorithm: `gain × cwnd / srtt` (0 until the RTT is known),

@@ -385,13 +385,14 @@ rtt = "60ms"
 #[test]
 fn bbr_fair_shares_a_queue_with_newreno_where_bbr_starves_it_and_keeps_a_lossy_path_full() {
     // `friendliness-newreno` shortened: a flow under each controller, then a NewReno flow
-    // from 5 s, on 100 Mb/s, 40 ms RTT with a one-BDP drop-tail queue.
+    // from 5 s, on 100 Mb/s, 40 ms RTT with a one-BDP drop-tail queue. TCP-friendly here
+    // means at least as fair to NewReno as CUBIC, Linux's default, is.
     let shared = run(r#"
 name = "friendliness"
 duration = "30s"
 interval = "1s"
 profiles = ["reliable"]
-cc = ["bbr-fair", "bbr"]
+cc = ["bbr-fair", "bbr", "cubic"]
 [bottleneck]
 bandwidth = "100Mbps"
 delay = "20ms"
@@ -407,10 +408,10 @@ cc = "newreno"
         let r = shared.runs.iter().find(|r| r.cc == cc).expect(cc);
         r.metrics.jain.expect("two flows ran together")
     };
+    let (fair, cubic) = (jain("bbr-fair"), jain("cubic"));
     assert!(
-        jain("bbr-fair") >= 0.9,
-        "bbr-fair beside newreno: {}",
-        jain("bbr-fair")
+        fair >= 0.8 && fair >= cubic,
+        "bbr-fair {fair}, cubic {cubic} beside newreno"
     );
     assert!(jain("bbr") < 0.75, "bbr beside newreno: {}", jain("bbr"));
     // 1 % random loss on an otherwise empty 100 Mb/s, 100 ms path: no queue, so the losses
@@ -434,5 +435,5 @@ send_buffer = 33554432
         .iter()
         .sum::<f64>()
         / 10.0;
-    assert!(kept >= 70.0, "bbr-fair at 1 % loss: {kept} Mb/s");
+    assert!(kept >= 85.0, "bbr-fair at 1 % loss: {kept} Mb/s");
 }
