@@ -2,8 +2,10 @@
 //! paths in one run: goodput, CPU seconds per GB on each side, and ctp's ratio to each peer.
 //!
 //! Every contender runs as a pair of child processes (receiver, then sender) and is timed by
-//! its own report (SRT's by the bench); CPU time comes from `getrusage(RUSAGE_CHILDREN)`
-//! sampled as each child is reaped, so sender and receiver are measured separately. A peer
+//! its own report (SRT's and the file-transfer peers' by the bench); CPU time comes from
+//! `getrusage(RUSAGE_CHILDREN)` sampled as each child is reaped, so sender and receiver are
+//! measured separately. With `--ctp-files` the file-transfer peers (scp and rsync over the
+//! bench's own sshd, [`ssh`]; UDT4's file API) join the default set. A peer
 //! whose program is not installed is reported as missing, never skipped silently. Every run
 //! is capped by `--timeout`; a capped run reports the goodput it reached.
 //!
