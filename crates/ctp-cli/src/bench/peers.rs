@@ -398,8 +398,8 @@ fn has_children(pid: u32) -> bool {
 }
 
 /// Stops a serving receiver: waits until `deadline` for its child processes (sessions) to
-/// end, so their CPU time is in its own, then sends SIGTERM and reaps it. `None` if it is
-/// still running after a grace period.
+/// end, so their CPU time is in its own, then sends SIGTERM and reaps it (killed if it
+/// has not exited after a grace period).
 async fn stop_server(child: &mut Child, deadline: tokio::time::Instant) -> Option<ExitStatus> {
     if let Some(pid) = child.id() {
         while has_children(pid) && tokio::time::Instant::now() < deadline {
@@ -407,7 +407,8 @@ async fn stop_server(child: &mut Child, deadline: tokio::time::Instant) -> Optio
         }
     }
     signal(child, Signal::SIGTERM);
-    wait_until(child, tokio::time::Instant::now() + Duration::from_secs(3)).await
+    finish(child, Duration::from_secs(3)).await;
+    child.try_wait().ok().flatten()
 }
 
 /// The BLAKE3 hash of a file.
