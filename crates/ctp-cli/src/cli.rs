@@ -172,9 +172,12 @@ pub struct BenchArgs {
     /// what encryption costs, measured in one run.
     #[arg(long)]
     pub insecure_twins: bool,
-    /// Peers to run, comma-separated: tcp-cubic, tcp-bbr, udt4, srt, quinn.
-    #[arg(long, default_value = "tcp-cubic,tcp-bbr,udt4,srt,quinn")]
-    pub peers: String,
+    /// Peers to run, comma-separated: tcp-cubic, tcp-bbr, udt4, srt, quinn, and the
+    /// file-transfer tools scp, rsync (both over an sshd the bench starts itself) and
+    /// udt4-file (UDT4's sendfile/recvfile). Default: tcp-cubic, tcp-bbr, udt4, srt, quinn;
+    /// with `--ctp-files` also scp, rsync and udt4-file.
+    #[arg(long)]
+    pub peers: Option<String>,
     /// Runs per contender (the median is reported).
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,

@@ -721,6 +721,64 @@ fn a_tiny_bench_reports_every_contender_and_missing_peers_as_missing() {
         .contains("ctp reliable"));
 }
 
+/// The file-transfer peers of `--ctp-files` (scp and rsync over the bench's own sshd, UDT4's
+/// file API) each move the whole file, byte for byte as the bench checks, at a positive
+/// goodput with both sides' CPU counted, or are reported missing with the reason; with
+/// `CTP_REQUIRE_INTEROP=1` each must run. Nothing of the bench's sshd is left behind.
+#[test]
+fn file_peers_move_the_same_file_or_are_reported_missing() {
+    let g = spawn(&[
+        "bench",
+        "--ctp-files",
+        "--peers",
+        "scp,rsync,udt4-file",
+        "--bytes",
+        "8MiB",
+        "--timeout",
+        "60",
+        "--json",
+    ]);
+    let pid = g.0.id();
+    let o = wait_output(g, Duration::from_secs(300));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v["paths"][0]["rows"].as_array().unwrap();
+    let names: Vec<_> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["ctp reliable", "scp", "rsync", "udt4-file"]);
+    // ctp's file is compared with the source by the bench too.
+    assert_eq!(rows[0]["status"], "ok", "{}", rows[0]);
+    assert_eq!(rows[0]["verified"], true, "{}", rows[0]);
+    let require = std::env::var("CTP_REQUIRE_INTEROP").is_ok_and(|v| v == "1");
+    for r in &rows[1..] {
+        let status = r["status"].as_str().unwrap();
+        if let Some(why) = status.strip_prefix("missing: ") {
+            assert!(
+                !require,
+                "{} required (CTP_REQUIRE_INTEROP=1) but {status}",
+                r["name"]
+            );
+            assert!(!why.trim().is_empty(), "{r}");
+            assert!(r["goodput_mbps"].is_null(), "{r}");
+            eprintln!("\n*** SKIPPED bench peer {}: {status} ***\n", r["name"]);
+            continue;
+        }
+        assert_eq!(status, "ok", "{r}");
+        assert_eq!(r["verified"], true, "{r}");
+        assert_eq!(r["capped"], false, "{r}");
+        assert!(r["goodput_mbps"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["sender_cpu_s_per_gb"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["receiver_cpu_s_per_gb"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    // The bench's sshd (a child of the bench) and its scratch directory are gone.
+    let left = Command::new("pgrep")
+        .args(["-f", &format!("ctp-bench-{pid}/ssh/sshd_config")])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "sshd left running: {left}");
+    assert!(!Path::new(&format!("/dev/shm/ctp-bench-{pid}")).exists());
+}
+
 #[test]
 fn bench_argument_errors_name_the_bad_value() {
     for (args, needle) in [

@@ -2,8 +2,10 @@
 //! paths in one run: goodput, CPU seconds per GB on each side, and ctp's ratio to each peer.
 //!
 //! Every contender runs as a pair of child processes (receiver, then sender) and is timed by
-//! its own report (SRT's by the bench); CPU time comes from `getrusage(RUSAGE_CHILDREN)`
-//! sampled as each child is reaped, so sender and receiver are measured separately. A peer
+//! its own report (SRT's and the file-transfer peers' by the bench); CPU time comes from
+//! `getrusage(RUSAGE_CHILDREN)` sampled as each child is reaped, so sender and receiver are
+//! measured separately. With `--ctp-files` the file-transfer peers (scp and rsync over the
+//! bench's own sshd, [`ssh`]; UDT4's file API) join the default set. A peer
 //! whose program is not installed is reported as missing, never skipped silently. Every run
 //! is capped by `--timeout`; a capped run reports the goodput it reached.
 //!
@@ -15,6 +17,7 @@ pub mod flood;
 pub mod paths;
 pub mod peers;
 pub mod programs;
+pub mod ssh;
 pub mod svg;
 
 use crate::cli::BenchArgs;
@@ -44,6 +47,9 @@ pub struct Row {
     pub capped: bool,
     /// Packets the path's loss rule dropped during this contender's runs (lossy paths only).
     pub dropped_packets: Option<u64>,
+    /// Every run's received file was compared with the source (size and BLAKE3) by the
+    /// bench and was the same (contenders that write a file; a difference fails the run).
+    pub verified: bool,
 }
 
 /// One path's results.
@@ -212,7 +218,10 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
     }
     let mut specs =
         PathSpec::parse_list(&a.paths).map_err(|e| Failure::Usage(format!("--paths: {e}")))?;
-    let peers = list(&a.peers);
+    let peers = match &a.peers {
+        Some(p) => list(p),
+        None => peers::default_peers(a.ctp_files),
+    };
     if let Some(bad) = peers.iter().find(|p| !PEERS.contains(&p.as_str())) {
         return Err(Failure::Usage(format!(
             "unknown peer `{bad}`; known: {}",
@@ -369,6 +378,7 @@ fn row(name: String, status: String) -> Row {
         ctp_ratio: None,
         capped: false,
         dropped_packets: None,
+        verified: false,
     }
 }
 
@@ -379,6 +389,8 @@ struct Tally {
     sender_cpu: Vec<f64>,
     receiver_cpu: Vec<f64>,
     capped_bytes: Vec<u64>,
+    /// Runs whose received file the bench compared with the source.
+    verified: usize,
 }
 
 impl Tally {
@@ -389,6 +401,7 @@ impl Tally {
             sender_cpu: Vec::new(),
             receiver_cpu: Vec::new(),
             capped_bytes: Vec::new(),
+            verified: 0,
         }
     }
 
@@ -422,6 +435,7 @@ impl Tally {
                 self.goodput.push(m.goodput_mbps);
                 self.sender_cpu.push(m.sender_cpu_s / gb);
                 self.receiver_cpu.push(m.receiver_cpu_s / gb);
+                self.verified += usize::from(m.verified);
                 if m.capped {
                     r.capped = true;
                     self.capped_bytes.push(m.bytes);
@@ -441,6 +455,7 @@ impl Tally {
                 human_bytes(bytes)
             );
         }
+        r.verified = r.status == "ok" && self.verified > 0 && self.verified == self.goodput.len();
         r.goodput_mbps = median(self.goodput);
         r.sender_cpu_s_per_gb = median(self.sender_cpu);
         r.receiver_cpu_s_per_gb = median(self.receiver_cpu);

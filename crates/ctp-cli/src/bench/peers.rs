@@ -2,6 +2,14 @@
 //! namespaces on a veth path), capped in time, with each side's CPU time taken from
 //! `getrusage(RUSAGE_CHILDREN)` as it is reaped.
 //!
+//! A receiver that serves on after its transfer (the scp and rsync peers' sshd) is stopped
+//! once the sender has exited and the server's session processes have ended, so the whole
+//! server tree's CPU time is counted as the receiver's.
+//!
+//! Contenders that write a file (ctp with `--ctp-files`, SRT, scp, rsync, UDT4's file API)
+//! have it compared with the source (size and BLAKE3) after each run; a difference fails the
+//! run.
+//!
 //! A run that reaches the cap is stopped and reports what it moved so far: the bytes in the
 //! receiver's directory (ctp, SRT), the receiver's own line after SIGTERM (UDT4, quinn), or
 //! the iperf3 server's JSON after the client got SIGINT (TCP).
@@ -19,7 +27,32 @@ use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
 /// Known peers, in table order.
-pub const PEERS: &[&str] = &["tcp-cubic", "tcp-bbr", "udt4", "srt", "quinn"];
+pub const PEERS: &[&str] = &[
+    "tcp-cubic",
+    "tcp-bbr",
+    "udt4",
+    "srt",
+    "quinn",
+    "scp",
+    "rsync",
+    "udt4-file",
+];
+
+/// The peers run when `--peers` is not given.
+pub const DEFAULT_PEERS: &[&str] = &["tcp-cubic", "tcp-bbr", "udt4", "srt", "quinn"];
+
+/// File-transfer peers, added to the default set when ctp moves a file (`--ctp-files`).
+pub const FILE_PEERS: &[&str] = &["scp", "rsync", "udt4-file"];
+
+/// The peers run when `--peers` is not given.
+pub fn default_peers(ctp_files: bool) -> Vec<String> {
+    let files = if ctp_files { FILE_PEERS } else { &[] };
+    DEFAULT_PEERS
+        .iter()
+        .chain(files)
+        .map(|p| p.to_string())
+        .collect()
+}
 
 /// Something to measure.
 #[derive(Clone, Debug, PartialEq)]
@@ -76,6 +109,8 @@ pub struct Measure {
     pub receiver_cpu_s: f64,
     /// The run reached the time cap; goodput is what it moved until then.
     pub capped: bool,
+    /// The received file was compared with the source (size and BLAKE3) and is the same.
+    pub verified: bool,
 }
 
 /// Where a run happens: loopback, or a veth path's namespaces.
@@ -88,14 +123,15 @@ pub enum Place<'a> {
 }
 
 impl Place<'_> {
-    fn receiver_ip(&self) -> &'static str {
+    pub(super) fn receiver_ip(&self) -> &'static str {
         match self {
             Place::Loopback => "127.0.0.1",
             Place::Veth(_) => RECEIVER_IP,
         }
     }
 
-    fn command(&self, sender_side: bool, program: &Path) -> Command {
+    /// `program` run on one side (in that side's namespace on a veth path).
+    pub(super) fn command(&self, sender_side: bool, program: &Path) -> Command {
         match self {
             Place::Loopback => Command::new(program),
             Place::Veth(ns) => ns.command(sender_side, program),
@@ -112,8 +148,12 @@ enum Report {
     /// The receiver's `bytes=N seconds=S mbps=M` line (udtperf, quinn-bench).
     Line,
     /// Timed by the bench: the receiver's directory size over the time from the sender's
-    /// start to the receiver's exit (SRT).
+    /// start to the receiver's exit (SRT, UDT4's file API).
     Timed,
+    /// Timed by the bench to the sender's exit: the receiver's directory size over the time
+    /// from the sender's start to its exit (scp and rsync, whose client exits once the
+    /// server has written the file).
+    TimedToSender,
 }
 
 /// How a capped run's progress is read.
@@ -133,6 +173,24 @@ struct Plan {
     send: Command,
     report: Report,
     partial: Partial,
+    /// The receiver serves on after the transfer (sshd): it is stopped once the sender has
+    /// exited and it has no child processes left.
+    serves: bool,
+    /// The receiver writes the source's name in its directory: compare it with the source.
+    verify: bool,
+}
+
+impl Plan {
+    fn new(recv: Command, send: Command, report: Report, partial: Partial) -> Plan {
+        Plan {
+            recv,
+            send,
+            report,
+            partial,
+            serves: false,
+            verify: false,
+        }
+    }
 }
 
 /// The bench's scratch files and tools.
@@ -145,7 +203,13 @@ pub struct Env {
     /// The `--baseline` ctp binary.
     baseline: Option<PathBuf>,
     udtperf: Result<PathBuf, String>,
+    /// The UDT4 file-API peer (`tools/udt4/udtfile.cpp`).
+    udtfile: Result<PathBuf, String>,
     quinn: Result<PathBuf, String>,
+    /// The scp and rsync peers' ssh set-up.
+    ssh: Result<super::ssh::Ssh, String>,
+    /// The source file's BLAKE3 hash.
+    source_hash: blake3::Hash,
     /// ctp moves a file (`send`/`recv`) instead of running memory to memory (`perf`).
     ctp_files: bool,
 }
@@ -177,18 +241,21 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Builds the UDT4 peer from `tools/udt4/udtperf.cpp` with Debian's libudt-dev.
-async fn build_udtperf(out: &Path) -> Result<PathBuf, String> {
-    let src = workspace().join("tools/udt4/udtperf.cpp");
+/// Builds a UDT4 peer, `tools/udt4/NAME.cpp` (`udtperf`, `udtfile`), with Debian's
+/// libudt-dev.
+async fn build_udt_tool(out: &Path, name: &str) -> Result<PathBuf, String> {
+    let src = workspace().join(format!("tools/udt4/{name}.cpp"));
     if !src.is_file() {
-        return Err("missing: tools/udt4/udtperf.cpp not found (run from a ctp checkout)".into());
+        return Err(format!(
+            "missing: tools/udt4/{name}.cpp not found (run from a ctp checkout)"
+        ));
     }
     if which("g++").is_none() || !Path::new("/usr/include/udt/udt.h").is_file() {
         return Err(
             "missing: UDT4 needs g++ and libudt-dev (apt-get install g++ libudt-dev)".into(),
         );
     }
-    let bin = out.join("udtperf");
+    let bin = out.join(name);
     let status = Command::new("g++")
         .args(["-O2", "-o"])
         .arg(&bin)
@@ -198,7 +265,7 @@ async fn build_udtperf(out: &Path) -> Result<PathBuf, String> {
         .await
         .map_err(|e| format!("failed: g++: {e}"))?;
     if !status.success() {
-        return Err("failed: building udtperf with g++".into());
+        return Err(format!("failed: building {name} with g++"));
     }
     Ok(bin)
 }
@@ -315,6 +382,60 @@ impl Output {
     }
 }
 
+/// Whether process `pid` has child processes (zombies included: not yet reaped).
+fn has_children(pid: u32) -> bool {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    procs.filter_map(Result::ok).any(|e| {
+        std::fs::read_to_string(e.path().join("stat")).is_ok_and(|stat| {
+            // `PID (COMM) STATE PPID …`; COMM may hold spaces and parentheses.
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+                == Some(pid)
+        })
+    })
+}
+
+/// Stops a serving receiver: waits until `deadline` for its child processes (sessions) to
+/// end, so their CPU time is in its own, then sends SIGTERM and reaps it (killed if it
+/// has not exited after a grace period).
+async fn stop_server(child: &mut Child, deadline: tokio::time::Instant) -> Option<ExitStatus> {
+    if let Some(pid) = child.id() {
+        while has_children(pid) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    signal(child, Signal::SIGTERM);
+    finish(child, Duration::from_secs(3)).await;
+    child.try_wait().ok().flatten()
+}
+
+/// The BLAKE3 hash of a file.
+fn hash_file(path: &Path) -> std::io::Result<blake3::Hash> {
+    let mut h = blake3::Hasher::new();
+    std::io::copy(&mut std::fs::File::open(path)?, &mut h)?;
+    Ok(h.finalize())
+}
+
+/// Checks that `path` has `bytes` bytes and the hash `want`.
+fn same_file(path: &Path, bytes: u64, want: blake3::Hash) -> anyhow::Result<()> {
+    let len = std::fs::metadata(path)
+        .with_context(|| format!("the received file {}", path.display()))?
+        .len();
+    if len != bytes {
+        return Err(anyhow!(
+            "the received file has {len} bytes, the source {bytes}"
+        ));
+    }
+    if hash_file(path)? != want {
+        return Err(anyhow!(
+            "the received file differs from the source (BLAKE3)"
+        ));
+    }
+    Ok(())
+}
+
 fn signal(child: &Child, sig: Signal) {
     if let Some(pid) = child.id() {
         let _ = kill(Pid::from_raw(pid as i32), sig);
@@ -371,11 +492,21 @@ impl Env {
         let dir = base.join(format!("ctp-bench-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("rx")).context("creating the bench directory")?;
         let source = dir.join("bench.bin");
-        write_pseudo_random(&source, bytes).context("writing the bench file")?;
+        let source_hash = write_pseudo_random(&source, bytes).context("writing the bench file")?;
         let ctp = std::env::current_exe().context("locating the ctp binary")?;
         let wanted = |p: &str| peers.iter().any(|q| q == p);
         let udtperf = if wanted("udt4") {
-            build_udtperf(&dir).await
+            build_udt_tool(&dir, "udtperf").await
+        } else {
+            Err("not requested".into())
+        };
+        let udtfile = if wanted("udt4-file") {
+            build_udt_tool(&dir, "udtfile").await
+        } else {
+            Err("not requested".into())
+        };
+        let ssh = if wanted("scp") || wanted("rsync") {
+            super::ssh::Ssh::prepare(&dir.join("ssh")).await
         } else {
             Err("not requested".into())
         };
@@ -392,7 +523,10 @@ impl Env {
             ctp,
             baseline,
             udtperf,
+            udtfile,
             quinn,
+            ssh,
+            source_hash,
             ctp_files,
         })
     }
@@ -406,18 +540,18 @@ impl Env {
         self.dir.join("rx")
     }
 
+    /// Where a file-writing receiver puts the file: the source's name in [`Self::rx`].
+    fn received(&self) -> PathBuf {
+        self.rx().join("bench.bin")
+    }
+
     /// The command lines for one contender, or why it cannot run.
     fn plan(&self, c: &Contender, place: Place<'_>) -> Result<Plan, String> {
         let port = free_port().to_string();
         let ip = place.receiver_ip();
         let addr = format!("{ip}:{port}");
         let bytes = self.bytes.to_string();
-        let plan = |recv, send, report, partial| Plan {
-            recv,
-            send,
-            report,
-            partial,
-        };
+        let plan = Plan::new;
         Ok(match c {
             Contender::Ctp {
                 profile,
@@ -457,7 +591,10 @@ impl Env {
                 if let Some(cc) = cc {
                     s.args(["--cc", cc]);
                 }
-                plan(r, s, Report::CtpJson, partial)
+                Plan {
+                    verify: self.ctp_files,
+                    ..plan(r, s, Report::CtpJson, partial)
+                }
             }
             Contender::Peer(p) if p.starts_with("tcp-") => {
                 let iperf = which("iperf3")
@@ -484,11 +621,14 @@ impl Env {
                 // derive from the file name: it is given explicitly, and matches the file.
                 let mut r = place.command(false, &srt);
                 r.args(["-q", &format!("srt://:{port}")])
-                    .arg(format!("file://{}", self.rx().join("bench.bin").display()));
+                    .arg(format!("file://{}", self.received().display()));
                 let mut s = place.command(true, &srt);
                 s.args(["-q", &format!("file://{}", self.source.display())])
                     .arg(format!("srt://{addr}?streamid=bench.bin"));
-                plan(r, s, Report::Timed, Partial::RxDir)
+                Plan {
+                    verify: true,
+                    ..plan(r, s, Report::Timed, Partial::RxDir)
+                }
             }
             Contender::Peer(p) if p == "quinn" => {
                 let bin = self.quinn.as_ref().map_err(Clone::clone)?;
@@ -497,6 +637,31 @@ impl Env {
                 let mut s = place.command(true, bin);
                 s.args(["send", &addr, &bytes]);
                 plan(r, s, Report::Line, Partial::StopReceiver)
+            }
+            Contender::Peer(p) if p == "udt4-file" => {
+                let bin = self.udtfile.as_ref().map_err(Clone::clone)?;
+                let mut r = place.command(false, bin);
+                r.args(["recv", &port]).arg(self.received());
+                let mut s = place.command(true, bin);
+                s.args(["send", ip, &port]).arg(&self.source);
+                Plan {
+                    verify: true,
+                    ..plan(r, s, Report::Timed, Partial::RxDir)
+                }
+            }
+            Contender::Peer(p) if p == "scp" || p == "rsync" => {
+                let ssh = self.ssh.as_ref().map_err(Clone::clone)?;
+                let s = if p == "scp" {
+                    ssh.scp(place, &self.source, ip, &port, &self.rx())
+                } else {
+                    ssh.rsync(place, &self.source, ip, &port, &self.rx())?
+                };
+                let r = ssh.server(place, ip, &port)?;
+                Plan {
+                    serves: true,
+                    verify: true,
+                    ..plan(r, s, Report::TimedToSender, Partial::RxDir)
+                }
             }
             Contender::Peer(p) => return Err(format!("missing: unknown peer {p}")),
         })
@@ -516,6 +681,8 @@ impl Env {
             mut send,
             report,
             partial,
+            serves,
+            verify,
         } = plan;
         let spawn = |c: &mut Command| -> std::io::Result<Child> {
             c.stdin(Stdio::null())
@@ -543,6 +710,7 @@ impl Env {
         // Reap the sender first, then the receiver, so that the CPU deltas are per side (a
         // child's CPU time enters RUSAGE_CHILDREN when it is reaped).
         let s_status = wait_until(&mut s, deadline).await;
+        let sender_elapsed = t0.elapsed().as_secs_f64();
         let c1 = cpu_children();
         if let Some(st) = s_status.filter(|st| !st.success()) {
             // A failed sender leaves its receiver waiting: no point in waiting for the cap.
@@ -552,6 +720,7 @@ impl Env {
             return Err(anyhow!("the sender failed ({st}): {}", last_line(&s_err)));
         }
         let r_status = match s_status {
+            Some(_) if serves => stop_server(&mut r, deadline).await,
             Some(_) => wait_until(&mut r, deadline).await,
             None => None,
         };
@@ -598,12 +767,14 @@ impl Env {
                 sender_cpu_s: c1 - c0,
                 receiver_cpu_s: c2 - c1,
                 capped: true,
+                verified: false,
             });
         };
         let (r_out, r_err) = r_io.collect().await;
         let (s_out, _) = s_io.collect().await;
         debug_assert!(s_status.success());
-        if !r_status.success() {
+        // A serving receiver was stopped by the bench: its exit status says nothing.
+        if !serves && !r_status.success() {
             return Err(anyhow!(
                 "the receiver failed ({r_status}): {}",
                 last_line(&r_err)
@@ -619,9 +790,13 @@ impl Env {
                 json_field(&s_out, &["end", "sum_received", "bytes"]),
             ),
             Report::Line => (line_field(&r_out, "mbps="), line_field(&r_out, "bytes=")),
-            Report::Timed => {
+            Report::Timed | Report::TimedToSender => {
                 let b = dir_bytes(&self.rx()) as f64;
-                (Some(b * 8.0 / elapsed / 1e6), Some(b))
+                let secs = match report {
+                    Report::TimedToSender => sender_elapsed,
+                    _ => elapsed,
+                };
+                (Some(b * 8.0 / secs / 1e6), Some(b))
             }
         };
         let (Some(goodput_mbps), Some(bytes)) = (goodput, bytes) else {
@@ -648,19 +823,28 @@ impl Env {
             }
             _ => bytes,
         };
+        if verify {
+            let (path, len, want) = (self.received(), self.bytes, self.source_hash);
+            tokio::task::spawn_blocking(move || same_file(&path, len, want))
+                .await
+                .context("comparing the received file")??;
+        }
         Ok(Measure {
             goodput_mbps,
             bytes: bytes as u64,
             sender_cpu_s: c1 - c0,
             receiver_cpu_s: c2 - c1,
             capped: false,
+            verified: verify,
         })
     }
 }
 
-fn write_pseudo_random(path: &Path, bytes: u64) -> std::io::Result<()> {
+/// Writes `bytes` pseudo-random bytes to `path`; returns their BLAKE3 hash.
+fn write_pseudo_random(path: &Path, bytes: u64) -> std::io::Result<blake3::Hash> {
     use std::io::Write;
     let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let mut hash = blake3::Hasher::new();
     let mut x = 0x2545_f491_4f6c_dd1du64;
     let mut buf = vec![0u8; 1 << 20];
     let mut left = bytes;
@@ -668,7 +852,57 @@ fn write_pseudo_random(path: &Path, bytes: u64) -> std::io::Result<()> {
         crate::perf::fill_pseudo_random(&mut buf, &mut x);
         let n = left.min(buf.len() as u64) as usize;
         f.write_all(&buf[..n])?;
+        hash.update(&buf[..n]);
         left -= n as u64;
     }
-    f.flush()
+    f.flush()?;
+    Ok(hash.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_received_file_must_match_the_source_in_size_and_content() {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, copy) = (dir.path().join("src"), dir.path().join("copy"));
+        let want = write_pseudo_random(&src, 100_000).unwrap();
+        assert_eq!(hash_file(&src).unwrap(), want);
+        std::fs::copy(&src, &copy).unwrap();
+        same_file(&copy, 100_000, want).unwrap();
+        let mut bytes = std::fs::read(&copy).unwrap();
+        bytes[54_321] ^= 1;
+        std::fs::write(&copy, &bytes).unwrap();
+        let e = same_file(&copy, 100_000, want).unwrap_err().to_string();
+        assert!(e.contains("differs"), "{e}");
+        bytes.pop();
+        std::fs::write(&copy, &bytes).unwrap();
+        let e = same_file(&copy, 100_000, want).unwrap_err().to_string();
+        assert!(e.contains("99999 bytes"), "{e}");
+        assert!(same_file(&dir.path().join("none"), 1, want).is_err());
+    }
+
+    #[test]
+    fn file_peers_join_the_default_set_only_for_file_runs() {
+        assert_eq!(default_peers(false), DEFAULT_PEERS);
+        let files = default_peers(true);
+        assert!(files.starts_with(&default_peers(false)));
+        assert!(files.ends_with(&FILE_PEERS.iter().map(|p| p.to_string()).collect::<Vec<_>>()));
+        for p in &files {
+            assert!(PEERS.contains(&p.as_str()), "{p}");
+        }
+    }
+
+    #[test]
+    fn a_process_with_a_child_has_children() {
+        let mut c = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        assert!(has_children(std::process::id()));
+        assert!(!has_children(c.id()));
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
 }
