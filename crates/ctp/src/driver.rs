@@ -7,6 +7,7 @@
 //! then wait for the socket, the next deadline or an application operation. Buffers are
 //! allocated once; nothing is allocated per packet.
 
+use crate::mapped::normalize;
 use crate::shared::{Shared, Slot, State};
 use ctp_proto::{CloseReason, ConnectionHandle, EndpointEvent};
 use quinn_udp::{RecvMeta, Transmit, UdpSocketState, BATCH_SIZE};
@@ -632,18 +633,6 @@ impl Timer {
         }
         self.sleep.as_mut().await;
         self.armed = None;
-    }
-}
-
-/// An IPv4-mapped IPv6 source as plain IPv4, so it matches the address a connection was
-/// opened to.
-pub(crate) fn normalize(a: SocketAddr) -> SocketAddr {
-    match a {
-        SocketAddr::V6(v6) => match v6.ip().to_ipv4_mapped() {
-            Some(v4) => SocketAddr::new(IpAddr::V4(v4), v6.port()),
-            None => a,
-        },
-        a => a,
     }
 }
 

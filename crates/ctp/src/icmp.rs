@@ -124,7 +124,7 @@ fn socket_addr(name: &libc::sockaddr_storage) -> Option<SocketAddr> {
             _ => return None,
         }
     };
-    Some(crate::driver::normalize(addr))
+    Some(crate::mapped::normalize(addr))
 }
 
 /// What an extended error's origin, ICMP type and code say about the destination.

@@ -44,6 +44,7 @@ mod endpoint;
 mod error;
 mod file;
 mod icmp;
+mod mapped;
 mod memory;
 mod precise_timer;
 mod route_mtu;

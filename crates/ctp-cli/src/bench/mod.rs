@@ -24,8 +24,8 @@ use crate::cli::BenchArgs;
 use crate::output::outln;
 use crate::summary::human_bytes;
 use crate::Failure;
-use paths::{Netns, PathSpec};
-use peers::{Contender, Place, PEERS};
+use paths::{Netns, PathSpec, Place};
+use peers::{Contender, PEERS};
 use serde::Serialize;
 
 /// One row of a path's table.

@@ -414,6 +414,32 @@ impl Netns {
     }
 }
 
+/// Where a run happens: loopback, or a veth path's namespaces.
+#[derive(Clone, Copy)]
+pub enum Place<'a> {
+    /// 127.0.0.1 in the bench's own namespace.
+    Loopback,
+    /// Sender and receiver in their namespaces.
+    Veth(&'a Netns),
+}
+
+impl Place<'_> {
+    pub fn receiver_ip(&self) -> &'static str {
+        match self {
+            Place::Loopback => "127.0.0.1",
+            Place::Veth(_) => RECEIVER_IP,
+        }
+    }
+
+    /// `program` run on one side (in that side's namespace on a veth path).
+    pub fn command(&self, sender_side: bool, program: &std::path::Path) -> Command {
+        match self {
+            Place::Loopback => Command::new(program),
+            Place::Veth(ns) => ns.command(sender_side, program),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

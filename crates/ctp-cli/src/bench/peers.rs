@@ -14,7 +14,7 @@
 //! receiver's directory (ctp, SRT), the receiver's own line after SIGTERM (UDT4, quinn), or
 //! the iperf3 server's JSON after the client got SIGINT (TCP).
 
-use super::paths::{Netns, RECEIVER_IP};
+use super::paths::Place;
 use super::programs::which;
 use anyhow::{anyhow, Context};
 use nix::sys::resource::{getrusage, UsageWho};
@@ -111,32 +111,6 @@ pub struct Measure {
     pub capped: bool,
     /// The received file was compared with the source (size and BLAKE3) and is the same.
     pub verified: bool,
-}
-
-/// Where a run happens: loopback, or a veth path's namespaces.
-#[derive(Clone, Copy)]
-pub enum Place<'a> {
-    /// 127.0.0.1 in the bench's own namespace.
-    Loopback,
-    /// Sender and receiver in their namespaces.
-    Veth(&'a Netns),
-}
-
-impl Place<'_> {
-    pub(super) fn receiver_ip(&self) -> &'static str {
-        match self {
-            Place::Loopback => "127.0.0.1",
-            Place::Veth(_) => RECEIVER_IP,
-        }
-    }
-
-    /// `program` run on one side (in that side's namespace on a veth path).
-    pub(super) fn command(&self, sender_side: bool, program: &Path) -> Command {
-        match self {
-            Place::Loopback => Command::new(program),
-            Place::Veth(ns) => ns.command(sender_side, program),
-        }
-    }
 }
 
 /// How a finished run's goodput is read.

@@ -9,7 +9,7 @@
 //! `aes128-gcm@openssh.com`, no compression, the run's key only, no known-hosts file and no
 //! user configuration (`-F /dev/null`), in batch mode.
 
-use super::peers::Place;
+use super::paths::Place;
 use super::programs::which;
 use std::path::{Path, PathBuf};
 use tokio::process::Command;

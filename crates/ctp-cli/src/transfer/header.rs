@@ -23,17 +23,7 @@
 
 use super::manifest::{Manifest, MAX_MANIFEST};
 
-/// A malformed transfer header or reply.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HeaderError(pub String);
-
-impl std::fmt::Display for HeaderError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for HeaderError {}
+pub use super::manifest::HeaderError;
 
 /// Magic bytes opening a transfer.
 pub const MAGIC: &[u8; 4] = b"CTPF";

@@ -11,9 +11,21 @@
 //! empty, `.` or `..`, longer than [`MAX_COMPONENT`] bytes, or holds a control or bidi
 //! character. Entries are unique, and no entry lies under a file.
 
-use super::header::HeaderError;
 use std::collections::HashSet;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// A malformed transfer framing: the manifest, a header or a reply (the manifest is the
+/// lowest layer of the framing, so the type lives here).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeaderError(pub String);
+
+impl std::fmt::Display for HeaderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for HeaderError {}
 
 /// Most entries one manifest may list.
 pub const MAX_ENTRIES: u32 = 1_000_000;

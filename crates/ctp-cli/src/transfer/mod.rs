@@ -11,6 +11,7 @@ pub mod recv;
 pub mod resume;
 pub mod send;
 pub mod source;
+pub mod tempname;
 
 use crate::cli::TransportArgs;
 use crate::Failure;

@@ -10,8 +10,9 @@ use super::header::{Hello, Plan, Reply, DIGEST_LEN, FLAG_RESUME};
 use super::incoming::Incoming;
 use super::manifest::{Entry, Kind, Manifest, MAX_MANIFEST, MODE_MASK};
 use super::pipeline::{Digest, WriteBehind};
-use super::precheck::{self, NAME_MAX};
+use super::precheck;
 use super::resume::{self, Partial};
+use super::tempname::temp_path;
 use super::CHUNK;
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;
@@ -19,7 +20,6 @@ use ctp::Connection;
 use indicatif::ProgressBar;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::io::AsyncWriteExt;
 
 pub use super::incoming::next_chunk;
@@ -145,39 +145,6 @@ async fn set_attributes(f: std::fs::File, e: &Entry) -> Result<()> {
     .await
     .context("setting the file's attributes")?
     .context("setting the mode and time, and syncing to disk")
-}
-
-/// The temporary name's own bytes beyond the file's: `.`, `.ctp-partial-`, pid, nanos.
-const TEMP_EXTRA: usize = 1 + 13 + 10 + 1 + 8;
-
-fn temp_path(dest: &Path) -> PathBuf {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    hidden_path(
-        dest,
-        &format!(".ctp-partial-{}-{nanos:08x}", std::process::id()),
-    )
-}
-
-/// `dest`'s hidden companion: `.` + its name + `suffix` (at most [`TEMP_EXTRA`] bytes with
-/// the dot), in the same directory. The name must fit NAME_MAX too: a long one is cut (at
-/// a character).
-pub(super) fn hidden_path(dest: &Path, suffix: &str) -> PathBuf {
-    let mut base = dest
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let room = NAME_MAX - TEMP_EXTRA;
-    if base.len() > room {
-        let mut end = room;
-        while !base.is_char_boundary(end) {
-            end -= 1;
-        }
-        base.truncate(end);
-    }
-    dest.with_file_name(format!(".{base}{suffix}"))
 }
 
 /// Outcome of a received transfer.
@@ -650,17 +617,3 @@ async fn receive_raw(
 
 /// File name a raw stream gets when `--out` is a directory (a raw stream carries no name).
 pub const RAW_NAME: &str = "received.raw";
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_temporary_name_of_a_long_name_fits_the_file_system() {
-        let long = "é".repeat(127); // 254 bytes: a valid name
-        let tmp = temp_path(&Path::new("/data").join(&long));
-        let name = tmp.file_name().unwrap().len();
-        assert!(name <= NAME_MAX, "{name} bytes");
-        assert!(tmp.to_str().is_some(), "cut at a character boundary");
-    }
-}

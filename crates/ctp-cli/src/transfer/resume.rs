@@ -86,8 +86,8 @@ impl Partial {
     /// The partial copy of the file stored at `dest`.
     pub fn of(dest: &Path) -> Self {
         Partial {
-            data: super::recv::hidden_path(dest, ".ctp-partial"),
-            sidecar: super::recv::hidden_path(dest, ".ctp-partial.resume"),
+            data: super::tempname::hidden_path(dest, ".ctp-partial"),
+            sidecar: super::tempname::hidden_path(dest, ".ctp-partial.resume"),
         }
     }
 
