@@ -10,6 +10,7 @@
 // the accepted connection to the file written). The sender exits once UDT::close has drained
 // its buffer. Either exits non-zero, with a message on stderr, on any error or short transfer.
 #include <udt/udt.h>
+#include "udt_common.h"
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <sys/stat.h>
@@ -18,27 +19,9 @@
 #include <cstdlib>
 #include <cstring>
 
-static int fail(const char* what) {
-    std::fprintf(stderr, "udtfile: %s: %s\n", what, UDT::getlasterror().getErrorMessage());
-    return 1;
-}
+static int fail(const char* what) { return fail("udtfile", what); }
 
-static sockaddr_in addr_of(const char* host, int port) {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    if (host == nullptr) {
-        a.sin_addr.s_addr = INADDR_ANY;
-    } else if (inet_pton(AF_INET, host, &a.sin_addr) != 1) {
-        hostent* h = gethostbyname(host);
-        if (h == nullptr) {
-            std::fprintf(stderr, "udtfile: bad host %s\n", host);
-            std::exit(2);
-        }
-        std::memcpy(&a.sin_addr, h->h_addr, 4);
-    }
-    return a;
-}
+static sockaddr_in addr_of(const char* host, int port) { return addr_of("udtfile", host, port); }
 
 // Sends or receives exactly 8 bytes: the file's size, big endian.
 static bool send_size(UDTSOCKET s, int64_t size) {

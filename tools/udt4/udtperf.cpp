@@ -15,6 +15,7 @@
 // stopped by SIGTERM or SIGINT prints the line for what it received so far (`ctp bench`
 // caps runs in time this way).
 #include <udt/udt.h>
+#include "udt_common.h"
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <unistd.h>
@@ -30,27 +31,9 @@
 static volatile std::sig_atomic_t stop_requested = 0;
 static void request_stop(int) { stop_requested = 1; }
 
-static int fail(const char* what) {
-    std::fprintf(stderr, "udtperf: %s: %s\n", what, UDT::getlasterror().getErrorMessage());
-    return 1;
-}
+static int fail(const char* what) { return fail("udtperf", what); }
 
-static sockaddr_in addr_of(const char* host, int port) {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    if (host == nullptr) {
-        a.sin_addr.s_addr = INADDR_ANY;
-    } else if (inet_pton(AF_INET, host, &a.sin_addr) != 1) {
-        hostent* h = gethostbyname(host);
-        if (h == nullptr) {
-            std::fprintf(stderr, "udtperf: bad host %s\n", host);
-            std::exit(2);
-        }
-        std::memcpy(&a.sin_addr, h->h_addr, 4);
-    }
-    return a;
-}
+static sockaddr_in addr_of(const char* host, int port) { return addr_of("udtperf", host, port); }
 
 int main(int argc, char** argv) {
     bool dgram = false;
