@@ -89,6 +89,11 @@ impl Sending {
     }
 }
 
+/// The line printed above a bar once a file of a transfer is complete, on either side.
+pub fn file_done(path: &str, size: u64) -> String {
+    format!("{path} ({})", crate::summary::human_bytes(size))
+}
+
 /// The content bytes the receiver has, of `written` handed to a connection that holds
 /// `unacked` bytes unacknowledged (framing written with the content, a header or a
 /// trailer, counts there too while unacknowledged, so this errs low by those few bytes,

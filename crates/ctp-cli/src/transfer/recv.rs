@@ -240,11 +240,7 @@ async fn receive(
         let (digest, n) = receive_file(&mut incoming, entry, dest, overwrite, kept, progress)
             .await
             .with_context(|| format!("receiving {}", entry.path))?;
-        progress.println(format!(
-            "{} ({})",
-            entry.path,
-            crate::summary::human_bytes(entry.size)
-        ));
+        progress.println(crate::progress::file_done(&entry.path, entry.size));
         digests.push(digest);
         received += n;
     }

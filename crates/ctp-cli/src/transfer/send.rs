@@ -86,11 +86,7 @@ pub async fn send_files(
         let (digest, n) = send_one(conn, entry, path, theirs, &mut pace, progress)
             .await
             .with_context(|| format!("sending {}", path.display()))?;
-        progress.println(format!(
-            "{} ({})",
-            entry.path,
-            crate::summary::human_bytes(entry.size)
-        ));
+        progress.println(crate::progress::file_done(&entry.path, entry.size));
         digests.push(digest);
         sent += n;
     }
