@@ -9,7 +9,7 @@
 //! (`writev`), and hashes them on its way: the protocol's thread only moves references.
 //! At most [`DEPTH`] blocks wait between the thread and the connection.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use std::fs::File;
 use std::io::{self, IoSlice, Read, Write};
 use std::thread::JoinHandle;
@@ -85,20 +85,13 @@ impl ReadAhead {
     }
 }
 
-/// Reads up to `want` bytes (fewer only at the end of the file) into a new block.
+/// Reads up to `want` bytes (fewer only at the end of the file) into a new block. The
+/// block is not zeroed first: `read_to_end` reads into its spare capacity (retrying on
+/// `Interrupted`), and the limit stops it at `want` without another system call.
 fn read_block(file: &mut File, want: usize) -> io::Result<Bytes> {
-    let mut buf = BytesMut::zeroed(want);
-    let mut filled = 0;
-    while filled < want {
-        match file.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    buf.truncate(filled);
-    Ok(buf.freeze())
+    let mut buf = Vec::with_capacity(want);
+    file.take(want as u64).read_to_end(&mut buf)?;
+    Ok(Bytes::from(buf))
 }
 
 /// Writes the pieces of a received stream behind the connection, hashing them.
