@@ -336,13 +336,13 @@ fn in_order_sources_are_delivered_before_the_block_completes() {
     let encoder = Encoder::new(data.clone(), size).unwrap();
     let mut decoder = Decoder::new(k, size).unwrap();
     let mut payload = vec![0u8; size];
-    for i in 0..3 {
+    for (i, source) in data.iter().enumerate().take(3) {
         encoder
             .encode(CodedSymbol::Source(i), &mut payload)
             .unwrap();
         decoder.receive(CodedSymbol::Source(i), &payload).unwrap();
         assert_eq!(decoder.decoded_prefix(), i + 1);
-        assert_eq!(decoder.symbol(i), Some(&data[i][..]));
+        assert_eq!(decoder.symbol(i), Some(&source[..]));
     }
     // Symbol 3 lost, 4 arrives: the prefix waits at 3 while 4 is decoded.
     encoder
