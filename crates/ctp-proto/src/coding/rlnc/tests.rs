@@ -522,3 +522,46 @@ fn shapes_and_buffers_are_checked() {
     encoder.encode(CodedSymbol::Source(2), &mut out).unwrap();
     assert_eq!(out, [1, 1, 1, 1, 1, 0, 0, 0, 0, 0]);
 }
+
+#[test]
+fn borrowed_and_owned_symbols_code_alike() {
+    let data = block(7, 50, 8);
+    let owned = Encoder::new(data.clone(), 50).unwrap();
+    let shared: Vec<bytes::Bytes> = data.iter().cloned().map(bytes::Bytes::from).collect();
+    let shared = Encoder::new(shared, 50).unwrap();
+    let contiguous = concat(&data);
+    let borrowed = Encoder::from_block(&contiguous, 50).unwrap();
+    let scalar = Encoder::from_block(&contiguous, 50)
+        .unwrap()
+        .with_kernel(Kernel::scalar());
+    for seed in [0, 1, 0xffff_ffff] {
+        let mut expected = vec![0u8; 50];
+        owned.repair(seed, &mut expected).unwrap();
+        let mut out = vec![0u8; 50];
+        shared.repair(seed, &mut out).unwrap();
+        assert_eq!(out, expected);
+        borrowed.repair(seed, &mut out).unwrap();
+        assert_eq!(out, expected);
+        scalar.repair(seed, &mut out).unwrap();
+        assert_eq!(out, expected);
+    }
+}
+
+#[test]
+fn a_block_of_the_largest_k_decodes_from_repairs() {
+    let (k, size) = (MAX_SYMBOLS, 3);
+    let data = block(k, size, 11);
+    let encoder = Encoder::new(data.clone(), size).unwrap();
+    let mut decoder = Decoder::new(k, size).unwrap();
+    let mut payload = vec![0u8; size];
+    let mut seed = 1000;
+    while !decoder.is_complete() && seed < 1000 + k as u32 + 8 {
+        encoder.repair(seed, &mut payload).unwrap();
+        decoder
+            .receive(CodedSymbol::Repair(seed), &payload)
+            .unwrap();
+        seed += 1;
+    }
+    assert!(decoder.is_complete(), "rank {}", decoder.rank());
+    assert_eq!(decoder.take_block().unwrap(), concat(&data));
+}
