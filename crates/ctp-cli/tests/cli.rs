@@ -703,6 +703,14 @@ fn a_tiny_bench_reports_every_contender_and_missing_peers_as_missing() {
         assert!(ctp["goodput_mbps"].as_f64().unwrap() > 0.0);
         assert!(ctp["sender_cpu_s_per_gb"].as_f64().unwrap() > 0.0);
         assert_eq!(ctp["capped"], false);
+        // ctp reports its retransmissions (zero is a figure too); the peers do not.
+        assert!(
+            ctp["retransmissions_per_gb"].as_f64().unwrap() >= 0.0,
+            "{ctp}"
+        );
+    }
+    for peer in &rows[2..] {
+        assert!(peer["retransmissions_per_gb"].is_null(), "{peer}");
     }
     for r in rows {
         let status = r["status"].as_str().unwrap();
