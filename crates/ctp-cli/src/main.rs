@@ -10,6 +10,7 @@ mod output;
 mod perf;
 mod profiles;
 mod progress;
+mod proxy;
 mod reference;
 mod relay;
 mod sim;
@@ -203,6 +204,7 @@ async fn run(cmd: Command) -> Result<(), Failure> {
         Command::Relay(a) => relay::run(a).await,
         Command::Bench(a) => bench::run(a).await,
         Command::Perf(a) => perf::run(a).await,
+        Command::Proxy(a) => proxy::run(a).await,
         Command::Completions(a) => {
             reference::completions(a.shell, &mut std::io::stdout());
             Ok(())
