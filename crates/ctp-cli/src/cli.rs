@@ -401,7 +401,7 @@ pub struct SendArgs {
     pub addr: Target,
     /// Congestion control: bbr-fair (the default with the `reliable` profile), newreno,
     /// cubic, bbr, udt, udt-noisy, scalable, highspeed, bic, westwood, vegas, fast, blast,
-    /// group (replaces the profile's; the receiver adopts it).
+    /// group, ctcp (replaces the profile's; the receiver adopts it).
     #[arg(long, value_name = "NAME")]
     pub cc: Option<String>,
     /// Local address to bind (default: any port); with `--rendezvous` the peer connects to it.
