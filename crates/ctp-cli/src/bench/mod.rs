@@ -21,9 +21,9 @@ pub mod ssh;
 pub mod svg;
 
 use crate::cli::BenchArgs;
+use crate::failure::Failure;
 use crate::output::outln;
 use crate::summary::human_bytes;
-use crate::Failure;
 use paths::{Netns, PathSpec, Place};
 use peers::{Contender, PEERS};
 use serde::Serialize;

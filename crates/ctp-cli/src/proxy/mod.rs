@@ -20,9 +20,10 @@
 pub mod socks;
 
 use crate::cli::{ProxyArgs, ProxyClientArgs, ProxyServerArgs, ProxySide, TransportArgs};
+use crate::connect::{endpoint_options, reliable_profile};
+use crate::failure::Failure;
 use crate::output::outln;
-use crate::transfer::{endpoint_options, profile_for_files};
-use crate::{profiles, Failure};
+use crate::profiles;
 use anyhow::{anyhow, Context};
 use ctp::{Connection, Endpoint, Stream, StreamKind};
 use serde::Serialize;
@@ -30,12 +31,16 @@ use socks::{Reply, Target};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Mutex;
 
 /// The stream service of a proxied TCP connection (SOCKS's port, as a reminder).
 pub const SERVICE: u64 = 1080;
+/// The stream service of the greeting a gateway opens its connection with: the version
+/// byte each way, so that a gateway the server refuses (its key not allowed) learns it
+/// before it takes applications.
+pub const GREETING: u64 = 1081;
 /// How long the server tries to reach a target.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Stream reset code: the TCP connection on the other side failed (reset or error).
@@ -57,7 +62,7 @@ fn proxy_profile(t: &TransportArgs, cc: Option<&str>) -> Result<ctp::Profile, Fa
             "--raw does not apply to `ctp proxy`: it carries TCP connections as streams".into(),
         ));
     }
-    let p = profile_for_files(t)?;
+    let p = reliable_profile(t)?;
     profiles::sender_cc(p, &t.profile, cc)
 }
 
@@ -133,21 +138,50 @@ impl Upstream {
             tracing::info!("the connection to the proxy server ended; connecting again");
         }
         let conn =
-            crate::open_connection(&self.ep, self.a.server.resolved, false, &self.profile).await?;
+            crate::connect::open_connection(&self.ep, self.a.server.resolved, false, &self.profile)
+                .await?;
+        greet(&conn).await?;
         *slot = Some(conn.clone());
         Ok(conn)
     }
 }
 
+/// The gateway's greeting: its version on a [`GREETING`] stream, and the server's in reply.
+/// A server that refuses this gateway closes the connection instead, with the reason.
+async fn greet(conn: &Connection) -> Result<(), Failure> {
+    let exchange = async {
+        let mut s = conn.open_stream_for(StreamKind::Bidirectional, 0, GREETING)?;
+        s.write_all(&[socks::STREAM_VERSION]).await?;
+        s.shutdown().await?;
+        let mut version = [0u8; 1];
+        s.read_exact(&mut version).await?;
+        anyhow::Ok(version[0])
+    };
+    match exchange.await {
+        Ok(socks::STREAM_VERSION) => Ok(()),
+        Ok(v) => Err(Failure::Usage(format!(
+            "the proxy server speaks version {v}, this gateway {}: update both sides",
+            socks::STREAM_VERSION
+        ))),
+        Err(e) => Err(match conn.close_reason() {
+            Some(why) => anyhow!("the proxy server ended the connection: {why}"),
+            None => e.context("greeting the proxy server"),
+        }
+        .into()),
+    }
+}
+
 async fn client(a: ProxyClientArgs) -> Result<(), Failure> {
     let mut profile = proxy_profile(&a.transport, a.cc.as_deref())?;
-    let security = crate::security(a.security(), &mut profile)?;
+    let security = crate::connect::security(a.security(), &mut profile)?;
     let listener = TcpListener::bind(a.listen)
         .await
         .with_context(|| format!("cannot listen on {} for SOCKS clients", a.listen))?;
     let json = a.transport.json;
     let addr = a.server.resolved;
-    let ep = crate::client_endpoint(addr, None, &a.transport, &profile, security.channel()).await?;
+    let ep =
+        crate::connect::client_endpoint(addr, None, &a.transport, &profile, security.channel())
+            .await?;
     let upstream = Arc::new(Upstream {
         profile,
         ep,
@@ -263,10 +297,11 @@ async fn server(a: ProxyServerArgs) -> Result<(), Failure> {
         ));
     }
     let mut profile = proxy_profile(&a.transport, a.cc.as_deref())?;
-    let security = crate::security(a.security(), &mut profile)?;
-    let note = crate::key_note(&security);
+    let security = crate::connect::security(a.security(), &mut profile)?;
+    let note = crate::connect::key_note(&security);
     let t = &a.transport;
-    let opts = crate::with_channel(endpoint_options(t, &profile, true)?, security.channel());
+    let opts =
+        crate::connect::with_channel(endpoint_options(t, &profile, true)?, security.channel());
     let ep = Endpoint::bind(a.listen, opts)
         .await
         .with_context(|| format!("cannot listen on {}", a.listen))?;
@@ -290,6 +325,16 @@ async fn serve_connection(conn: Connection, json: bool) {
     let peer = conn.remote_addr();
     tracing::info!("proxy client {peer} connected");
     while let Ok(mut stream) = conn.accept_stream().await {
+        if stream.service() == Some(GREETING) {
+            tokio::spawn(async move {
+                let mut version = [0u8; 1];
+                if stream.read_exact(&mut version).await.is_ok() {
+                    let _ = stream.write_all(&[socks::STREAM_VERSION]).await;
+                    let _ = stream.shutdown().await;
+                }
+            });
+            continue;
+        }
         if stream.service() != Some(SERVICE) {
             tracing::warn!(
                 "{peer} opened a stream for service {:?}, not the proxy's: reset",

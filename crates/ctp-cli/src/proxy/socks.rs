@@ -19,8 +19,9 @@ const CMD_CONNECT: u8 = 0x01;
 const ATYP_IPV4: u8 = 0x01;
 const ATYP_DOMAIN: u8 = 0x03;
 const ATYP_IPV6: u8 = 0x04;
-/// The version byte of a proxy stream's header (the first byte the gateway writes on it).
-const STREAM_VERSION: u8 = 1;
+/// The version byte of a proxy stream's header (the first byte the gateway writes on it),
+/// and of the greeting that opens a gateway's connection.
+pub const STREAM_VERSION: u8 = 1;
 
 /// A SOCKS reply code (RFC 1928 §6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
