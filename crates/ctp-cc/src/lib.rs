@@ -1,6 +1,6 @@
 //! # ctp-cc — congestion control for any transport stack
 //!
-//! Thirteen congestion-control algorithms behind one small trait, after Composable UDT's
+//! Fourteen congestion-control algorithms behind one small trait, after Composable UDT's
 //! CCC class, plus the pieces a stack needs around them: a pacer ([`pace`]), a
 //! delivery-rate sampler ([`rate`]) and a microsecond time type ([`time`]). The crate has
 //! no dependencies and never touches a socket, a thread or a clock: the stack that uses it
@@ -253,6 +253,7 @@
 //! | `westwood` ([`westwood`]) | window, loss | Westwood+: the bandwidth estimate sets ssthresh after a loss |
 //! | `vegas` ([`vegas`]) | window, delay | keeps 2 to 4 packets queued, from expected vs actual rate |
 //! | `fast` ([`fast`]) | window, delay | FAST TCP: w ← (1−γ)w + γ(baseRTT/RTT·w + α) every RTT |
+//! | `ctcp` ([`ctcp`]) | window, delay | CTCP's tokens: Vegas-like on the share of the round trip queued; random loss does not shrink the window (coding repairs it), a loss surge on a queued path or a timeout does |
 //! | `blast` ([`blast`]) | fixed rate | constant rate set by [`Config::rate`] or a [`RateMessage`]; ignores loss |
 //! | `group` ([`group`]) | assigned rate | a share of a budget ([`group::GroupBudget`]) that a receiver or runtime assigns with [`RateMessage`]s |
 //!
@@ -267,6 +268,7 @@
 pub mod bbr;
 pub mod bic;
 pub mod blast;
+pub mod ctcp;
 pub mod cubic;
 pub mod fast;
 pub mod group;
@@ -653,6 +655,7 @@ algorithms! {
     Blast = 11, "blast", blast::Blast, blast::Blast::new, "fixed-rate blast: constant rate, changeable while running, ignores loss";
     Group = 12, "group", group::Group, group::Group::new, "group controller (GTP-style): rate assigned by a shared receiver-driven budget";
     BbrFair = 13, "bbr-fair", bbr::Bbr, bbr::Bbr::fair, "BBR that yields to loss-based flows: a loss while the path holds a queue caps its inflight at 0.7 of its window (regrowing a packet per window while a queue shows); random loss on an empty path changes nothing";
+    Ctcp = 14, "ctcp", ctcp::Ctcp, ctcp::Ctcp::new, "CTCP tokens (coded transport): Vegas-like on the share of the RTT queued; random loss returns its token, a loss surge on a queued path or a timeout cuts";
 }
 
 /// Pacing rate for a window-based algorithm: `gain × cwnd / srtt` (0 until the RTT is known),

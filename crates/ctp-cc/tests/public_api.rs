@@ -56,7 +56,7 @@ fn loss(pn: u64, sent_us: u64, now_us: u64) -> Loss {
 
 #[test]
 fn every_kind_builds_from_its_name_and_its_number_and_runs_as_a_trait_object() {
-    assert_eq!(CcKind::ALL.len(), 14);
+    assert_eq!(CcKind::ALL.len(), 15);
     assert_eq!(CcKind::default(), CcKind::NewReno);
     for &kind in CcKind::ALL {
         assert_eq!(CcKind::from_name(kind.name()), Some(kind));

@@ -61,6 +61,10 @@ pub enum Command {
     /// Measure a path memory to memory, as iperf3 does: the sender generates the bytes,
     /// the receiver (`--listen`) reads and discards them; no files, no checksum.
     Perf(PerfArgs),
+    /// Carry unmodified TCP applications over ctp: a SOCKS 5 gateway (`proxy client`) and
+    /// the far end that connects to their targets (`proxy server`), one stream per TCP
+    /// connection on one ctp connection.
+    Proxy(ProxyArgs),
     /// Print a shell completion script (e.g. `ctp completions bash > ~/.local/share/bash-completion/completions/ctp`).
     Completions(CompletionsArgs),
     /// Print the manual page, in roff (e.g. `ctp man > ctp.1; man ./ctp.1`).
@@ -81,7 +85,100 @@ impl Command {
             Command::Relay(a) => a.json,
             Command::Bench(a) => a.json,
             Command::Sim(a) => a.json,
+            Command::Proxy(a) => match &a.side {
+                ProxySide::Client(c) => c.transport.json,
+                ProxySide::Server(s) => s.transport.json,
+            },
             Command::Completions(_) | Command::Man => false,
+        }
+    }
+}
+
+/// `ctp proxy`.
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// Which end.
+    #[command(subcommand)]
+    pub side: ProxySide,
+}
+
+/// The two ends of `ctp proxy`.
+#[derive(Debug, Subcommand)]
+pub enum ProxySide {
+    /// The gateway beside the applications: a SOCKS 5 server (no authentication, CONNECT;
+    /// e.g. `curl --socks5-hostname 127.0.0.1:1080 URL`) whose every connection becomes a
+    /// stream to `ctp proxy server`.
+    Client(ProxyClientArgs),
+    /// The far end: takes the gateway's streams and connects to their targets over TCP
+    /// (host names resolved here).
+    Server(ProxyServerArgs),
+}
+
+/// `ctp proxy client`.
+#[derive(Debug, Args)]
+pub struct ProxyClientArgs {
+    /// Address to take SOCKS 5 connections on (e.g. 127.0.0.1:1080; anyone who can reach
+    /// it can use the proxy, so keep it local).
+    #[arg(value_parser = crate::addr::parse, short, long)]
+    pub listen: SocketAddr,
+    /// The `ctp proxy server` to carry the connections to (HOST:PORT).
+    #[arg(value_parser = crate::addr::parse_target, short, long)]
+    pub server: Target,
+    /// Congestion control of what this side sends (see `ctp send --cc`; the same default).
+    #[arg(long, value_name = "NAME")]
+    pub cc: Option<String>,
+    /// Encryption and keys (the server's key is pinned or trusted on first use, as
+    /// `ctp send` does).
+    #[command(flatten)]
+    pub security: SendSecurityArgs,
+    /// Transport options.
+    #[command(flatten)]
+    pub transport: TransportArgs,
+}
+
+impl ProxyClientArgs {
+    /// What was asked about encryption and keys.
+    pub fn security(&self) -> keys::SecurityArgs {
+        keys::SecurityArgs {
+            insecure: self.security.insecure,
+            key: self.security.key.clone(),
+            peer_key: self.security.peer_key,
+            allow: None,
+            peer: Some(self.server.typed.clone()),
+        }
+    }
+}
+
+/// `ctp proxy server`.
+#[derive(Debug, Args)]
+pub struct ProxyServerArgs {
+    /// Address to listen on for `ctp proxy client`s, e.g. 0.0.0.0:9080.
+    #[arg(value_parser = crate::addr::parse, short, long)]
+    pub listen: SocketAddr,
+    /// Serve any client. The server opens TCP connections wherever its clients ask, so
+    /// without this only clients whose key is in `--allow` are served.
+    #[arg(long)]
+    pub open: bool,
+    /// Congestion control of what this side sends (see `ctp send --cc`; the same default).
+    #[arg(long, value_name = "NAME")]
+    pub cc: Option<String>,
+    /// Encryption and keys (`--allow FILE` names the clients served).
+    #[command(flatten)]
+    pub security: RecvSecurityArgs,
+    /// Transport options.
+    #[command(flatten)]
+    pub transport: TransportArgs,
+}
+
+impl ProxyServerArgs {
+    /// What was asked about encryption and keys.
+    pub fn security(&self) -> keys::SecurityArgs {
+        keys::SecurityArgs {
+            insecure: self.security.insecure,
+            key: self.security.key.clone(),
+            peer_key: None,
+            allow: self.security.allow.clone(),
+            peer: None,
         }
     }
 }
@@ -304,7 +401,7 @@ pub struct SendArgs {
     pub addr: Target,
     /// Congestion control: bbr-fair (the default with the `reliable` profile), newreno,
     /// cubic, bbr, udt, udt-noisy, scalable, highspeed, bic, westwood, vegas, fast, blast,
-    /// group (replaces the profile's; the receiver adopts it).
+    /// group, ctcp (replaces the profile's; the receiver adopts it).
     #[arg(long, value_name = "NAME")]
     pub cc: Option<String>,
     /// Local address to bind (default: any port); with `--rendezvous` the peer connects to it.

@@ -6,12 +6,13 @@
 //!    200 Mb/s, 60 ms round trip, 1% loss) with each reliable profile, side by side.
 
 use crate::cli::DemoArgs;
+use crate::failure::Failure;
 use crate::output::outln;
+use crate::progress;
 use crate::relay::model::{Impairments, Loss};
 use crate::relay::Relay;
 use crate::summary::{human_bytes, Measured, Summary};
 use crate::transfer::{recv, send, CHUNK};
-use crate::{progress, Failure};
 use anyhow::{anyhow, Context};
 use ctp::{Endpoint, EndpointOptions, Profile};
 use std::net::SocketAddr;

@@ -4,9 +4,9 @@
 //! done and where goes to stderr, or everything as one JSON object with `--json`.
 
 use crate::cli::KeygenArgs;
+use crate::failure::Failure;
 use crate::keys::{self, Identity, IdentityFile, KeyError, PRIVATE_FILE, PUBLIC_FILE};
 use crate::output::outln;
-use crate::Failure;
 use anyhow::anyhow;
 
 /// Runs `ctp keygen`.

@@ -3,13 +3,16 @@
 mod addr;
 mod bench;
 mod cli;
+mod connect;
 mod demo;
+mod failure;
 mod keygen;
 mod keys;
 mod output;
 mod perf;
 mod profiles;
 mod progress;
+mod proxy;
 mod reference;
 mod relay;
 mod sim;
@@ -20,36 +23,22 @@ mod units;
 use anyhow::{anyhow, Context};
 use clap::Parser;
 use cli::{Cli, Command, RecvArgs, SendArgs};
+use connect::{
+    client_endpoint, endpoint_options, interrupted, key_note, native_wire, open_connection,
+    reliable_profile, rendezvous, security, with_channel,
+};
 use ctp::{Connection, Endpoint};
+use failure::Failure;
 use output::outln;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 use summary::{Measured, Summary};
-use transfer::{endpoint_options, profile_for_files};
 
 /// The system allocator, counting the heap of each side of `ctp sim scale` while it
 /// measures (and nothing otherwise: a thread-local read per call).
 #[global_allocator]
 static ALLOC: ctp_sim::scale::SideCounting = ctp_sim::scale::SideCounting;
-
-/// Why a command failed; decides the exit status.
-#[derive(Debug)]
-pub enum Failure {
-    /// Bad arguments or configuration (exit status 2).
-    Usage(String),
-    /// The transfer could not be completed (exit status 1).
-    Transfer(anyhow::Error),
-    /// Interrupted by the user (exit status 130).
-    Interrupted,
-}
-
-impl From<anyhow::Error> for Failure {
-    fn from(e: anyhow::Error) -> Self {
-        Failure::Transfer(e)
-    }
-}
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -156,22 +145,6 @@ fn bad_arguments(e: clap::Error) -> ExitCode {
     fail_json(true, "usage", first, 2)
 }
 
-/// Resolves at Ctrl-C (SIGINT) or SIGTERM, with the signal's name for a message.
-async fn interrupted() -> &'static str {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => "Ctrl-C",
-        _ = term => "SIGTERM",
-    }
-}
-
 fn init_logging(verbose: u8) {
     let default = match verbose {
         0 => "warn",
@@ -203,6 +176,7 @@ async fn run(cmd: Command) -> Result<(), Failure> {
         Command::Relay(a) => relay::run(a).await,
         Command::Bench(a) => bench::run(a).await,
         Command::Perf(a) => perf::run(a).await,
+        Command::Proxy(a) => proxy::run(a).await,
         Command::Completions(a) => {
             reference::completions(a.shell, &mut std::io::stdout());
             Ok(())
@@ -221,17 +195,9 @@ async fn run(cmd: Command) -> Result<(), Failure> {
     }
 }
 
-fn unspecified_like(addr: SocketAddr) -> SocketAddr {
-    if addr.is_ipv4() {
-        SocketAddr::from(([0, 0, 0, 0], 0))
-    } else {
-        SocketAddr::from(([0u16; 8], 0))
-    }
-}
-
 async fn send(a: SendArgs) -> Result<(), Failure> {
     let t = &a.transport;
-    let mut profile = profiles::sender_cc(profile_for_files(t)?, &t.profile, a.cc.as_deref())?;
+    let mut profile = profiles::sender_cc(reliable_profile(t)?, &t.profile, a.cc.as_deref())?;
     let sources = transfer::source::collect(&a.paths).map_err(Failure::Usage)?;
     if t.raw && !sources.manifest.is_single_file() {
         return Err(Failure::Usage(
@@ -346,53 +312,6 @@ async fn send_over(
     Ok(())
 }
 
-/// The encryption and keys a command asked for (`--peer-key`, `--allow`, `--key`,
-/// `--insecure`), checked before anything is bound or sent: a key file, allow list or
-/// configuration directory that cannot be used is a usage error. A profile on the UDT4
-/// wire is never encrypted (UDT4 is not), so it takes no keys. With `--insecure` the
-/// profile loses its encryption.
-pub fn security(
-    args: keys::SecurityArgs,
-    profile: &mut ctp::Profile,
-) -> Result<keys::Security, Failure> {
-    if args.insecure {
-        *profile = profile.clone().insecure();
-    }
-    let args = if native_wire(profile) {
-        args
-    } else {
-        let asked = [
-            (args.peer_key.is_some(), "--peer-key"),
-            (args.allow.is_some(), "--allow"),
-            (args.key.is_some(), "--key"),
-        ];
-        if let Some((_, flag)) = asked.iter().find(|(given, _)| *given) {
-            return Err(Failure::Usage(format!(
-                "{flag} does not apply to a profile on the UDT4 wire: it is not encrypted"
-            )));
-        }
-        keys::SecurityArgs {
-            insecure: true,
-            ..args
-        }
-    };
-    let s = keys::Security::from_args(args).map_err(|e| Failure::Usage(e.to_string()))?;
-    if s.identity_created {
-        if let (Some(path), Some(key)) = (&s.identity_path, s.public_key_text()) {
-            eprintln!(
-                "ctp: created this host's identity in {} (public key {key}; `ctp keygen --show` prints it)",
-                path.display()
-            );
-        }
-    }
-    Ok(s)
-}
-
-/// Whether `profile` runs on the ctp wire (which marks the end of a stream), not UDT4's.
-fn native_wire(profile: &ctp::Profile) -> bool {
-    profile.wire() != ctp_proto::udt::WireFormat::Udt4
-}
-
 /// The warning a `--raw` transfer on the UDT4 wire ends with: nothing proves the content
 /// `who` has is whole and the sender's.
 fn warn_unverified(who: &str) {
@@ -401,54 +320,9 @@ fn warn_unverified(who: &str) {
     );
 }
 
-/// The endpoint options with the keys of `channel`: the identity to prove, the policy
-/// that judges the peer's key, and (with `--insecure`) plaintext peers accepted.
-pub fn with_channel(opts: ctp::EndpointOptions, channel: keys::Channel) -> ctp::EndpointOptions {
-    ctp::EndpointOptions {
-        identity: channel.identity,
-        peer_policy: channel.policy,
-        accept_insecure: channel.insecure,
-        ..opts
-    }
-}
-
-/// A fresh client endpoint for connecting to `addr`, bound to `bind` (any port by
-/// default), proving and judging keys as `channel` says.
-async fn client_endpoint(
-    addr: SocketAddr,
-    bind: Option<SocketAddr>,
-    t: &cli::TransportArgs,
-    profile: &ctp::Profile,
-    channel: keys::Channel,
-) -> Result<Endpoint, Failure> {
-    Ok(Endpoint::bind(
-        bind.unwrap_or_else(|| unspecified_like(addr)),
-        with_channel(endpoint_options(t, profile, false)?, channel),
-    )
-    .await
-    .context("cannot open a UDP socket")?)
-}
-
-/// Connects `ep` to `addr` (or rendezvous with it).
-async fn open_connection(
-    ep: &Endpoint,
-    addr: SocketAddr,
-    rendezvous_with: bool,
-    profile: &ctp::Profile,
-) -> Result<Connection, Failure> {
-    let connecting = if rendezvous_with {
-        rendezvous(ep, addr, profile)
-    } else {
-        Box::pin(ep.connect(addr, profile))
-    };
-    Ok(connecting
-        .await
-        .map_err(|e| anyhow!("cannot connect to {addr}: {e}"))?)
-}
-
 async fn recv(a: RecvArgs) -> Result<(), Failure> {
     let t = a.transport.clone();
-    let mut profile = profile_for_files(&t)?;
+    let mut profile = reliable_profile(&t)?;
     check_output(&a.out)?;
     let security = security(a.security(), &mut profile)?;
     let note = key_note(&security);
@@ -507,14 +381,6 @@ async fn receive_on(
     Ok(())
 }
 
-/// `; public key KEY` for the line a listener starts with, if it has a key.
-pub fn key_note(security: &keys::Security) -> String {
-    security
-        .public_key_text()
-        .map(|k| format!("; public key {k}"))
-        .unwrap_or_default()
-}
-
 /// `--out` must be an existing, writable directory or a path in one: checked at the start
 /// (and again for every file, when its header arrives).
 fn check_output(out: &Path) -> Result<(), Failure> {
@@ -564,15 +430,4 @@ async fn receive_one(
     .with_counts(r.files, r.dirs, r.received)
     .with_perf(perf.as_ref())
     .verified(r.verified))
-}
-
-/// A rendezvous connection with `peer` (only the `udt` profiles can rendezvous).
-fn rendezvous(
-    ep: &Endpoint,
-    peer: SocketAddr,
-    profile: &ctp::Profile,
-) -> std::pin::Pin<
-    Box<dyn std::future::Future<Output = Result<Connection, ctp::ConnectError>> + Send>,
-> {
-    Box::pin(ep.connect_rendezvous(peer, profile))
 }

@@ -5,9 +5,10 @@
 //! still carries its own integrity check — so the figures are the transport's own.
 
 use crate::cli::PerfArgs;
+use crate::connect::{endpoint_options, reliable_profile};
+use crate::failure::Failure;
 use crate::summary::{Measured, Summary};
-use crate::transfer::{endpoint_options, profile_for_files};
-use crate::{profiles, progress, Failure};
+use crate::{profiles, progress};
 use anyhow::{anyhow, Context};
 use bytes::Bytes;
 use ctp::{Connection, Endpoint};
@@ -41,7 +42,7 @@ pub async fn run(a: PerfArgs) -> Result<(), Failure> {
             "--raw does not apply to `ctp perf`: it always sends a plain stream".into(),
         ));
     }
-    let mut profile = profile_for_files(&a.transport)?;
+    let mut profile = reliable_profile(&a.transport)?;
     if a.listen.is_none() {
         profile = profiles::sender_cc(profile, &a.transport.profile, a.cc.as_deref())?;
     } else if let Some(name) = &a.cc {
@@ -49,16 +50,16 @@ pub async fn run(a: PerfArgs) -> Result<(), Failure> {
     }
     match (a.listen, a.addr.as_ref().map(|t| t.resolved)) {
         (Some(listen), _) => {
-            let security = crate::security(a.security(), &mut profile)?;
+            let security = crate::connect::security(a.security(), &mut profile)?;
             receive(&a, listen, &profile, security).await
         }
         (None, Some(addr)) => {
             let bytes = crate::units::size_bytes(&a.bytes)
                 .map_err(|e| Failure::Usage(format!("--bytes: {e}")))?;
-            let channel = crate::security(a.security(), &mut profile)?.channel();
+            let channel = crate::connect::security(a.security(), &mut profile)?.channel();
             tokio::select! {
                 r = send(&a, addr, bytes, &profile, channel) => r,
-                _ = crate::interrupted() => Err(Failure::Interrupted),
+                _ = crate::connect::interrupted() => Err(Failure::Interrupted),
             }
         }
         (None, None) => Err(Failure::Usage(
@@ -79,8 +80,8 @@ async fn send(
     // Generated before the clock starts: it is the test's input, not the transfer's work.
     let block = generated_block();
     let start = Instant::now();
-    let ep = crate::client_endpoint(addr, None, t, profile, channel).await?;
-    let mut conn = crate::open_connection(&ep, addr, false, profile).await?;
+    let ep = crate::connect::client_endpoint(addr, None, t, profile, channel).await?;
+    let mut conn = crate::connect::open_connection(&ep, addr, false, profile).await?;
     let pb = progress::Sending::new(progress::bar(bytes, "perf", t.json));
     let writing = async {
         let mut sent = 0u64;
@@ -123,8 +124,9 @@ async fn receive(
     security: crate::keys::Security,
 ) -> Result<(), Failure> {
     let t = &a.transport;
-    let note = crate::key_note(&security);
-    let opts = crate::with_channel(endpoint_options(t, profile, true)?, security.channel());
+    let note = crate::connect::key_note(&security);
+    let opts =
+        crate::connect::with_channel(endpoint_options(t, profile, true)?, security.channel());
     let ep = Endpoint::bind(listen, opts)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
@@ -139,13 +141,13 @@ async fn receive(
     loop {
         let conn = tokio::select! {
             c = ep.accept() => c.ok_or_else(|| anyhow!("the endpoint closed"))?,
-            _ = crate::interrupted() => return Err(Failure::Interrupted),
+            _ = crate::connect::interrupted() => return Err(Failure::Interrupted),
         };
         let got = Arc::new(AtomicU64::new(0));
         let start = Instant::now();
         let outcome = tokio::select! {
             r = drain(conn.clone(), &got, t.json) => Some(r),
-            _ = crate::interrupted() => None,
+            _ = crate::connect::interrupted() => None,
         };
         let bytes = got.load(Ordering::Relaxed);
         // Timed to the stream's end, as the file receiver and iperf3 time theirs: the close

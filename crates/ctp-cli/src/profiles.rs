@@ -1,8 +1,8 @@
 //! `ctp profiles`: the built-in profiles and their microprotocols, `--explain` for one
 //! composition, and resolving a `--profile` argument (a built-in name or a TOML file).
 
+use crate::failure::Failure;
 use crate::output::outln;
-use crate::Failure;
 use ctp_proto::profile::{every_builtin, explain, file, warnings, Profile};
 use serde::Serialize;
 use std::path::Path;

@@ -1,8 +1,8 @@
 //! `ctp sim`: run a simulator scenario or a chaos campaign.
 
 use crate::cli::SimArgs;
+use crate::failure::Failure;
 use crate::output::outln;
-use crate::Failure;
 use anyhow::{anyhow, Context};
 use ctp_sim::attacker::AttackMode;
 use ctp_sim::{chaos, report, scenario::Scenario};

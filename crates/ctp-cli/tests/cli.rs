@@ -703,6 +703,14 @@ fn a_tiny_bench_reports_every_contender_and_missing_peers_as_missing() {
         assert!(ctp["goodput_mbps"].as_f64().unwrap() > 0.0);
         assert!(ctp["sender_cpu_s_per_gb"].as_f64().unwrap() > 0.0);
         assert_eq!(ctp["capped"], false);
+        // ctp reports its retransmissions (zero is a figure too); the peers do not.
+        assert!(
+            ctp["retransmissions_per_gb"].as_f64().unwrap() >= 0.0,
+            "{ctp}"
+        );
+    }
+    for peer in &rows[2..] {
+        assert!(peer["retransmissions_per_gb"].is_null(), "{peer}");
     }
     for r in rows {
         let status = r["status"].as_str().unwrap();
@@ -956,6 +964,55 @@ fn recv_without_once_keeps_serving_files() {
         assert_eq!(blake3_file(&out.join(name)), blake3_file(&src));
     }
     drop(recv);
+}
+
+/// Two senders of one name to one receiver at the same time (different contents): exactly
+/// one is told its file is stored, the other is refused with the reason, and the stored
+/// file is the content of the one that was told so — never a mix, never both "confirmed".
+#[test]
+fn two_senders_of_one_name_never_both_succeed() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("in");
+    std::fs::create_dir(&out).unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let recv = spawn(&["recv", "--listen", &listen, "--out", out.to_str().unwrap()]);
+    std::thread::sleep(Duration::from_millis(300));
+    let sources: Vec<_> = ["a", "b"]
+        .iter()
+        .map(|d| {
+            let src = dir.path().join(d).join("same.bin");
+            std::fs::create_dir(src.parent().unwrap()).unwrap();
+            write_random(&src, 4 << 20);
+            src
+        })
+        .collect();
+    let senders: Vec<_> = sources
+        .iter()
+        .map(|src| spawn(&["send", src.to_str().unwrap(), &listen]))
+        .collect();
+    let outputs: Vec<_> = senders
+        .into_iter()
+        .map(|g| wait_output(g, Duration::from_secs(60)))
+        .collect();
+    drop(recv);
+    let succeeded: Vec<usize> = (0..2).filter(|&i| outputs[i].status.success()).collect();
+    assert_eq!(
+        succeeded.len(),
+        1,
+        "exactly one sender is told its file is stored"
+    );
+    let (won, lost) = (succeeded[0], 1 - succeeded[0]);
+    let err = String::from_utf8_lossy(&outputs[lost].stderr);
+    assert_eq!(outputs[lost].status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("already exists") && err.contains("--overwrite"),
+        "the refused sender is told why: {err}"
+    );
+    assert_eq!(
+        blake3_file(&out.join("same.bin")),
+        blake3_file(&sources[won])
+    );
+    assert!(leftovers(&out).is_empty(), "{:?}", leftovers(&out));
 }
 
 #[test]

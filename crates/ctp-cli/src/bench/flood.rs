@@ -8,8 +8,8 @@
 //! limit refuses what is beyond it), floods the receiver with handshake requests at
 //! `--flood-pps` from another address, and times the same transfer again.
 
+use crate::failure::Failure;
 use crate::output::outln;
-use crate::Failure;
 use anyhow::{anyhow, Context};
 use bytes::Bytes;
 use ctp::{Connection, Endpoint, EndpointOptions, Profile};

@@ -21,9 +21,9 @@ pub mod ssh;
 pub mod svg;
 
 use crate::cli::BenchArgs;
+use crate::failure::Failure;
 use crate::output::outln;
 use crate::summary::human_bytes;
-use crate::Failure;
 use paths::{Netns, PathSpec, Place};
 use peers::{Contender, PEERS};
 use serde::Serialize;
@@ -47,6 +47,9 @@ pub struct Row {
     pub capped: bool,
     /// Packets the path's loss rule dropped during this contender's runs (lossy paths only).
     pub dropped_packets: Option<u64>,
+    /// Packets the sender retransmitted per gigabyte moved (median; ctp contenders, which
+    /// report it).
+    pub retransmissions_per_gb: Option<f64>,
     /// Every run's received file was compared with the source (size and BLAKE3) by the
     /// bench and was the same (contenders that write a file; a difference fails the run).
     pub verified: bool,
@@ -378,6 +381,7 @@ fn row(name: String, status: String) -> Row {
         ctp_ratio: None,
         capped: false,
         dropped_packets: None,
+        retransmissions_per_gb: None,
         verified: false,
     }
 }
@@ -389,6 +393,7 @@ struct Tally {
     sender_cpu: Vec<f64>,
     receiver_cpu: Vec<f64>,
     capped_bytes: Vec<u64>,
+    retransmissions: Vec<f64>,
     /// Runs whose received file the bench compared with the source.
     verified: usize,
 }
@@ -401,6 +406,7 @@ impl Tally {
             sender_cpu: Vec::new(),
             receiver_cpu: Vec::new(),
             capped_bytes: Vec::new(),
+            retransmissions: Vec::new(),
             verified: 0,
         }
     }
@@ -435,6 +441,8 @@ impl Tally {
                 self.goodput.push(m.goodput_mbps);
                 self.sender_cpu.push(m.sender_cpu_s / gb);
                 self.receiver_cpu.push(m.receiver_cpu_s / gb);
+                self.retransmissions
+                    .extend(m.retransmissions.map(|n| n as f64 / gb));
                 self.verified += usize::from(m.verified);
                 if m.capped {
                     r.capped = true;
@@ -459,6 +467,7 @@ impl Tally {
         r.goodput_mbps = median(self.goodput);
         r.sender_cpu_s_per_gb = median(self.sender_cpu);
         r.receiver_cpu_s_per_gb = median(self.receiver_cpu);
+        r.retransmissions_per_gb = median(self.retransmissions);
         r
     }
 }
@@ -469,22 +478,25 @@ fn print_section(s: &Section) {
     outln!("");
     outln!("== {} — {}", s.path, s.description);
     outln!(
-        "{:<24} {:>14} {:>12} {:>12} {:>9} {:>8}  status",
+        "{:<24} {:>14} {:>12} {:>12} {:>9} {:>8} {:>8}  status",
         "contender",
         "goodput",
         "snd CPU",
         "rcv CPU",
         "ctp ÷ it",
+        "retx/GB",
         "dropped"
     );
     for r in &s.rows {
         outln!(
-            "{:<24} {:>14} {:>12} {:>12} {:>9} {:>8}  {}",
+            "{:<24} {:>14} {:>12} {:>12} {:>9} {:>8} {:>8}  {}",
             r.name,
             f(r.goodput_mbps, " Mb/s"),
             f(r.sender_cpu_s_per_gb, " s/GB"),
             f(r.receiver_cpu_s_per_gb, " s/GB"),
             r.ctp_ratio.map_or("—".to_string(), |x| format!("{x:.2}")),
+            r.retransmissions_per_gb
+                .map_or("—".to_string(), |x| format!("{x:.0}")),
             r.dropped_packets.map_or("—".to_string(), |d| d.to_string()),
             r.status
         );

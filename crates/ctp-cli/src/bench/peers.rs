@@ -111,6 +111,8 @@ pub struct Measure {
     pub capped: bool,
     /// The received file was compared with the source (size and BLAKE3) and is the same.
     pub verified: bool,
+    /// Packets the sender retransmitted (ctp contenders, which report it).
+    pub retransmissions: Option<u64>,
 }
 
 /// How a finished run's goodput is read.
@@ -742,6 +744,7 @@ impl Env {
                 receiver_cpu_s: c2 - c1,
                 capped: true,
                 verified: false,
+                retransmissions: None,
             });
         };
         let (r_out, r_err) = r_io.collect().await;
@@ -810,6 +813,10 @@ impl Env {
             receiver_cpu_s: c2 - c1,
             capped: false,
             verified: verify,
+            retransmissions: match report {
+                Report::CtpJson => json_field(&s_out, &["retransmissions"]).map(|n| n as u64),
+                _ => None,
+            },
         })
     }
 }

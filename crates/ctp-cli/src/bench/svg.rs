@@ -87,6 +87,7 @@ mod tests {
             ctp_ratio: None,
             capped: false,
             dropped_packets: None,
+            retransmissions_per_gb: None,
             verified: false,
         };
         let section = |path: &str, rows| Section {

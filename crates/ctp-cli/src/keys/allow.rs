@@ -55,6 +55,7 @@ impl AllowList {
     }
 
     /// The comment beside `key` (e.g. who it is), if it is in the list with one.
+    #[cfg(test)]
     pub fn comment(&self, key: &[u8; KEY_LEN]) -> Option<&str> {
         self.keys
             .iter()
@@ -63,13 +64,10 @@ impl AllowList {
     }
 
     /// The number of keys in the list.
+    #[cfg(test)]
+    #[allow(clippy::len_without_is_empty)]
     pub fn len(&self) -> usize {
         self.keys.len()
-    }
-
-    /// Whether the list has no key (never true of a loaded list).
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
     }
 
     /// The file it was read from.

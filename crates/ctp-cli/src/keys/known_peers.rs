@@ -138,6 +138,7 @@ impl KnownPeers {
     }
 
     /// The line (from 1) of the first entry for `addr`, if any.
+    #[cfg(test)]
     pub fn line_of(&self, addr: &str) -> Option<usize> {
         let addr = normalize_addr(addr);
         self.entries.iter().find(|e| e.addr == addr).map(|e| e.line)

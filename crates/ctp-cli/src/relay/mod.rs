@@ -10,8 +10,8 @@
 pub mod model;
 
 use crate::cli::RelayArgs;
+use crate::failure::Failure;
 use crate::output::outln;
-use crate::Failure;
 use anyhow::Context;
 use model::{Counters, Direction, Impairments, Verdict};
 use serde::Serialize;

@@ -65,11 +65,12 @@
 //! # Ok::<(), ctp_proto::coding::rlnc::RlncError>(())
 //! ```
 
+use super::blocks::MAX_BLOCK_SYMBOLS;
 use super::gf256::{self, Kernel};
 use super::rows::{add_scaled_row, row, row_mut};
 
-/// Most source symbols in a block.
-pub const MAX_SYMBOLS: usize = 256;
+/// Most source symbols in a block: the sender's window's limit ([`MAX_BLOCK_SYMBOLS`]).
+pub const MAX_SYMBOLS: usize = MAX_BLOCK_SYMBOLS as usize;
 
 /// Largest symbol, in bytes.
 pub const MAX_SYMBOL_SIZE: usize = 65_535;
@@ -80,7 +81,7 @@ pub enum RlncError {
     /// `k` or the symbol size is zero or above its maximum.
     #[error(
         "invalid block: {k} symbols of {symbol_size} bytes \
-         (need 1 ≤ k ≤ 256 and 1 ≤ symbol size ≤ 65535)"
+         (need 1 ≤ k ≤ {MAX_SYMBOLS} and 1 ≤ symbol size ≤ {MAX_SYMBOL_SIZE})"
     )]
     Shape {
         /// Source symbols in the block.

@@ -1,0 +1,18 @@
+//! Why a command failed, and so its exit status.
+
+/// Why a command failed; decides the exit status.
+#[derive(Debug)]
+pub enum Failure {
+    /// Bad arguments or configuration (exit status 2).
+    Usage(String),
+    /// The transfer could not be completed (exit status 1).
+    Transfer(anyhow::Error),
+    /// Interrupted by the user (exit status 130).
+    Interrupted,
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Failure::Transfer(e)
+    }
+}
