@@ -10,9 +10,11 @@
 //! is capped by `--timeout`; a capped run reports the goodput it reached.
 //!
 //! Paths ([`paths`]): loopback (unshaped, the CPU-bound ceiling) and, as root, veth pairs
-//! between two network namespaces with a `tbf` bottleneck and optional random loss, created
-//! and deleted by the bench itself.
+//! between two network namespaces with a `tbf` bottleneck and optional random loss, or long
+//! lossy paths between two namespaces through the bench's own IP path emulator ([`emu`]:
+//! TUN devices and a user-space forwarder), created and deleted by the bench itself.
 
+pub mod emu;
 pub mod flood;
 pub mod paths;
 pub mod peers;
@@ -254,8 +256,8 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
                 .map(|(n, _)| n.as_str())
                 .collect();
             eprintln!(
-                "ctp bench: NOT ROOT: the veth paths ({}) need root to create network \
-                 namespaces; running on loopback only (run as root, e.g. with sudo, for them)",
+                "ctp bench: NOT ROOT: the veth and emulated paths ({}) need root to create \
+                 network namespaces; running on loopback only (run as root, e.g. with sudo, for them)",
                 skipped.join(", ")
             );
             specs = vec![("loopback".into(), PathSpec::Loopback)];
@@ -303,6 +305,9 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Seed of the emulated paths' loss: every run of a bench sees the same loss pattern.
+const EMULATOR_SEED: u64 = 28;
+
 /// Runs every contender on one path (its namespaces live as long as this call).
 async fn run_path(
     env: &peers::Env,
@@ -322,21 +327,23 @@ async fn run_path(
         PathSpec::Veth {
             rate_bps,
             loss_percent,
-        } => match Netns::create(*rate_bps, *loss_percent) {
-            Ok(ns) => Some(ns),
-            Err(e) => {
-                let status = format!("failed: setting up the path: {e:#}");
-                eprintln!("ctp bench: {name}: {status}");
-                return section(
-                    contenders
-                        .iter()
-                        .map(|c| row(c.name(), status.clone()))
-                        .collect(),
-                );
-            }
-        },
+        } => Some(Netns::veth(*rate_bps, *loss_percent)),
+        PathSpec::Emulated { links } => Some(Netns::emulated(links, EMULATOR_SEED)),
     };
-    let place = netns.as_ref().map_or(Place::Loopback, Place::Veth);
+    let netns = match netns.transpose() {
+        Ok(ns) => ns,
+        Err(e) => {
+            let status = format!("failed: setting up the path: {e:#}");
+            eprintln!("ctp bench: {name}: {status}");
+            return section(
+                contenders
+                    .iter()
+                    .map(|c| row(c.name(), status.clone()))
+                    .collect(),
+            );
+        }
+    };
+    let place = netns.as_ref().map_or(Place::Loopback, Place::Namespaces);
     // Round-robin: every contender runs once per round, so a machine that slows down or
     // speeds up during the bench (other tenants, thermal state) weighs on all alike instead
     // of on whichever contender ran last.
