@@ -63,6 +63,33 @@ pub struct Section {
     pub description: String,
     /// One row per contender, ctp first.
     pub rows: Vec<Row>,
+    /// On an emulated path: each link's figures over all the runs (what the emulator
+    /// forwarded, dropped, and how late its departures were).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub emulator: Vec<LinkFigures>,
+}
+
+/// One emulated link's figures over a path's runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct LinkFigures {
+    /// The data (sender → receiver) direction.
+    pub data: emu::DirectionSummary,
+    /// The reverse direction.
+    pub reverse: emu::DirectionSummary,
+}
+
+/// The figures of every link of an emulated path so far (none for other paths).
+fn emulator_figures(netns: Option<&Netns>) -> Vec<LinkFigures> {
+    let Some(e) = netns.and_then(Netns::emulator) else {
+        return Vec::new();
+    };
+    (0..e.links())
+        .filter_map(|i| e.stats(i))
+        .map(|(data, reverse)| LinkFigures {
+            data: data.summary(),
+            reverse: reverse.summary(),
+        })
+        .collect()
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
@@ -317,10 +344,11 @@ async fn run_path(
     repeat: usize,
     quiet: bool,
 ) -> Section {
-    let section = |rows| Section {
+    let section = |rows, emulator| Section {
         path: name.to_string(),
         description: spec.describe(),
         rows,
+        emulator,
     };
     let netns = match spec {
         PathSpec::Loopback => None,
@@ -340,6 +368,7 @@ async fn run_path(
                     .iter()
                     .map(|c| row(c.name(), status.clone()))
                     .collect(),
+                Vec::new(),
             );
         }
     };
@@ -372,7 +401,7 @@ async fn run_path(
             _ => None,
         };
     }
-    section(rows)
+    section(rows, emulator_figures(netns.as_ref()))
 }
 
 fn row(name: String, status: String) -> Row {
@@ -494,6 +523,29 @@ fn print_section(s: &Section) {
             r.ctp_ratio.map_or("—".to_string(), |x| format!("{x:.2}")),
             r.dropped_packets.map_or("—".to_string(), |d| d.to_string()),
             r.status
+        );
+    }
+    let lateness = |d: &emu::DirectionSummary| {
+        let us = |v: Option<u64>| v.map_or("—".to_string(), |x| x.to_string());
+        format!(
+            "p50 {} / p99 {} / max {} µs",
+            us(d.late_p50_us),
+            us(d.late_p99_us),
+            d.late_max_us
+        )
+    };
+    for (i, l) in s.emulator.iter().enumerate() {
+        let m = &l.data.model;
+        outln!(
+            "emulator link {i}: data {} packets in, {} out, {} lost, {} queue drops, {} oversize; \
+             departure lateness data {}, reverse {}",
+            m.in_datagrams,
+            m.out_datagrams,
+            m.dropped_loss,
+            m.dropped_queue,
+            l.data.oversize + l.reverse.oversize,
+            lateness(&l.data),
+            lateness(&l.reverse)
         );
     }
 }

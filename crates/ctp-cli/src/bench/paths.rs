@@ -710,11 +710,111 @@ mod tests {
             ("veth-1g-loss100", "loss `100`"),
             ("veth-1g-lossx", "loss `x`"),
             ("wan", "unknown path `wan`"),
+            ("veth-0m", "`0m` is not a rate"),
         ] {
             let e = PathSpec::parse(bad).unwrap_err();
             assert!(e.contains(needle), "{bad}: {e}");
         }
         assert!(PathSpec::parse_list(" , ").unwrap_err().contains("empty"));
+    }
+
+    #[test]
+    fn wan_and_mp_names_parse_into_emulated_links() {
+        let link = |rate_bps, rtt_us, loss_percent| EmuLink {
+            rate_bps,
+            rtt_us,
+            loss_percent,
+        };
+        for (name, links) in [
+            ("wan-200m-60ms", vec![link(200_000_000, 60_000, 0.0)]),
+            ("wan-200m-60ms-loss1", vec![link(200_000_000, 60_000, 1.0)]),
+            ("wan-50m-200ms-loss2", vec![link(50_000_000, 200_000, 2.0)]),
+            ("wan-1g-0.5ms-loss0.1", vec![link(1_000_000_000, 500, 0.1)]),
+            (
+                "mp-2x100m",
+                vec![
+                    link(100_000_000, 60_000, 0.0),
+                    link(100_000_000, 60_000, 0.0),
+                ],
+            ),
+            (
+                "mp-2x100m-loss5",
+                vec![
+                    link(100_000_000, 60_000, 0.0),
+                    link(100_000_000, 60_000, 5.0),
+                ],
+            ),
+            (
+                "mp-3x10m-20ms-loss1",
+                vec![
+                    link(10_000_000, 20_000, 0.0),
+                    link(10_000_000, 20_000, 1.0),
+                    link(10_000_000, 20_000, 1.0),
+                ],
+            ),
+        ] {
+            assert_eq!(
+                PathSpec::parse(name),
+                Ok(PathSpec::Emulated { links }),
+                "{name}"
+            );
+        }
+        for (bad, needle) in [
+            ("wan-", "needs a rate and an RTT"),
+            ("wan-200m", "needs a rate and an RTT"),
+            ("wan-200m-loss1", "needs a rate and an RTT"),
+            ("wan-fast-60ms", "`fast` is not a rate"),
+            ("wan-200m-60", "RTT `60` is not a duration"),
+            ("wan-200m-0ms", "RTT `0ms` must be above 0"),
+            ("wan-200m-10s", "at most 5 s"),
+            ("wan-200m-60ms-loss0", "loss `0`"),
+            ("wan-200m-60ms-loss", "loss ``"),
+            ("wan-200m-60ms-lossy", "loss `y`"),
+            ("wan-200m-60ms-x", "RTT `60ms-x`"),
+            ("mp-100m", "2 to 8 links"),
+            ("mp-1x100m", "2 to 8 links"),
+            ("mp-9x100m", "2 to 8 links"),
+            ("mp-twox100m", "2 to 8 links"),
+            ("mp-2x", "`` is not a rate"),
+            ("mp-2x100m-forever", "RTT `forever`"),
+            ("mp", "unknown path `mp`"),
+        ] {
+            let e = PathSpec::parse(bad).unwrap_err();
+            assert!(e.contains(needle), "{bad}: {e}");
+        }
+        let list = PathSpec::parse_list("wan-200m-60ms,loopback,wan-200m-60ms").unwrap();
+        assert_eq!(list.len(), 2);
+        assert!(list[0].1.needs_root() && !list[1].1.needs_root());
+    }
+
+    #[test]
+    fn an_emulated_link_queues_one_bdp_and_splits_its_rtt() {
+        let l = EmuLink {
+            rate_bps: 200_000_000,
+            rtt_us: 60_000,
+            loss_percent: 1.0,
+        };
+        // 200 Mb/s × 60 ms = 1.5 MB = 1000 packets of 1500 B.
+        assert_eq!(l.queue_packets(), 1000);
+        let c = l.config();
+        assert_eq!(c.forward.delay_us + c.reverse.delay_us, 60_000);
+        assert_eq!(c.forward.rate_bps, Some(200_000_000));
+        assert_eq!(c.forward.queue_limit, 1000);
+        assert_eq!(c.forward.loss, crate::relay::model::Loss::Bernoulli(0.01));
+        assert_eq!(c.reverse.rate_bps, None);
+        assert_eq!(c.reverse.loss, crate::relay::model::Loss::None);
+        // An odd RTT is split without losing a microsecond; a tiny BDP still queues 16.
+        let tiny = EmuLink {
+            rate_bps: 1_000_000,
+            rtt_us: 1001,
+            loss_percent: 0.0,
+        };
+        let c = tiny.config();
+        assert_eq!(c.forward.delay_us + c.reverse.delay_us, 1001);
+        assert_eq!(tiny.queue_packets(), 16);
+        assert!(PathSpec::Emulated { links: vec![l] }
+            .describe()
+            .contains("200 Mbit/s, RTT 60 ms, queue 1000 packets (1 BDP), 1% random loss"));
     }
 
     #[test]
