@@ -528,10 +528,11 @@ fn print_section(s: &Section) {
     let lateness = |d: &emu::DirectionSummary| {
         let us = |v: Option<u64>| v.map_or("—".to_string(), |x| x.to_string());
         format!(
-            "p50 {} / p99 {} / max {} µs",
+            "p50 {} / p99 {} / max {} µs{}",
             us(d.late_p50_us),
             us(d.late_p99_us),
-            d.late_max_us
+            d.late_max_us,
+            if d.realtime { "" } else { " (not real-time)" }
         )
     };
     for (i, l) in s.emulator.iter().enumerate() {

@@ -299,8 +299,13 @@ impl PathSpec {
                     )
                 };
                 format!(
-                    "{what}: {}; data direction shaped and lossy, reverse only delayed",
-                    each.join(" | ")
+                    "{what}: {}; data direction shaped{}, reverse only delayed",
+                    each.join(" | "),
+                    if links.iter().any(|l| l.loss_percent > 0.0) {
+                        " and lossy"
+                    } else {
+                        ""
+                    }
                 )
             }
         }
