@@ -198,9 +198,12 @@ fn check_baseline(path: &std::path::Path) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Deletes the namespaces of benches that are no longer running; returns what was deleted.
+/// Deletes the namespaces of benches that are no longer running (and kills the processes
+/// left in them); returns what was deleted. An emulated path's TUN devices are gone
+/// already: they closed with the process that held them.
 fn clean_stale() -> Result<Vec<String>, Failure> {
     let stale = paths::stale();
+    paths::kill_inside(&stale);
     let left = paths::delete(&stale);
     if !left.is_empty() {
         return Err(Failure::Transfer(anyhow::anyhow!(

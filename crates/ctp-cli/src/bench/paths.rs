@@ -398,6 +398,20 @@ pub fn stale() -> Vec<String> {
         .collect()
 }
 
+/// Kills the processes still running inside namespaces (the peers of a bench that was
+/// killed itself: they would wait for a path that is gone, and keep the namespace alive).
+pub fn kill_inside(names: &[String]) {
+    for name in names {
+        let pids = sh(&["ip", "netns", "pids", name]).unwrap_or_default();
+        for pid in pids.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
 /// Deletes namespaces (their veth ends go with them); returns the ones that could not be.
 pub fn delete(names: &[String]) -> Vec<String> {
     names
