@@ -46,6 +46,13 @@ pub const MP_DEFAULT_RTT_US: u64 = 60_000;
 /// Longest RTT an emulated path may have.
 const MAX_RTT_US: u64 = 5_000_000;
 
+/// TCP buffer limits in an emulated path's namespaces: up to 16 MiB each way, three
+/// bandwidth-delay products of the longest standard path (200 Mbit/s × 200 ms = 5 MB).
+pub const TCP_BUFFERS: [&str; 2] = [
+    "net.ipv4.tcp_rmem=4096 131072 16777216",
+    "net.ipv4.tcp_wmem=4096 16384 16777216",
+];
+
 /// One emulated link of a `wan-…` or `mp-…` path.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EmuLink {
@@ -501,6 +508,22 @@ impl Netns {
             links.iter().any(|l| l.loss_percent > 0.0),
         );
         let (mut ns, _, _) = Netns::pair(&["ip", "sysctl"], &receiver_ip)?;
+        // A new namespace's TCP may buffer 4 MiB for sending: less than the 5 MB a
+        // 200 Mbit/s × 200 ms path holds in flight. These limits are the namespace's own
+        // (the machine's stay as they are); UDP buffers are bounded by the machine-wide
+        // net.core.rmem_max / wmem_max, which a namespace cannot raise.
+        for side in [&ns.sender, &ns.receiver] {
+            sh(&[
+                "ip",
+                "netns",
+                "exec",
+                side,
+                "sysctl",
+                "-qw",
+                TCP_BUFFERS[0],
+                TCP_BUFFERS[1],
+            ])?;
+        }
         let configs: Vec<_> = links.iter().map(EmuLink::config).collect();
         ns.emulator = Some(Emulator::start(&ns.sender, &ns.receiver, &configs, seed)?);
         if lossy {
