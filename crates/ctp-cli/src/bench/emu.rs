@@ -54,6 +54,9 @@ const MAX_PENDING: usize = 65_536;
 /// Packets read in one go before due departures are looked at again.
 const READ_BATCH: usize = 64;
 
+/// How often a forwarder publishes its figures, microseconds (they are read between runs).
+const PUBLISH_EVERY_US: u64 = 5_000;
+
 /// Longest wait in `ppoll`: how soon a forwarder notices it must stop.
 const MAX_WAIT: Duration = Duration::from_millis(20);
 
@@ -156,6 +159,8 @@ pub struct DirectionStats {
     pub lateness: Lateness,
     /// The forwarder runs at a real-time priority ([`FORWARDER_PRIORITY`]).
     pub realtime: bool,
+    /// CPU seconds the forwarder thread has used.
+    pub cpu_s: f64,
 }
 
 /// A summary of a direction's figures, for reports.
@@ -175,6 +180,8 @@ pub struct DirectionSummary {
     pub late_max_us: u64,
     /// The forwarder ran at a real-time priority.
     pub realtime: bool,
+    /// CPU seconds the forwarder thread used.
+    pub cpu_s: f64,
 }
 
 impl DirectionStats {
@@ -188,6 +195,7 @@ impl DirectionStats {
             late_p99_us: self.lateness.quantile_us(0.99),
             late_max_us: self.lateness.max_us(),
             realtime: self.realtime,
+            cpu_s: self.cpu_s,
         }
     }
 }
@@ -277,6 +285,13 @@ fn realtime_priority() -> bool {
     unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
 }
 
+/// CPU seconds the calling thread has used.
+fn thread_cpu_s() -> f64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .map(|t| t.tv_sec() as f64 + t.tv_nsec() as f64 / 1e9)
+        .unwrap_or(0.0)
+}
+
 fn now_us(epoch: Instant) -> u64 {
     epoch.elapsed().as_micros() as u64
 }
@@ -305,6 +320,7 @@ impl Forwarder {
             ..DirectionStats::default()
         };
         let mut seq = 0u64;
+        let mut published = 0u64;
         let mut buf = vec![0u8; 65_536];
         while !self.stop.load(Ordering::Relaxed) {
             let now = now_us(self.epoch);
@@ -356,9 +372,14 @@ impl Forwarder {
                     }
                 }
             }
-            stats.model = self.model.counters;
-            if let Ok(mut s) = self.shared.lock() {
-                s.clone_from(&stats);
+            let now = now_us(self.epoch);
+            if now >= published + PUBLISH_EVERY_US {
+                published = now;
+                stats.model = self.model.counters;
+                stats.cpu_s = thread_cpu_s();
+                if let Ok(mut s) = self.shared.lock() {
+                    s.clone_from(&stats);
+                }
             }
         }
     }

@@ -542,14 +542,15 @@ fn print_section(s: &Section) {
         let m = &l.data.model;
         outln!(
             "emulator link {i}: data {} packets in, {} out, {} lost, {} queue drops, {} oversize; \
-             departure lateness data {}, reverse {}",
+             departure lateness data {}, reverse {}; forwarders' CPU {:.1} s",
             m.in_datagrams,
             m.out_datagrams,
             m.dropped_loss,
             m.dropped_queue,
             l.data.oversize + l.reverse.oversize,
             lateness(&l.data),
-            lateness(&l.reverse)
+            lateness(&l.reverse),
+            l.data.cpu_s + l.reverse.cpu_s
         );
     }
 }
