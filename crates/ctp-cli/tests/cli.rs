@@ -941,7 +941,7 @@ fn a_veth_bench_drops_packets_caps_runs_and_removes_its_namespaces() {
 
 /// Root only: an emulated long path (TUN devices and the bench's forwarder) drops packets
 /// at its seeded loss rate, caps a slow run, reports its forwarder's figures, and leaves no
-/// namespace; a bench killed with SIGKILL leaves its namespaces (not its TUN devices, which
+/// namespace, also when interrupted by SIGTERM; a bench killed with SIGKILL leaves its namespaces (not its TUN devices, which
 /// close with it) and `--cleanup` finds and deletes them, peers inside included.
 #[test]
 fn an_emulated_bench_loses_caps_and_its_leftovers_are_cleaned_up() {
@@ -1003,6 +1003,45 @@ fn an_emulated_bench_loses_caps_and_its_leftovers_are_cleaned_up() {
     let rate = dropped as f64 / admitted as f64;
     assert!((0.03..0.07).contains(&rate), "loss rate {rate}: {path}");
     assert_eq!(data["oversize"], 0, "{path}");
+
+    // Interrupted: SIGTERM stops the forwarders and removes the namespaces.
+    let g = spawn(&[
+        "bench",
+        "--bytes",
+        "64MiB",
+        "--paths",
+        "mp-2x20m-40ms",
+        "--peers",
+        "",
+        "--timeout",
+        "30",
+    ]);
+    let pid = g.0.id();
+    let start = Instant::now();
+    while bench_namespaces(pid).len() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no namespaces appeared"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    let o = wait_output(g, Duration::from_secs(20));
+    assert_eq!(
+        o.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        bench_namespaces(pid).is_empty(),
+        "{:?}",
+        bench_namespaces(pid)
+    );
 
     // Killed outright: the namespaces stay, the TUN devices do not; --cleanup deletes them.
     let mut g = spawn(&[

@@ -433,8 +433,9 @@ impl Emulator {
             _devices: Vec::new(),
         };
         // No IPv6 on the links: router solicitations and MLD reports would cross them
-        // beside the measured traffic.
-        for ns in [sender, receiver] {
+        // beside the measured traffic. (A kernel without IPv6 has nothing to switch off.)
+        let ipv6 = std::path::Path::new("/proc/sys/net/ipv6").exists();
+        for ns in [sender, receiver].into_iter().filter(|_| ipv6) {
             sh(&[
                 "ip",
                 "netns",
