@@ -247,6 +247,12 @@ pub struct BenchArgs {
     /// `veth-RATE-lossPERCENT` (e.g. veth-1g, veth-100m, veth-1g-loss0.1, veth-1g-loss5), or
     /// `all` (loopback, veth-1g, veth-100m, veth-1g-loss0.1, veth-1g-loss1, veth-1g-loss5).
     /// veth paths are two network namespaces with a tbf bottleneck and need root.
+    /// Long paths go through the bench's IP path emulator (TUN devices in the two
+    /// namespaces, root too): `wan-RATE-RTT` and `wan-RATE-RTT-lossPERCENT` (e.g.
+    /// wan-200m-60ms, wan-200m-60ms-loss1, wan-50m-200ms-loss2): the data direction shaped
+    /// to RATE behind a one-BDP queue and lossy, both directions delayed by half the RTT;
+    /// `mp-NxRATE[-RTT][-lossPERCENT]` (e.g. mp-2x100m, mp-2x100m-loss5): N such links
+    /// (RTT 60 ms unless given), the loss on all but the first; peers use the first link.
     #[arg(long, alias = "path", default_value = "loopback")]
     pub paths: String,
     /// Bytes per run (e.g. 1GiB, 64MiB).

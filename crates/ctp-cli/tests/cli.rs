@@ -804,6 +804,15 @@ fn bench_argument_errors_name_the_bad_value() {
             "`fast` is not a rate",
         ),
         (vec!["bench", "--paths", "veth-1g-loss200"], "loss `200`"),
+        (
+            vec!["bench", "--paths", "wan-200m"],
+            "needs a rate and an RTT",
+        ),
+        (
+            vec!["bench", "--paths", "wan-200m-60"],
+            "RTT `60` is not a duration",
+        ),
+        (vec!["bench", "--paths", "mp-1x100m"], "2 to 8 links"),
         (vec!["bench", "--paths", ","], "--paths is empty"),
         (vec!["bench", "--cc", "warp"], "warp"),
         (vec!["bench", "--profiles", "reliable:warp"], "warp"),
@@ -931,6 +940,157 @@ fn a_veth_bench_drops_packets_caps_runs_and_removes_its_namespaces() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    assert!(
+        bench_namespaces(pid).is_empty(),
+        "{:?}",
+        bench_namespaces(pid)
+    );
+}
+
+/// Root only: an emulated long path (TUN devices and the bench's forwarder) drops packets
+/// at its seeded loss rate, caps a slow run, reports its forwarder's figures, and leaves no
+/// namespace, also when interrupted by SIGTERM; a bench killed with SIGKILL leaves its namespaces (not its TUN devices, which
+/// close with it) and `--cleanup` finds and deletes them, peers inside included.
+#[test]
+fn an_emulated_bench_loses_caps_and_its_leftovers_are_cleaned_up() {
+    let missing: Vec<_> = ["ip", "sysctl"]
+        .iter()
+        .filter(|t| {
+            Command::new("which")
+                .arg(t)
+                .output()
+                .map_or(true, |o| !o.status.success())
+        })
+        .collect();
+    if !is_root() || !missing.is_empty() || !Path::new("/dev/net/tun").exists() {
+        eprintln!(
+            "\n*** SKIPPED an_emulated_bench_loses_caps_and_its_leftovers_are_cleaned_up: \
+             needs root, /dev/net/tun, ip and sysctl (missing: {missing:?}) ***\n"
+        );
+        return;
+    }
+    // 20 Mbit/s, 40 ms RTT, 5% loss: 8 MiB take over 3 s, beyond the 2 s cap.
+    let g = spawn(&[
+        "bench",
+        "--bytes",
+        "8MiB",
+        "--paths",
+        "wan-20m-40ms-loss5",
+        "--peers",
+        "",
+        "--timeout",
+        "2",
+        "--json",
+    ]);
+    let pid = g.0.id();
+    let o = wait_output(g, Duration::from_secs(60));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        bench_namespaces(pid).is_empty(),
+        "{:?}",
+        bench_namespaces(pid)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let path = &v["paths"][0];
+    let row = &path["rows"][0];
+    assert_eq!(path["path"], "wan-20m-40ms-loss5");
+    assert!(
+        path["description"].as_str().unwrap().contains("RTT 40 ms"),
+        "{path}"
+    );
+    assert_eq!(row["capped"], true, "{row}");
+    assert!(row["goodput_mbps"].as_f64().unwrap() > 0.0, "{row}");
+    let dropped = row["dropped_packets"].as_u64().unwrap();
+    let data = &path["emulator"][0]["data"];
+    let model = &data["model"];
+    assert_eq!(model["dropped_loss"].as_u64(), Some(dropped), "{path}");
+    // 5% of the packets that passed the queue, within wide bounds.
+    let admitted =
+        model["in_datagrams"].as_u64().unwrap() - model["dropped_queue"].as_u64().unwrap();
+    assert!(admitted > 1000, "{path}");
+    let rate = dropped as f64 / admitted as f64;
+    assert!((0.03..0.07).contains(&rate), "loss rate {rate}: {path}");
+    assert_eq!(data["oversize"], 0, "{path}");
+
+    // Interrupted: SIGTERM stops the forwarders and removes the namespaces.
+    let g = spawn(&[
+        "bench",
+        "--bytes",
+        "64MiB",
+        "--paths",
+        "mp-2x20m-40ms",
+        "--peers",
+        "",
+        "--timeout",
+        "30",
+    ]);
+    let pid = g.0.id();
+    let start = Instant::now();
+    while bench_namespaces(pid).len() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no namespaces appeared"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    let o = wait_output(g, Duration::from_secs(20));
+    assert_eq!(
+        o.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        bench_namespaces(pid).is_empty(),
+        "{:?}",
+        bench_namespaces(pid)
+    );
+
+    // Killed outright: the namespaces stay, the TUN devices do not; --cleanup deletes them.
+    let mut g = spawn(&[
+        "bench",
+        "--bytes",
+        "64MiB",
+        "--paths",
+        "wan-20m-40ms",
+        "--peers",
+        "",
+        "--timeout",
+        "30",
+    ]);
+    let pid = g.0.id();
+    let start = Instant::now();
+    while bench_namespaces(pid).len() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no namespaces appeared"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    g.0.kill().unwrap();
+    g.0.wait().unwrap();
+    let left = bench_namespaces(pid);
+    assert_eq!(left.len(), 2, "{left:?}");
+    for ns in &left {
+        let links = Command::new("ip")
+            .args(["-n", ns, "-o", "link", "show"])
+            .output()
+            .unwrap();
+        let links = String::from_utf8_lossy(&links.stdout);
+        assert!(!links.contains("emu0"), "{ns}: {links}");
+    }
+    let o = wait_output(spawn(&["bench", "--cleanup"]), Duration::from_secs(30));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    for ns in &left {
+        assert!(out.contains(ns.as_str()), "{ns} not in: {out}");
+    }
     assert!(
         bench_namespaces(pid).is_empty(),
         "{:?}",

@@ -10,9 +10,11 @@
 //! is capped by `--timeout`; a capped run reports the goodput it reached.
 //!
 //! Paths ([`paths`]): loopback (unshaped, the CPU-bound ceiling) and, as root, veth pairs
-//! between two network namespaces with a `tbf` bottleneck and optional random loss, created
-//! and deleted by the bench itself.
+//! between two network namespaces with a `tbf` bottleneck and optional random loss, or long
+//! lossy paths between two namespaces through the bench's own IP path emulator ([`emu`]:
+//! TUN devices and a user-space forwarder), created and deleted by the bench itself.
 
+pub mod emu;
 pub mod flood;
 pub mod paths;
 pub mod peers;
@@ -64,6 +66,33 @@ pub struct Section {
     pub description: String,
     /// One row per contender, ctp first.
     pub rows: Vec<Row>,
+    /// On an emulated path: each link's figures over all the runs (what the emulator
+    /// forwarded, dropped, and how late its departures were).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub emulator: Vec<LinkFigures>,
+}
+
+/// One emulated link's figures over a path's runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct LinkFigures {
+    /// The data (sender → receiver) direction.
+    pub data: emu::DirectionSummary,
+    /// The reverse direction.
+    pub reverse: emu::DirectionSummary,
+}
+
+/// The figures of every link of an emulated path so far (none for other paths).
+fn emulator_figures(netns: Option<&Netns>) -> Vec<LinkFigures> {
+    let Some(e) = netns.and_then(Netns::emulator) else {
+        return Vec::new();
+    };
+    (0..e.links())
+        .filter_map(|i| e.stats(i))
+        .map(|(data, reverse)| LinkFigures {
+            data: data.summary(),
+            reverse: reverse.summary(),
+        })
+        .collect()
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
@@ -172,9 +201,12 @@ fn check_baseline(path: &std::path::Path) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Deletes the namespaces of benches that are no longer running; returns what was deleted.
+/// Deletes the namespaces of benches that are no longer running (and kills the processes
+/// left in them); returns what was deleted. An emulated path's TUN devices are gone
+/// already: they closed with the process that held them.
 fn clean_stale() -> Result<Vec<String>, Failure> {
     let stale = paths::stale();
+    paths::kill_inside(&stale);
     let left = paths::delete(&stale);
     if !left.is_empty() {
         return Err(Failure::Transfer(anyhow::anyhow!(
@@ -257,8 +289,8 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
                 .map(|(n, _)| n.as_str())
                 .collect();
             eprintln!(
-                "ctp bench: NOT ROOT: the veth paths ({}) need root to create network \
-                 namespaces; running on loopback only (run as root, e.g. with sudo, for them)",
+                "ctp bench: NOT ROOT: the veth and emulated paths ({}) need root to create \
+                 network namespaces; running on loopback only (run as root, e.g. with sudo, for them)",
                 skipped.join(", ")
             );
             specs = vec![("loopback".into(), PathSpec::Loopback)];
@@ -306,6 +338,9 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Seed of the emulated paths' loss: every run of a bench sees the same loss pattern.
+const EMULATOR_SEED: u64 = 28;
+
 /// Runs every contender on one path (its namespaces live as long as this call).
 async fn run_path(
     env: &peers::Env,
@@ -315,31 +350,35 @@ async fn run_path(
     repeat: usize,
     quiet: bool,
 ) -> Section {
-    let section = |rows| Section {
+    let section = |rows, emulator| Section {
         path: name.to_string(),
         description: spec.describe(),
         rows,
+        emulator,
     };
     let netns = match spec {
         PathSpec::Loopback => None,
         PathSpec::Veth {
             rate_bps,
             loss_percent,
-        } => match Netns::create(*rate_bps, *loss_percent) {
-            Ok(ns) => Some(ns),
-            Err(e) => {
-                let status = format!("failed: setting up the path: {e:#}");
-                eprintln!("ctp bench: {name}: {status}");
-                return section(
-                    contenders
-                        .iter()
-                        .map(|c| row(c.name(), status.clone()))
-                        .collect(),
-                );
-            }
-        },
+        } => Some(Netns::veth(*rate_bps, *loss_percent)),
+        PathSpec::Emulated { links } => Some(Netns::emulated(links, EMULATOR_SEED)),
     };
-    let place = netns.as_ref().map_or(Place::Loopback, Place::Veth);
+    let netns = match netns.transpose() {
+        Ok(ns) => ns,
+        Err(e) => {
+            let status = format!("failed: setting up the path: {e:#}");
+            eprintln!("ctp bench: {name}: {status}");
+            return section(
+                contenders
+                    .iter()
+                    .map(|c| row(c.name(), status.clone()))
+                    .collect(),
+                Vec::new(),
+            );
+        }
+    };
+    let place = netns.as_ref().map_or(Place::Loopback, Place::Namespaces);
     // Round-robin: every contender runs once per round, so a machine that slows down or
     // speeds up during the bench (other tenants, thermal state) weighs on all alike instead
     // of on whichever contender ran last.
@@ -368,7 +407,7 @@ async fn run_path(
             _ => None,
         };
     }
-    section(rows)
+    section(rows, emulator_figures(netns.as_ref()))
 }
 
 fn row(name: String, status: String) -> Row {
@@ -499,6 +538,31 @@ fn print_section(s: &Section) {
                 .map_or("—".to_string(), |x| format!("{x:.0}")),
             r.dropped_packets.map_or("—".to_string(), |d| d.to_string()),
             r.status
+        );
+    }
+    let lateness = |d: &emu::DirectionSummary| {
+        let us = |v: Option<u64>| v.map_or("—".to_string(), |x| x.to_string());
+        format!(
+            "p50 {} / p99 {} / max {} µs{}",
+            us(d.late_p50_us),
+            us(d.late_p99_us),
+            d.late_max_us,
+            if d.realtime { "" } else { " (not real-time)" }
+        )
+    };
+    for (i, l) in s.emulator.iter().enumerate() {
+        let m = &l.data.model;
+        outln!(
+            "emulator link {i}: data {} packets in, {} out, {} lost, {} queue drops, {} oversize; \
+             departure lateness data {}, reverse {}; forwarders' CPU {:.1} s",
+            m.in_datagrams,
+            m.out_datagrams,
+            m.dropped_loss,
+            m.dropped_queue,
+            l.data.oversize + l.reverse.oversize,
+            lateness(&l.data),
+            lateness(&l.reverse),
+            l.data.cpu_s + l.reverse.cpu_s
         );
     }
 }

@@ -1,5 +1,7 @@
-//! The paths a bench runs on: loopback, or two network namespaces joined by a veth pair with
-//! a `tbf` bottleneck and optional random loss from `iptables -m statistic`.
+//! The paths a bench runs on: loopback; two network namespaces joined by a veth pair with
+//! a `tbf` bottleneck and optional random loss from `iptables -m statistic`; or two
+//! namespaces joined by emulated links ([`super::emu`]: TUN devices and a user-space
+//! forwarder with rate, queue, delay and loss), for long paths (`wan-…`, `mp-…`).
 //!
 //! Layout of a veth path (created per path, deleted when the [`Netns`] guard drops):
 //!
@@ -15,9 +17,10 @@
 //! limited and lossy; acknowledgements travel back unshaped and unharmed. Offloads are off so
 //! that the bottleneck and the loss act on single wire packets, never on 64 KB super-packets.
 
+use super::emu::Emulator;
 use anyhow::{anyhow, bail, Context};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use tokio::process::Command;
 
 /// Prefix of every namespace the bench creates: `ctpb-PID-N-s` and `ctpb-PID-N-r`.
@@ -37,6 +40,66 @@ pub const ALL: &[&str] = &[
     "veth-1g-loss5",
 ];
 
+/// RTT of an `mp-…` path that names none.
+pub const MP_DEFAULT_RTT_US: u64 = 60_000;
+
+/// Longest RTT an emulated path may have.
+const MAX_RTT_US: u64 = 5_000_000;
+
+/// TCP buffer limits in an emulated path's namespaces: up to 16 MiB each way, three
+/// bandwidth-delay products of the longest standard path (200 Mbit/s × 200 ms = 5 MB).
+pub const TCP_BUFFERS: [&str; 2] = [
+    "net.ipv4.tcp_rmem=4096 131072 16777216",
+    "net.ipv4.tcp_wmem=4096 16384 16777216",
+];
+
+/// One emulated link of a `wan-…` or `mp-…` path.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmuLink {
+    /// Rate of the data direction, bits per second.
+    pub rate_bps: u64,
+    /// Round-trip time the link adds, microseconds (half each way).
+    pub rtt_us: u64,
+    /// Random loss on the data direction, in percent (0 = none).
+    pub loss_percent: f64,
+}
+
+impl EmuLink {
+    /// Packets of [`super::emu::MTU`] bytes in one bandwidth-delay product: the data
+    /// direction's queue (at least 16).
+    pub fn queue_packets(&self) -> usize {
+        let bdp_bytes = self.rate_bps as u128 * self.rtt_us as u128 / 8 / 1_000_000;
+        (bdp_bytes / super::emu::MTU as u128).clamp(16, 1 << 20) as usize
+    }
+
+    /// The emulator's configuration: the data direction shaped to the rate behind a
+    /// one-BDP drop-tail queue, lossy, and delayed by half the RTT; the reverse direction
+    /// delayed by the other half only (like the veth paths, where only the data direction
+    /// is shaped and lossy).
+    pub fn config(&self) -> super::emu::LinkConfig {
+        use crate::relay::model::{Impairments, Loss};
+        let one_way = self.rtt_us / 2;
+        super::emu::LinkConfig {
+            forward: Impairments {
+                delay_us: one_way,
+                rate_bps: Some(self.rate_bps),
+                queue_limit: self.queue_packets(),
+                loss: if self.loss_percent > 0.0 {
+                    Loss::Bernoulli(self.loss_percent / 100.0)
+                } else {
+                    Loss::None
+                },
+                ..Impairments::default()
+            },
+            reverse: Impairments {
+                delay_us: self.rtt_us - one_way,
+                rate_bps: None,
+                ..Impairments::default()
+            },
+        }
+    }
+}
+
 /// A path to measure on, as parsed from `--paths`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum PathSpec {
@@ -49,43 +112,125 @@ pub enum PathSpec {
         /// Random loss on the data direction, in percent (0 = none).
         loss_percent: f64,
     },
+    /// Emulated links between two namespaces (peers use the first).
+    Emulated {
+        /// The links, in order.
+        links: Vec<EmuLink>,
+    },
+}
+
+const PATH_HINT: &str = "a path is `loopback`, `veth-RATE[-lossPERCENT]`, \
+                         `wan-RATE-RTT[-lossPERCENT]` or `mp-NxRATE[-RTT][-lossPERCENT]` \
+                         (e.g. veth-1g, veth-1g-loss0.1, wan-200m-60ms-loss1, mp-2x100m-loss5), \
+                         or `all`";
+
+/// A rate like `1g` or `100m` (bits per second) in path `name`.
+fn parse_rate(name: &str, rate: &str) -> Result<u64, String> {
+    match crate::units::rate_bps(&format!("{rate}bit")) {
+        Ok(r) if r > 0 => Ok(r),
+        _ => Err(format!(
+            "path `{name}`: `{rate}` is not a rate like 1g, 100m or 10m; {PATH_HINT}"
+        )),
+    }
+}
+
+/// A loss percentage like `0.1` or `5` (after `-loss`) in path `name`.
+fn parse_loss(name: &str, loss: &str) -> Result<f64, String> {
+    match loss.parse::<f64>() {
+        Ok(p) if p > 0.0 && p < 100.0 => Ok(p),
+        _ => Err(format!(
+            "path `{name}`: loss `{loss}` must be a percentage above 0 and below 100 \
+             (e.g. loss0.1, loss5)"
+        )),
+    }
+}
+
+/// An RTT like `60ms` in path `name`.
+fn parse_rtt(name: &str, rtt: &str) -> Result<u64, String> {
+    match crate::units::duration_us(rtt) {
+        Ok(us) if us > 0 && us <= MAX_RTT_US => Ok(us),
+        Ok(_) => Err(format!(
+            "path `{name}`: RTT `{rtt}` must be above 0 and at most {} s",
+            MAX_RTT_US / 1_000_000
+        )),
+        Err(e) => Err(format!(
+            "path `{name}`: RTT `{rtt}` is not a duration like 60ms ({e}); {PATH_HINT}"
+        )),
+    }
+}
+
+/// Splits `-lossP` off the end of `rest`: (what comes before, P if present).
+fn split_loss(rest: &str) -> (&str, Option<&str>) {
+    match rest.split_once("-loss") {
+        Some((r, l)) => (r, Some(l)),
+        None => (rest, None),
+    }
 }
 
 impl PathSpec {
-    /// Parses one name: `loopback`, `veth-RATE` or `veth-RATE-lossPERCENT`, with RATE like
-    /// `1g` or `100m` (bits per second) and PERCENT like `0.1` or `5`.
+    /// Parses one name: `loopback`, `veth-RATE[-lossPERCENT]`, `wan-RATE-RTT[-lossPERCENT]`
+    /// or `mp-NxRATE[-RTT][-lossPERCENT]`, with RATE like `1g` or `100m` (bits per
+    /// second), RTT like `60ms` and PERCENT like `0.1` or `5`. An `mp-` path has N links of
+    /// the rate (RTT 60 ms unless given); its loss applies to every link but the first.
     pub fn parse(name: &str) -> Result<PathSpec, String> {
-        let hint = "a path is `loopback`, `veth-RATE` or `veth-RATE-lossPERCENT` \
-                    (e.g. veth-1g, veth-100m, veth-1g-loss0.1), or `all`";
         if name == "loopback" {
             return Ok(PathSpec::Loopback);
         }
-        let Some(rest) = name.strip_prefix("veth-") else {
-            return Err(format!("unknown path `{name}`: {hint}"));
-        };
-        let (rate, loss) = match rest.split_once("-loss") {
-            Some((r, l)) => (r, Some(l)),
-            None => (rest, None),
-        };
-        let rate_bps = crate::units::rate_bps(&format!("{rate}bit")).map_err(|_| {
-            format!("path `{name}`: `{rate}` is not a rate like 1g, 100m or 10m; {hint}")
-        })?;
-        let loss_percent = match loss {
-            None => 0.0,
-            Some(l) => match l.parse::<f64>() {
-                Ok(p) if p > 0.0 && p < 100.0 => p,
-                _ => {
-                    return Err(format!(
-                        "path `{name}`: loss `{l}` must be a percentage above 0 and below 100 \
-                         (e.g. loss0.1, loss5)"
-                    ))
-                }
-            },
-        };
-        Ok(PathSpec::Veth {
-            rate_bps,
-            loss_percent,
-        })
+        if let Some(rest) = name.strip_prefix("veth-") {
+            let (rate, loss) = split_loss(rest);
+            return Ok(PathSpec::Veth {
+                rate_bps: parse_rate(name, rate)?,
+                loss_percent: loss.map_or(Ok(0.0), |l| parse_loss(name, l))?,
+            });
+        }
+        if let Some(rest) = name.strip_prefix("wan-") {
+            let (rest, loss) = split_loss(rest);
+            let Some((rate, rtt)) = rest.split_once('-') else {
+                return Err(format!(
+                    "path `{name}`: a wan path needs a rate and an RTT, \
+                     e.g. wan-200m-60ms or wan-200m-60ms-loss1"
+                ));
+            };
+            return Ok(PathSpec::Emulated {
+                links: vec![EmuLink {
+                    rate_bps: parse_rate(name, rate)?,
+                    rtt_us: parse_rtt(name, rtt)?,
+                    loss_percent: loss.map_or(Ok(0.0), |l| parse_loss(name, l))?,
+                }],
+            });
+        }
+        if let Some(rest) = name.strip_prefix("mp-") {
+            let (rest, loss) = split_loss(rest);
+            let (links, rtt) = match rest.split_once('-') {
+                Some((l, rtt)) => (l, Some(rtt)),
+                None => (rest, None),
+            };
+            let bad_count = || {
+                format!(
+                    "path `{name}`: an mp path is `mp-NxRATE` with 2 to {} links \
+                     (e.g. mp-2x100m, mp-2x100m-60ms-loss5)",
+                    super::emu::MAX_LINKS
+                )
+            };
+            let (n, rate) = links.split_once('x').ok_or_else(bad_count)?;
+            let n: usize = n.parse().map_err(|_| bad_count())?;
+            if !(2..=super::emu::MAX_LINKS).contains(&n) {
+                return Err(bad_count());
+            }
+            let rate_bps = parse_rate(name, rate)?;
+            let rtt_us = rtt.map_or(Ok(MP_DEFAULT_RTT_US), |r| parse_rtt(name, r))?;
+            let loss = loss.map_or(Ok(0.0), |l| parse_loss(name, l))?;
+            return Ok(PathSpec::Emulated {
+                links: (0..n)
+                    .map(|i| EmuLink {
+                        rate_bps,
+                        rtt_us,
+                        loss_percent: if i == 0 { 0.0 } else { loss },
+                    })
+                    .collect(),
+            });
+        }
+        Err(format!("unknown path `{name}`: {PATH_HINT}"))
     }
 
     /// Parses a comma-separated list; `all` stands for [`ALL`]. Duplicates are dropped.
@@ -113,9 +258,9 @@ impl PathSpec {
         Ok(out)
     }
 
-    /// Whether it needs root (namespaces, qdiscs, iptables).
+    /// Whether it needs root (namespaces, qdiscs, iptables, TUN devices).
     pub fn needs_root(&self) -> bool {
-        matches!(self, PathSpec::Veth { .. })
+        !matches!(self, PathSpec::Loopback)
     }
 
     /// A one-line description for the table's section header.
@@ -135,6 +280,40 @@ impl PathSpec {
                     s += &format!(", {loss_percent}% random loss on the data direction");
                 }
                 s
+            }
+            PathSpec::Emulated { links } => {
+                let each: Vec<String> = links
+                    .iter()
+                    .map(|l| {
+                        let mut s = format!(
+                            "{}, RTT {} ms, queue {} packets (1 BDP)",
+                            human_rate(l.rate_bps),
+                            l.rtt_us as f64 / 1000.0,
+                            l.queue_packets()
+                        );
+                        if l.loss_percent > 0.0 {
+                            s += &format!(", {}% random loss", l.loss_percent);
+                        }
+                        s
+                    })
+                    .collect();
+                let what = if links.len() == 1 {
+                    "emulated link (TUN + user-space forwarder)".to_string()
+                } else {
+                    format!(
+                        "{} emulated links (TUN + user-space forwarder; peers use the first)",
+                        links.len()
+                    )
+                };
+                format!(
+                    "{what}: {}; data direction shaped{}, reverse only delayed",
+                    each.join(" | "),
+                    if links.iter().any(|l| l.loss_percent > 0.0) {
+                        " and lossy"
+                    } else {
+                        ""
+                    }
+                )
             }
         }
     }
@@ -170,7 +349,7 @@ pub fn is_root() -> bool {
 }
 
 /// Runs a command to completion, failing with its stderr.
-fn sh(args: &[&str]) -> anyhow::Result<String> {
+pub(super) fn sh(args: &[&str]) -> anyhow::Result<String> {
     let out = std::process::Command::new(args[0])
         .args(&args[1..])
         .stdin(Stdio::null())
@@ -226,6 +405,20 @@ pub fn stale() -> Vec<String> {
         .collect()
 }
 
+/// Kills the processes still running inside namespaces (the peers of a bench that was
+/// killed itself: they would wait for a path that is gone, and keep the namespace alive).
+pub fn kill_inside(names: &[String]) {
+    for name in names {
+        let pids = sh(&["ip", "netns", "pids", name]).unwrap_or_default();
+        for pid in pids.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
 /// Deletes namespaces (their veth ends go with them); returns the ones that could not be.
 pub fn delete(names: &[String]) -> Vec<String> {
     names
@@ -235,20 +428,41 @@ pub fn delete(names: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// A veth path's two namespaces, deleted on drop (normal end, error, or an interrupted run:
-/// `main` drops the running future on Ctrl-C and SIGTERM before exiting with 130).
+/// Where the loss counts of [`Netns::drops`] come from.
+enum LossCounter {
+    /// No random loss on the path.
+    None,
+    /// The `iptables` rule on this input interface of the receiver's namespace.
+    Iptables {
+        /// The receiver's veth interface.
+        receiver_if: String,
+    },
+    /// The emulator's models; the count at the last reset.
+    Emulator {
+        /// [`Emulator::loss_drops`] when the count was last reset.
+        base: AtomicU64,
+    },
+}
+
+/// A path's two namespaces (and the emulator that joins them on an emulated path),
+/// deleted on drop (normal end, error, or an interrupted run: `main` drops the running
+/// future on Ctrl-C and SIGTERM before exiting with 130).
 pub struct Netns {
     /// The sender's namespace.
     pub sender: String,
     /// The receiver's namespace.
     pub receiver: String,
-    /// The receiver's veth interface (the loss rule's input interface).
-    receiver_if: String,
-    lossy: bool,
+    /// The receiver's address the peers connect to.
+    receiver_ip: String,
+    losses: LossCounter,
+    /// The emulated links (stopped before the namespaces are deleted).
+    emulator: Option<Emulator>,
 }
 
 impl Drop for Netns {
     fn drop(&mut self) {
+        // Forwarders stopped and TUN devices closed first: nothing left inside.
+        drop(self.emulator.take());
         let left = delete(&[self.sender.clone(), self.receiver.clone()]);
         if !left.is_empty() {
             eprintln!(
@@ -260,32 +474,90 @@ impl Drop for Netns {
 }
 
 impl Netns {
-    /// Creates the namespaces, the veth pair, the bottleneck and the loss rule.
-    pub fn create(rate_bps: u64, loss_percent: f64) -> anyhow::Result<Netns> {
+    /// Creates the two (empty) namespaces, after checking that `tools` are installed.
+    fn pair(tools: &[&str], receiver_ip: &str) -> anyhow::Result<(Netns, u32, u32)> {
         // Checked before anything exists: a missing tool leaves nothing to delete.
-        for tool in ["ip", "tc", "ethtool", "iptables"] {
+        for tool in tools {
             if !super::programs::on_path(tool) {
-                bail!("`{tool}` is not installed: apt-get install iproute2 ethtool iptables");
+                bail!(
+                    "`{tool}` is not installed: apt-get install iproute2 ethtool iptables procps"
+                );
             }
         }
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let pid = std::process::id();
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let ns = Netns {
+            sender: format!("{NETNS_PREFIX}{pid}-{n}-s"),
+            receiver: format!("{NETNS_PREFIX}{pid}-{n}-r"),
+            receiver_ip: receiver_ip.to_string(),
+            losses: LossCounter::None,
+            emulator: None,
+        };
+        // From here on, dropping `ns` deletes whatever was created.
+        sh(&["ip", "netns", "add", &ns.sender])?;
+        sh(&["ip", "netns", "add", &ns.receiver])?;
+        Ok((ns, pid, n))
+    }
+
+    /// Creates the namespaces joined by emulated links ([`super::emu`]); peers use the
+    /// first link.
+    pub fn emulated(links: &[EmuLink], seed: u64) -> anyhow::Result<Netns> {
+        let (receiver_ip, lossy) = (
+            super::emu::link_addresses(0).1,
+            links.iter().any(|l| l.loss_percent > 0.0),
+        );
+        let (mut ns, _, _) = Netns::pair(&["ip", "sysctl"], &receiver_ip)?;
+        // A new namespace's TCP may buffer 4 MiB for sending: less than the 5 MB a
+        // 200 Mbit/s × 200 ms path holds in flight. These limits are the namespace's own
+        // (the machine's stay as they are); UDP buffers are bounded by the machine-wide
+        // net.core.rmem_max / wmem_max, which a namespace cannot raise.
+        for side in [&ns.sender, &ns.receiver] {
+            sh(&[
+                "ip",
+                "netns",
+                "exec",
+                side,
+                "sysctl",
+                "-qw",
+                TCP_BUFFERS[0],
+                TCP_BUFFERS[1],
+            ])?;
+        }
+        let configs: Vec<_> = links.iter().map(EmuLink::config).collect();
+        ns.emulator = Some(Emulator::start(&ns.sender, &ns.receiver, &configs, seed)?);
+        if lossy {
+            ns.losses = LossCounter::Emulator {
+                base: AtomicU64::new(0),
+            };
+        }
+        Ok(ns)
+    }
+
+    /// The emulator of an emulated path.
+    pub fn emulator(&self) -> Option<&Emulator> {
+        self.emulator.as_ref()
+    }
+
+    /// The receiver's address the peers connect to.
+    pub fn receiver_ip(&self) -> &str {
+        &self.receiver_ip
+    }
+
+    /// Creates the namespaces, the veth pair, the bottleneck and the loss rule.
+    pub fn veth(rate_bps: u64, loss_percent: f64) -> anyhow::Result<Netns> {
+        let (mut ns, pid, n) = Netns::pair(&["ip", "tc", "ethtool", "iptables"], RECEIVER_IP)?;
         // Interface names have at most 15 bytes: "ctpb" + pid (≤ 7 digits) + side + n.
         let (s_if, r_if) = (format!("ctpb{pid}s{n}"), format!("ctpb{pid}r{n}"));
         if r_if.len() > 15 {
             bail!("interface name {r_if} is too long");
         }
-        let ns = Netns {
-            sender: format!("{NETNS_PREFIX}{pid}-{n}-s"),
-            receiver: format!("{NETNS_PREFIX}{pid}-{n}-r"),
-            receiver_if: r_if.clone(),
-            lossy: loss_percent > 0.0,
-        };
-        // From here on, dropping `ns` deletes whatever was created.
+        if loss_percent > 0.0 {
+            ns.losses = LossCounter::Iptables {
+                receiver_if: r_if.clone(),
+            };
+        }
         let (s, r) = (ns.sender.as_str(), ns.receiver.as_str());
-        sh(&["ip", "netns", "add", s])?;
-        sh(&["ip", "netns", "add", r])?;
         sh(&[
             "ip", "link", "add", &s_if, "netns", s, "type", "veth", "peer", "name", &r_if, "netns",
             r,
@@ -344,7 +616,7 @@ impl Netns {
             "limit",
             &limit.to_string(),
         ])?;
-        if ns.lossy {
+        if loss_percent > 0.0 {
             sh(&[
                 "ip",
                 "netns",
@@ -370,12 +642,21 @@ impl Netns {
         Ok(ns)
     }
 
-    /// Packets the loss rule has dropped since it was created or last reset; `None` when the
-    /// path has no loss rule.
+    /// Packets the path's random loss has dropped since it was created or last reset;
+    /// `None` when the path has no random loss.
     pub fn drops(&self, reset: bool) -> anyhow::Result<Option<u64>> {
-        if !self.lossy {
-            return Ok(None);
-        }
+        let receiver_if = match &self.losses {
+            LossCounter::None => return Ok(None),
+            LossCounter::Emulator { base } => {
+                let now = self.emulator.as_ref().map_or(0, Emulator::loss_drops);
+                let since = now.saturating_sub(base.load(Ordering::Relaxed));
+                if reset {
+                    base.store(now, Ordering::Relaxed);
+                }
+                return Ok(Some(since));
+            }
+            LossCounter::Iptables { receiver_if } => receiver_if,
+        };
         let mut args = vec![
             "ip",
             "netns",
@@ -394,7 +675,7 @@ impl Netns {
         let table = sh(&args)?;
         table
             .lines()
-            .find(|l| l.contains("DROP") && l.contains(&self.receiver_if))
+            .find(|l| l.contains("DROP") && l.contains(receiver_if.as_str()))
             .and_then(|l| l.split_whitespace().next()?.parse().ok())
             .map(Some)
             .ok_or_else(|| anyhow!("no loss rule in the receiver's INPUT chain:\n{table}"))
@@ -414,28 +695,29 @@ impl Netns {
     }
 }
 
-/// Where a run happens: loopback, or a veth path's namespaces.
+/// Where a run happens: loopback, or a path's namespaces (veth or emulated).
 #[derive(Clone, Copy)]
 pub enum Place<'a> {
     /// 127.0.0.1 in the bench's own namespace.
     Loopback,
     /// Sender and receiver in their namespaces.
-    Veth(&'a Netns),
+    Namespaces(&'a Netns),
 }
 
 impl Place<'_> {
-    pub fn receiver_ip(&self) -> &'static str {
+    /// The address the receiver listens on and the sender connects to.
+    pub fn receiver_ip(&self) -> &str {
         match self {
             Place::Loopback => "127.0.0.1",
-            Place::Veth(_) => RECEIVER_IP,
+            Place::Namespaces(ns) => ns.receiver_ip(),
         }
     }
 
-    /// `program` run on one side (in that side's namespace on a veth path).
+    /// `program` run on one side (in that side's namespace on a veth or emulated path).
     pub fn command(&self, sender_side: bool, program: &std::path::Path) -> Command {
         match self {
             Place::Loopback => Command::new(program),
-            Place::Veth(ns) => ns.command(sender_side, program),
+            Place::Namespaces(ns) => ns.command(sender_side, program),
         }
     }
 }
@@ -470,11 +752,111 @@ mod tests {
             ("veth-1g-loss100", "loss `100`"),
             ("veth-1g-lossx", "loss `x`"),
             ("wan", "unknown path `wan`"),
+            ("veth-0m", "`0m` is not a rate"),
         ] {
             let e = PathSpec::parse(bad).unwrap_err();
             assert!(e.contains(needle), "{bad}: {e}");
         }
         assert!(PathSpec::parse_list(" , ").unwrap_err().contains("empty"));
+    }
+
+    #[test]
+    fn wan_and_mp_names_parse_into_emulated_links() {
+        let link = |rate_bps, rtt_us, loss_percent| EmuLink {
+            rate_bps,
+            rtt_us,
+            loss_percent,
+        };
+        for (name, links) in [
+            ("wan-200m-60ms", vec![link(200_000_000, 60_000, 0.0)]),
+            ("wan-200m-60ms-loss1", vec![link(200_000_000, 60_000, 1.0)]),
+            ("wan-50m-200ms-loss2", vec![link(50_000_000, 200_000, 2.0)]),
+            ("wan-1g-0.5ms-loss0.1", vec![link(1_000_000_000, 500, 0.1)]),
+            (
+                "mp-2x100m",
+                vec![
+                    link(100_000_000, 60_000, 0.0),
+                    link(100_000_000, 60_000, 0.0),
+                ],
+            ),
+            (
+                "mp-2x100m-loss5",
+                vec![
+                    link(100_000_000, 60_000, 0.0),
+                    link(100_000_000, 60_000, 5.0),
+                ],
+            ),
+            (
+                "mp-3x10m-20ms-loss1",
+                vec![
+                    link(10_000_000, 20_000, 0.0),
+                    link(10_000_000, 20_000, 1.0),
+                    link(10_000_000, 20_000, 1.0),
+                ],
+            ),
+        ] {
+            assert_eq!(
+                PathSpec::parse(name),
+                Ok(PathSpec::Emulated { links }),
+                "{name}"
+            );
+        }
+        for (bad, needle) in [
+            ("wan-", "needs a rate and an RTT"),
+            ("wan-200m", "needs a rate and an RTT"),
+            ("wan-200m-loss1", "needs a rate and an RTT"),
+            ("wan-fast-60ms", "`fast` is not a rate"),
+            ("wan-200m-60", "RTT `60` is not a duration"),
+            ("wan-200m-0ms", "RTT `0ms` must be above 0"),
+            ("wan-200m-10s", "at most 5 s"),
+            ("wan-200m-60ms-loss0", "loss `0`"),
+            ("wan-200m-60ms-loss", "loss ``"),
+            ("wan-200m-60ms-lossy", "loss `y`"),
+            ("wan-200m-60ms-x", "RTT `60ms-x`"),
+            ("mp-100m", "2 to 8 links"),
+            ("mp-1x100m", "2 to 8 links"),
+            ("mp-9x100m", "2 to 8 links"),
+            ("mp-twox100m", "2 to 8 links"),
+            ("mp-2x", "`` is not a rate"),
+            ("mp-2x100m-forever", "RTT `forever`"),
+            ("mp", "unknown path `mp`"),
+        ] {
+            let e = PathSpec::parse(bad).unwrap_err();
+            assert!(e.contains(needle), "{bad}: {e}");
+        }
+        let list = PathSpec::parse_list("wan-200m-60ms,loopback,wan-200m-60ms").unwrap();
+        assert_eq!(list.len(), 2);
+        assert!(list[0].1.needs_root() && !list[1].1.needs_root());
+    }
+
+    #[test]
+    fn an_emulated_link_queues_one_bdp_and_splits_its_rtt() {
+        let l = EmuLink {
+            rate_bps: 200_000_000,
+            rtt_us: 60_000,
+            loss_percent: 1.0,
+        };
+        // 200 Mb/s × 60 ms = 1.5 MB = 1000 packets of 1500 B.
+        assert_eq!(l.queue_packets(), 1000);
+        let c = l.config();
+        assert_eq!(c.forward.delay_us + c.reverse.delay_us, 60_000);
+        assert_eq!(c.forward.rate_bps, Some(200_000_000));
+        assert_eq!(c.forward.queue_limit, 1000);
+        assert_eq!(c.forward.loss, crate::relay::model::Loss::Bernoulli(0.01));
+        assert_eq!(c.reverse.rate_bps, None);
+        assert_eq!(c.reverse.loss, crate::relay::model::Loss::None);
+        // An odd RTT is split without losing a microsecond; a tiny BDP still queues 16.
+        let tiny = EmuLink {
+            rate_bps: 1_000_000,
+            rtt_us: 1001,
+            loss_percent: 0.0,
+        };
+        let c = tiny.config();
+        assert_eq!(c.forward.delay_us + c.reverse.delay_us, 1001);
+        assert_eq!(tiny.queue_packets(), 16);
+        assert!(PathSpec::Emulated { links: vec![l] }
+            .describe()
+            .contains("200 Mbit/s, RTT 60 ms, queue 1000 packets (1 BDP), 1% random loss"));
     }
 
     #[test]

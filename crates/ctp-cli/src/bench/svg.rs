@@ -94,6 +94,7 @@ mod tests {
             path: path.into(),
             description: "d".into(),
             rows,
+            emulator: Vec::new(),
         };
         let svg = bars(
             &[

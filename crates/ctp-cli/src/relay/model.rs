@@ -3,7 +3,8 @@
 //! reordering (extra delay for some datagrams) and duplication.
 //!
 //! Pure and seeded: it decides, for a datagram arriving at `now`, whether it is dropped and
-//! when each copy leaves — no sockets, no clock — so tests check it on counts.
+//! when each copy leaves — no sockets, no clock — so tests check it on counts. The bench's
+//! IP path emulator ([`crate::bench::emu`]) runs the same model on IP packets.
 
 use rand_chacha::rand_core::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
