@@ -5,7 +5,9 @@
 //! deadline. Connections are *composed* from microprotocols ([`micro`]) chosen by a
 //! [`Profile`]; the composition engine ([`engine`]) binds them to typed events and
 //! coordinates them with per-segment hold bits, as CTP on Cactus did.
-#![forbid(unsafe_code)]
+// `deny`, not `forbid`: the SIMD kernels of `coding::gf256` (module `x86`) allow it for
+// their intrinsics, and nothing else may.
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod chunk_queue;

@@ -6,7 +6,7 @@
 //! identity (systematic) — which makes the parity shards byte-for-byte identical to that
 //! library's (the tests check it).
 
-use super::gf256;
+use super::{gf256, rows};
 
 /// Most shards in a block (the field has 256 elements).
 pub const MAX_SHARDS: usize = 256;
@@ -46,6 +46,7 @@ pub struct ReedSolomon {
 
 /// Inverts a square row-major matrix by Gauss–Jordan elimination; `None` when singular.
 fn invert(mut a: Vec<u8>, n: usize) -> Option<Vec<u8>> {
+    let kernel = gf256::Kernel::detected();
     let mut inv = vec![0u8; n * n];
     for i in 0..n {
         inv[i * n + i] = 1;
@@ -59,17 +60,13 @@ fn invert(mut a: Vec<u8>, n: usize) -> Option<Vec<u8>> {
             }
         }
         let p = gf256::inv(a[col * n + col]);
-        for j in 0..n {
-            a[col * n + j] = gf256::mul(a[col * n + j], p);
-            inv[col * n + j] = gf256::mul(inv[col * n + j], p);
-        }
+        kernel.mul_slice(rows::row_mut(&mut a, n, col), p);
+        kernel.mul_slice(rows::row_mut(&mut inv, n, col), p);
         for r in 0..n {
             let f = a[r * n + col];
             if r != col && f != 0 {
-                for j in 0..n {
-                    a[r * n + j] ^= gf256::mul(f, a[col * n + j]);
-                    inv[r * n + j] ^= gf256::mul(f, inv[col * n + j]);
-                }
+                rows::add_scaled_row(kernel, &mut a, n, r, col, f);
+                rows::add_scaled_row(kernel, &mut inv, n, r, col, f);
             }
         }
     }
@@ -126,7 +123,7 @@ impl ReedSolomon {
             out.resize(len, 0);
             let row = &self.matrix[(self.k + p) * self.k..(self.k + p + 1) * self.k];
             for (c, d) in row.iter().zip(data) {
-                gf256::mul_add_slice(*c, d, out);
+                gf256::mul_add_slice(out, d, *c);
             }
         }
         Ok(())
@@ -168,7 +165,7 @@ impl ReedSolomon {
             let mut out = vec![0u8; len];
             for (j, &src) in present.iter().enumerate() {
                 if let Some(s) = shards[src].as_ref() {
-                    gf256::mul_add_slice(decode[missing * self.k + j], s, &mut out);
+                    gf256::mul_add_slice(&mut out, s, decode[missing * self.k + j]);
                 }
             }
             shards[missing] = Some(out);
