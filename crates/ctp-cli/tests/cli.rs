@@ -664,6 +664,7 @@ fn relay_flags_are_checked() {
 
 #[test]
 fn a_tiny_bench_reports_every_contender_and_missing_peers_as_missing() {
+    let _one_bench_at_a_time = bench_lock();
     let dir = tempfile::tempdir().unwrap();
     let svg = dir.path().join("bench.svg");
     let o = wait_output(
@@ -735,6 +736,7 @@ fn a_tiny_bench_reports_every_contender_and_missing_peers_as_missing() {
 /// `CTP_REQUIRE_INTEROP=1` each must run. Nothing of the bench's sshd is left behind.
 #[test]
 fn file_peers_move_the_same_file_or_are_reported_missing() {
+    let _one_bench_at_a_time = bench_lock();
     let g = spawn(&[
         "bench",
         "--ctp-files",
@@ -828,6 +830,14 @@ fn bench_argument_errors_name_the_bad_value() {
     }
 }
 
+/// Benches measure the machine and cap their runs in time: two at once (the test harness
+/// runs tests in parallel) would slow each other's runs past the caps, and an emulated
+/// path's real-time forwarders take a core. The bench tests take this lock in turn.
+fn bench_lock() -> std::sync::MutexGuard<'static, ()> {
+    static BENCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    BENCH.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
@@ -852,6 +862,7 @@ fn bench_namespaces(pid: u32) -> Vec<String> {
 /// and SIGTERM tears the namespaces down and exits with 130.
 #[test]
 fn a_veth_bench_drops_packets_caps_runs_and_removes_its_namespaces() {
+    let _one_bench_at_a_time = bench_lock();
     let tools = ["ip", "tc", "ethtool", "iptables"];
     let missing: Vec<_> = tools
         .iter()
@@ -953,6 +964,7 @@ fn a_veth_bench_drops_packets_caps_runs_and_removes_its_namespaces() {
 /// close with it) and `--cleanup` finds and deletes them, peers inside included.
 #[test]
 fn an_emulated_bench_loses_caps_and_its_leftovers_are_cleaned_up() {
+    let _one_bench_at_a_time = bench_lock();
     let missing: Vec<_> = ["ip", "sysctl"]
         .iter()
         .filter(|t| {
@@ -1569,6 +1581,7 @@ fn an_existing_file_is_not_overwritten_unless_asked() {
 /// read. (Its speed figures are for the closing notes, not asserted.)
 #[test]
 fn the_flood_bench_holds_the_idle_connections_and_limits_one_address() {
+    let _one_bench_at_a_time = bench_lock();
     let o = wait_output(
         spawn(&[
             "bench",
