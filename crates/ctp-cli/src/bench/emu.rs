@@ -30,6 +30,7 @@
 //! 1 ns) for either a packet or the next departure, so a departure is late by the wake-up
 //! latency of the thread. That lateness is measured per packet ([`Lateness`]).
 
+use super::programs::sh;
 use crate::relay::model::{Counters, Direction, Impairments, Verdict};
 use anyhow::{bail, Context};
 use nix::errno::Errno;
@@ -403,11 +404,6 @@ impl Drop for Emulator {
             let _ = t.join();
         }
     }
-}
-
-/// Runs `ip` (or another tool) and fails with its stderr.
-fn sh(args: &[&str]) -> anyhow::Result<String> {
-    super::paths::sh(args)
 }
 
 impl Emulator {

@@ -18,8 +18,8 @@
 //! that the bottleneck and the loss act on single wire packets, never on 64 KB super-packets.
 
 use super::emu::Emulator;
-use anyhow::{anyhow, bail, Context};
-use std::process::Stdio;
+use super::programs::sh;
+use anyhow::{anyhow, bail};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use tokio::process::Command;
 
@@ -346,28 +346,6 @@ pub fn tbf_params(rate_bps: u64) -> (u64, u64, u64) {
 /// Whether this process may create namespaces.
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
-}
-
-/// Runs a command to completion, failing with its stderr.
-pub(super) fn sh(args: &[&str]) -> anyhow::Result<String> {
-    let out = std::process::Command::new(args[0])
-        .args(&args[1..])
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| {
-            format!(
-                "cannot run `{}` (apt-get install iproute2 iptables ethtool)",
-                args[0]
-            )
-        })?;
-    if !out.status.success() {
-        bail!(
-            "`{}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Names of the namespaces present on the machine that a bench created.
