@@ -84,14 +84,35 @@ fn the_receiver_counts_every_byte_sent() {
     assert_eq!(field(&recv, "bytes="), 3_000_000);
 }
 
+/// User plus system CPU time of process `pid`, in clock ticks.
+fn cpu_ticks(pid: &str) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) closed by ')': utime and stime
+    // are the 12th and 13th of them.
+    stat.rsplit_once(')')
+        .map(|(_, rest)| {
+            rest.split_whitespace()
+                .skip(11)
+                .take(2)
+                .filter_map(|v| v.parse::<u64>().ok())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
 #[test]
 fn a_stopped_receiver_reports_what_it_read() {
     let a = addr();
     let recv = Guard::spawn(&["recv", &a]);
     std::thread::sleep(Duration::from_millis(300));
     let _send = Guard::spawn(&["send", &a, "100000000000"]);
-    std::thread::sleep(Duration::from_millis(800));
     let pid = recv.0.as_ref().unwrap().id().to_string();
+    // Stopped once it is receiving, however long the machine takes to get there: an idle
+    // receiver burns no CPU, one that reads packets does (at most 30 s).
+    let start = std::time::Instant::now();
+    while cpu_ticks(&pid) < 10 && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     Command::new("kill").args(["-TERM", &pid]).status().unwrap();
     let recv = recv.output(Duration::from_secs(10));
     assert!(field(&recv, "bytes=") > 0);
