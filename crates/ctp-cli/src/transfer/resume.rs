@@ -291,6 +291,9 @@ mod tests {
         tokio::io::AsyncWriteExt::write_all(&mut f, &vec![3u8; BLOCK as usize + 10])
             .await
             .unwrap();
+        // A tokio file finishes a write in the background: flushed, it is on the file
+        // before the copy is offered (dropped unflushed, the offer could read it short).
+        tokio::io::AsyncWriteExt::flush(&mut f).await.unwrap();
         drop(f);
         let offer = p.offer(&entry).await.unwrap();
         assert_eq!(
