@@ -1,14 +1,15 @@
 //! The `ctp` binary end to end on loopback. Every child is killed at the end and every wait
 //! is bounded.
 
+mod common;
+
+use common::{free_udp_port, Guard, CTP};
 use std::io::{Read, Write};
 use std::net::UdpSocket;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-const CTP: &str = env!("CARGO_BIN_EXE_ctp");
 
 /// The configuration directory every `ctp` these tests run uses (its identity and known
 /// peers), one per test process, so that nothing lands in the user's own.
@@ -16,24 +17,6 @@ fn keys_dir() -> &'static Path {
     static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
     DIR.get_or_init(|| tempfile::tempdir().expect("a temporary directory"))
         .path()
-}
-
-/// Kills the child when dropped, so a failing test leaves no process behind.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Waits for `child` to exit, at most `limit`.
@@ -81,7 +64,7 @@ fn transfer_all(
     send_extra: &[&str],
     send_limit: Duration,
 ) -> (Output, Output) {
-    let listen = format!("127.0.0.1:{}", free_port());
+    let listen = format!("127.0.0.1:{}", free_udp_port());
     let mut recv_args = vec!["recv", "--listen", &listen, "--out", out.to_str().unwrap()];
     recv_args.push("--once");
     recv_args.extend_from_slice(recv_extra);
@@ -215,7 +198,7 @@ fn sender_fails_with_a_reason_when_the_receiver_dies_and_no_file_is_left() {
         .set_len(8 << 30)
         .unwrap();
     let dest = dir.path().join("copy.bin");
-    let port = free_port();
+    let port = free_udp_port();
     let listen = format!("127.0.0.1:{port}");
     let mut recv = spawn(&[
         "recv",
@@ -516,7 +499,7 @@ fn profile_files_and_explain_work_and_errors_name_the_line() {
         "name = \"bad\"\nbase = \"reliable\"\n[params]\nflow_windw = 64\n",
     )
     .unwrap();
-    let nobody = format!("127.0.0.1:{}", free_port());
+    let nobody = format!("127.0.0.1:{}", free_udp_port());
     let o = wait_output(
         spawn(&[
             "send",
@@ -562,8 +545,8 @@ fn send_and_recv_through_a_lossy_delaying_relay() {
     let src = dir.path().join("through-relay.bin");
     write_random(&src, 4 << 20);
     let out = dir.path().join("copy.bin");
-    let server = format!("127.0.0.1:{}", free_port());
-    let front = format!("127.0.0.1:{}", free_port());
+    let server = format!("127.0.0.1:{}", free_udp_port());
+    let front = format!("127.0.0.1:{}", free_udp_port());
     let recv = spawn(&[
         "recv",
         "--listen",
@@ -857,41 +840,29 @@ fn bench_namespaces(pid: u32) -> Vec<String> {
         .collect()
 }
 
-/// Root only: a veth path's namespaces exist while it runs and are gone afterwards, its loss
-/// rule really drops packets, a run longer than the cap is stopped and reports its progress,
-/// and SIGTERM tears the namespaces down and exits with 130.
-#[test]
-fn a_veth_bench_drops_packets_caps_runs_and_removes_its_namespaces() {
-    let _one_bench_at_a_time = bench_lock();
-    let tools = ["ip", "tc", "ethtool", "iptables"];
-    let missing: Vec<_> = tools
+/// Which of `tools` are not installed.
+fn missing_tools<'a>(tools: &[&'a str]) -> Vec<&'a str> {
+    tools
         .iter()
+        .copied()
         .filter(|t| {
             Command::new("which")
                 .arg(t)
                 .output()
                 .map_or(true, |o| !o.status.success())
         })
-        .collect();
-    if !is_root() || !missing.is_empty() {
-        eprintln!(
-            "\n*** SKIPPED a_veth_bench_drops_packets_caps_runs_and_removes_its_namespaces: \
-             {} ***\n",
-            if is_root() {
-                format!("{missing:?} not installed (apt-get install iproute2 ethtool iptables)")
-            } else {
-                "not root (veth paths need network namespaces)".to_string()
-            }
-        );
-        return;
-    }
-    // A 20 Mbit/s bottleneck with 5% loss: 8 MiB take over 3 s, beyond the 2 s cap.
+        .collect()
+}
+
+/// `ctp bench --json` of 8 MiB on `path` with a 2-s cap, to its end: its report. Every
+/// namespace it made is gone afterwards.
+fn capped_bench(path: &str) -> serde_json::Value {
     let g = spawn(&[
         "bench",
         "--bytes",
         "8MiB",
         "--paths",
-        "veth-20m-loss5",
+        path,
         "--peers",
         "",
         "--timeout",
@@ -901,30 +872,19 @@ fn a_veth_bench_drops_packets_caps_runs_and_removes_its_namespaces() {
     let pid = g.0.id();
     let o = wait_output(g, Duration::from_secs(60));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(
-        bench_namespaces(pid).is_empty(),
-        "{:?}",
-        bench_namespaces(pid)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let row = &v["paths"][0]["rows"][0];
-    assert_eq!(v["paths"][0]["path"], "veth-20m-loss5");
-    assert_eq!(row["name"], "ctp reliable");
-    assert_eq!(row["capped"], true, "{row}");
-    assert!(
-        row["status"].as_str().unwrap().starts_with("capped"),
-        "{row}"
-    );
-    assert!(row["goodput_mbps"].as_f64().unwrap() > 0.0, "{row}");
-    assert!(row["dropped_packets"].as_u64().unwrap() > 0, "{row}");
+    assert_no_namespaces(pid);
+    serde_json::from_slice(&o.stdout).unwrap()
+}
 
-    // Interrupted: namespaces exist while it runs, and SIGTERM removes them.
+/// A 64-MiB bench on `path`, returned once both of its namespaces exist and it ran
+/// `settle` more.
+fn running_bench(path: &str, settle: Duration) -> (Guard, u32) {
     let g = spawn(&[
         "bench",
         "--bytes",
         "64MiB",
         "--paths",
-        "veth-20m",
+        path,
         "--peers",
         "",
         "--timeout",
@@ -939,7 +899,13 @@ fn a_veth_bench_drops_packets_caps_runs_and_removes_its_namespaces() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    std::thread::sleep(Duration::from_millis(500));
+    std::thread::sleep(settle);
+    (g, pid)
+}
+
+/// SIGTERM to a bench running on `path` ends it with status 130 and removes its namespaces.
+fn sigterm_removes_the_namespaces(path: &str, settle: Duration) {
+    let (g, pid) = running_bench(path, settle);
     Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status()
@@ -951,11 +917,51 @@ fn a_veth_bench_drops_packets_caps_runs_and_removes_its_namespaces() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    assert_no_namespaces(pid);
+}
+
+fn assert_no_namespaces(pid: u32) {
     assert!(
         bench_namespaces(pid).is_empty(),
         "{:?}",
         bench_namespaces(pid)
     );
+}
+
+/// Root only: a veth path's namespaces exist while it runs and are gone afterwards, its loss
+/// rule really drops packets, a run longer than the cap is stopped and reports its progress,
+/// and SIGTERM tears the namespaces down and exits with 130.
+#[test]
+fn a_veth_bench_drops_packets_caps_runs_and_removes_its_namespaces() {
+    let _one_bench_at_a_time = bench_lock();
+    let missing = missing_tools(&["ip", "tc", "ethtool", "iptables"]);
+    if !is_root() || !missing.is_empty() {
+        eprintln!(
+            "\n*** SKIPPED a_veth_bench_drops_packets_caps_runs_and_removes_its_namespaces: \
+             {} ***\n",
+            if is_root() {
+                format!("{missing:?} not installed (apt-get install iproute2 ethtool iptables)")
+            } else {
+                "not root (veth paths need network namespaces)".to_string()
+            }
+        );
+        return;
+    }
+    // A 20 Mbit/s bottleneck with 5% loss: 8 MiB take over 3 s, beyond the 2 s cap.
+    let v = capped_bench("veth-20m-loss5");
+    let row = &v["paths"][0]["rows"][0];
+    assert_eq!(v["paths"][0]["path"], "veth-20m-loss5");
+    assert_eq!(row["name"], "ctp reliable");
+    assert_eq!(row["capped"], true, "{row}");
+    assert!(
+        row["status"].as_str().unwrap().starts_with("capped"),
+        "{row}"
+    );
+    assert!(row["goodput_mbps"].as_f64().unwrap() > 0.0, "{row}");
+    assert!(row["dropped_packets"].as_u64().unwrap() > 0, "{row}");
+
+    // Interrupted: namespaces exist while it runs, and SIGTERM removes them.
+    sigterm_removes_the_namespaces("veth-20m", Duration::from_millis(500));
 }
 
 /// Root only: an emulated long path (TUN devices and the bench's forwarder) drops packets
@@ -965,15 +971,7 @@ fn a_veth_bench_drops_packets_caps_runs_and_removes_its_namespaces() {
 #[test]
 fn an_emulated_bench_loses_caps_and_its_leftovers_are_cleaned_up() {
     let _one_bench_at_a_time = bench_lock();
-    let missing: Vec<_> = ["ip", "sysctl"]
-        .iter()
-        .filter(|t| {
-            Command::new("which")
-                .arg(t)
-                .output()
-                .map_or(true, |o| !o.status.success())
-        })
-        .collect();
+    let missing = missing_tools(&["ip", "sysctl"]);
     if !is_root() || !missing.is_empty() || !Path::new("/dev/net/tun").exists() {
         eprintln!(
             "\n*** SKIPPED an_emulated_bench_loses_caps_and_its_leftovers_are_cleaned_up: \
@@ -982,27 +980,7 @@ fn an_emulated_bench_loses_caps_and_its_leftovers_are_cleaned_up() {
         return;
     }
     // 20 Mbit/s, 40 ms RTT, 5% loss: 8 MiB take over 3 s, beyond the 2 s cap.
-    let g = spawn(&[
-        "bench",
-        "--bytes",
-        "8MiB",
-        "--paths",
-        "wan-20m-40ms-loss5",
-        "--peers",
-        "",
-        "--timeout",
-        "2",
-        "--json",
-    ]);
-    let pid = g.0.id();
-    let o = wait_output(g, Duration::from_secs(60));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(
-        bench_namespaces(pid).is_empty(),
-        "{:?}",
-        bench_namespaces(pid)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = capped_bench("wan-20m-40ms-loss5");
     let path = &v["paths"][0];
     let row = &path["rows"][0];
     assert_eq!(path["path"], "wan-20m-40ms-loss5");
@@ -1025,66 +1003,10 @@ fn an_emulated_bench_loses_caps_and_its_leftovers_are_cleaned_up() {
     assert_eq!(data["oversize"], 0, "{path}");
 
     // Interrupted: SIGTERM stops the forwarders and removes the namespaces.
-    let g = spawn(&[
-        "bench",
-        "--bytes",
-        "64MiB",
-        "--paths",
-        "mp-2x20m-40ms",
-        "--peers",
-        "",
-        "--timeout",
-        "30",
-    ]);
-    let pid = g.0.id();
-    let start = Instant::now();
-    while bench_namespaces(pid).len() < 2 {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "no namespaces appeared"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(1000));
-    Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status()
-        .unwrap();
-    let o = wait_output(g, Duration::from_secs(20));
-    assert_eq!(
-        o.status.code(),
-        Some(130),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(
-        bench_namespaces(pid).is_empty(),
-        "{:?}",
-        bench_namespaces(pid)
-    );
+    sigterm_removes_the_namespaces("mp-2x20m-40ms", Duration::from_millis(1000));
 
     // Killed outright: the namespaces stay, the TUN devices do not; --cleanup deletes them.
-    let mut g = spawn(&[
-        "bench",
-        "--bytes",
-        "64MiB",
-        "--paths",
-        "wan-20m-40ms",
-        "--peers",
-        "",
-        "--timeout",
-        "30",
-    ]);
-    let pid = g.0.id();
-    let start = Instant::now();
-    while bench_namespaces(pid).len() < 2 {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "no namespaces appeared"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(1000));
+    let (mut g, pid) = running_bench("wan-20m-40ms", Duration::from_millis(1000));
     g.0.kill().unwrap();
     g.0.wait().unwrap();
     let left = bench_namespaces(pid);
@@ -1103,11 +1025,7 @@ fn an_emulated_bench_loses_caps_and_its_leftovers_are_cleaned_up() {
     for ns in &left {
         assert!(out.contains(ns.as_str()), "{ns} not in: {out}");
     }
-    assert!(
-        bench_namespaces(pid).is_empty(),
-        "{:?}",
-        bench_namespaces(pid)
-    );
+    assert_no_namespaces(pid);
 }
 
 #[test]
@@ -1115,7 +1033,7 @@ fn recv_without_once_keeps_serving_files() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("in");
     std::fs::create_dir(&out).unwrap();
-    let listen = format!("127.0.0.1:{}", free_port());
+    let listen = format!("127.0.0.1:{}", free_udp_port());
     let recv = spawn(&[
         "recv",
         "--listen",
@@ -1146,7 +1064,7 @@ fn two_senders_of_one_name_never_both_succeed() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("in");
     std::fs::create_dir(&out).unwrap();
-    let listen = format!("127.0.0.1:{}", free_port());
+    let listen = format!("127.0.0.1:{}", free_udp_port());
     let recv = spawn(&["recv", "--listen", &listen, "--out", out.to_str().unwrap()]);
     std::thread::sleep(Duration::from_millis(300));
     let sources: Vec<_> = ["a", "b"]
@@ -1238,7 +1156,7 @@ fn udt_files_with_the_ctp_header_and_raw_files_arrive_verified() {
 
 #[test]
 fn perf_moves_exactly_the_bytes_asked_and_an_interrupted_receiver_reports_what_arrived() {
-    let listen = format!("127.0.0.1:{}", free_port());
+    let listen = format!("127.0.0.1:{}", free_udp_port());
     let recv = spawn(&["perf", "--listen", &listen, "--once", "--json"]);
     std::thread::sleep(Duration::from_millis(300));
     let s = wait_output(
@@ -1255,11 +1173,11 @@ fn perf_moves_exactly_the_bytes_asked_and_an_interrupted_receiver_reports_what_a
     }
 
     // A receiver stopped mid-stream prints what arrived so far, then exits with 130.
-    let listen = format!("127.0.0.1:{}", free_port());
+    let listen = format!("127.0.0.1:{}", free_udp_port());
     let recv = spawn(&["perf", "--listen", &listen, "--once", "--json"]);
     std::thread::sleep(Duration::from_millis(300));
     // Through a 20 Mbit/s relay, 64 MiB take half a minute: the stop comes first.
-    let relay_at = format!("127.0.0.1:{}", free_port());
+    let relay_at = format!("127.0.0.1:{}", free_udp_port());
     let relay = spawn(&[
         "relay", "--listen", &relay_at, "--to", &listen, "--rate", "20mbit",
     ]);
@@ -1407,7 +1325,7 @@ fn leftovers(dir: &Path) -> Vec<String> {
 
 /// Starts `ctp recv --raw --once` into `out`; returns it and its address.
 fn raw_receiver(out: &Path) -> (Guard, std::net::SocketAddr) {
-    let listen = format!("127.0.0.1:{}", free_port());
+    let listen = format!("127.0.0.1:{}", free_udp_port());
     let recv = spawn(&[
         "recv",
         "--listen",
@@ -1688,8 +1606,8 @@ fn a_relay_serves_several_clients_at_once() {
     std::fs::write(&b, b"the second client's file").unwrap();
     let out = dir.path().join("out");
     std::fs::create_dir(&out).unwrap();
-    let server = format!("127.0.0.1:{}", free_port());
-    let front = format!("127.0.0.1:{}", free_port());
+    let server = format!("127.0.0.1:{}", free_udp_port());
+    let front = format!("127.0.0.1:{}", free_udp_port());
     let recv = spawn(&["recv", "--listen", &server, "--out", out.to_str().unwrap()]);
     let relay = spawn(&[
         "relay", "--listen", &front, "--to", &server, "--delay", "5ms", "--json",
@@ -1743,7 +1661,7 @@ fn an_interrupted_receiver_or_sender_tells_its_peer_why_and_leaves_no_file() {
             .unwrap();
         let out = dir.path().join("in");
         std::fs::create_dir(&out).unwrap();
-        let listen = format!("127.0.0.1:{}", free_port());
+        let listen = format!("127.0.0.1:{}", free_udp_port());
         let recv = spawn(&[
             "recv",
             "--listen",
@@ -1754,7 +1672,7 @@ fn an_interrupted_receiver_or_sender_tells_its_peer_why_and_leaves_no_file() {
             "--json",
         ]);
         std::thread::sleep(Duration::from_millis(300));
-        let relay_at = format!("127.0.0.1:{}", free_port());
+        let relay_at = format!("127.0.0.1:{}", free_udp_port());
         let relay = spawn(&[
             "relay", "--listen", &relay_at, "--to", &listen, "--rate", "100mbit",
         ]);
@@ -1868,8 +1786,8 @@ fn send_through_relay(
     relay_extra: &[&str],
     meanwhile: impl FnOnce(),
 ) -> (Output, Output, u64) {
-    let server = format!("127.0.0.1:{}", free_port());
-    let front = format!("127.0.0.1:{}", free_port());
+    let server = format!("127.0.0.1:{}", free_udp_port());
+    let front = format!("127.0.0.1:{}", free_udp_port());
     let recv = spawn(&["recv", "--listen", &server, "--out", out, "--once"]);
     let mut relay_args = vec!["relay", "--listen", &front, "--to", &server, "--json"];
     relay_args.extend_from_slice(relay_extra);
@@ -2135,7 +2053,7 @@ fn a_hostile_manifest_cannot_write_outside_out() {
         ("link/sub", 1, "not a directory"),
         ("link", 1, "not a directory"),
     ] {
-        let listen = format!("127.0.0.1:{}", free_port());
+        let listen = format!("127.0.0.1:{}", free_udp_port());
         let recv = spawn(&[
             "recv",
             "--listen",
@@ -2276,7 +2194,7 @@ fn an_interrupted_transfer_resumes_from_the_verified_part_the_receiver_kept() {
         .unwrap()
         .subsec_nanos() as u64;
     let stop_at = 2 * MIB + seed % (10 * MIB);
-    let listen = format!("127.0.0.1:{}", free_port());
+    let listen = format!("127.0.0.1:{}", free_udp_port());
     let recv = spawn(&[
         "recv",
         "--listen",

@@ -2,53 +2,15 @@
 //! own configuration directory (`CTP_CONFIG_DIR`), is bounded in time and sends nothing
 //! off this machine.
 
+mod common;
+
+use common::{ctp, free_udp_port, CTP};
 use std::io::Read;
 use std::net::UdpSocket;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
-
-const CTP: &str = env!("CARGO_BIN_EXE_ctp");
-
-/// Runs `ctp ARGS` with `config` as its configuration directory; kills it after `limit`.
-fn ctp(config: &Path, args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(CTP)
-        .args(args)
-        .env("CTP_CONFIG_DIR", config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("ctp {args:?} did not exit within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_end(&mut stdout)
-        .unwrap();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_end(&mut stderr)
-        .unwrap();
-    Output {
-        status: child.wait().unwrap(),
-        stdout,
-        stderr,
-    }
-}
+use std::time::Duration;
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -338,14 +300,6 @@ fn send(config: &Path, file: &Path, port: u16, extra: &[&str]) -> Output {
     let mut args = vec!["send", file.to_str().unwrap(), &to];
     args.extend_from_slice(extra);
     ctp(config, &args, Duration::from_secs(30))
-}
-
-fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// The public key `ctp keygen` makes (or shows) in `config`.

@@ -3,28 +3,21 @@
 //! server`. Every process has its own configuration directory, is killed when its test
 //! ends, and every wait is bounded.
 
+mod common;
+
+use common::{ctp, free_tcp_port, free_udp_port, Guard, CTP};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const CTP: &str = env!("CARGO_BIN_EXE_ctp");
-
-/// A `ctp` process, killed when dropped; its stdout goes to a file.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start(config: &Path, stdout: &Path, args: &[&str]) -> Running {
-    Running(
+/// Starts `ctp ARGS` with `config` as its configuration directory and its stdout going to
+/// the file `stdout`; killed when the guard drops.
+fn start(config: &Path, stdout: &Path, args: &[&str]) -> Guard {
+    Guard(
         Command::new(CTP)
             .args(args)
             .env("CTP_CONFIG_DIR", config)
@@ -38,47 +31,11 @@ fn start(config: &Path, stdout: &Path, args: &[&str]) -> Running {
 
 /// Runs `ctp ARGS` to its end (at most 20 s); returns its status and standard error.
 fn run(config: &Path, args: &[&str]) -> (Option<i32>, String) {
-    let mut child = Command::new(CTP)
-        .args(args)
-        .env("CTP_CONFIG_DIR", config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("ctp {args:?} did not exit within 20 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    (child.wait().unwrap().code(), err)
-}
-
-fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn free_tcp_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    let o = ctp(config, args, Duration::from_secs(20));
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 /// Waits (at most 15 s) until something accepts TCP connections on `addr`.

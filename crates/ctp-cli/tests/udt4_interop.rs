@@ -8,14 +8,15 @@
 //! every wait is bounded; no assertion depends on speed (set-up order does not matter
 //! either: both programs retry their handshakes).
 
+mod common;
+
+use common::{free_udp_port, CTP};
 use std::io::{Read, Write};
-use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-const CTP: &str = env!("CARGO_BIN_EXE_ctp");
 /// Longest any one transfer may take.
 const LIMIT: Duration = Duration::from_secs(100);
 /// Size of the stream-mode transfers (the 256 MiB).
@@ -97,14 +98,6 @@ fn udtperf() -> Option<PathBuf> {
             None
         }
     }
-}
-
-fn free_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Waits (at most 10 s) until a UDP socket is bound to `port`, as `/proc/net/udp` shows
@@ -229,7 +222,7 @@ fn ctp_to_udt4(what: &str, len: u64, profile: &str, udt_opts: &[String], rendezv
     let dir = tempfile::tempdir().unwrap();
     let src = make_file(dir.path(), "src", len, 7);
     let out = dir.path().join("out");
-    let (port, local) = (free_port(), free_port());
+    let (port, local) = (free_udp_port(), free_udp_port());
     let mut uargs = udt_opts.to_vec();
     let mut extra = Vec::new();
     if rendezvous {
@@ -255,7 +248,7 @@ fn udt4_to_ctp(what: &str, len: u64, profile: &str, udt_opts: &[String], rendezv
     let dir = tempfile::tempdir().unwrap();
     let src = make_file(dir.path(), "src", len, 11);
     let out = dir.path().join("out");
-    let (port, local) = (free_port(), free_port());
+    let (port, local) = (free_udp_port(), free_udp_port());
     let mut uargs = udt_opts.to_vec();
     let mut extra = Vec::new();
     if rendezvous {
