@@ -136,19 +136,6 @@ pub struct ProxyClientArgs {
     pub transport: TransportArgs,
 }
 
-impl ProxyClientArgs {
-    /// What was asked about encryption and keys.
-    pub fn security(&self) -> keys::SecurityArgs {
-        keys::SecurityArgs {
-            insecure: self.security.insecure,
-            key: self.security.key.clone(),
-            peer_key: self.security.peer_key,
-            allow: None,
-            peer: Some(self.server.typed.clone()),
-        }
-    }
-}
-
 /// `ctp proxy server`.
 #[derive(Debug, Args)]
 pub struct ProxyServerArgs {
@@ -168,19 +155,6 @@ pub struct ProxyServerArgs {
     /// Transport options.
     #[command(flatten)]
     pub transport: TransportArgs,
-}
-
-impl ProxyServerArgs {
-    /// What was asked about encryption and keys.
-    pub fn security(&self) -> keys::SecurityArgs {
-        keys::SecurityArgs {
-            insecure: self.security.insecure,
-            key: self.security.key.clone(),
-            peer_key: None,
-            allow: self.security.allow.clone(),
-            peer: None,
-        }
-    }
 }
 
 /// `ctp completions`.
@@ -456,15 +430,16 @@ pub struct SendSecurityArgs {
     pub insecure: bool,
 }
 
-impl SendArgs {
-    /// What was asked about encryption and keys.
-    pub fn security(&self) -> keys::SecurityArgs {
+impl SendSecurityArgs {
+    /// What was asked about encryption and keys, by a side that connects to `peer` (the
+    /// address as typed, under which a first-use key is remembered).
+    pub fn for_peer(&self, peer: &Target) -> keys::SecurityArgs {
         keys::SecurityArgs {
-            insecure: self.security.insecure,
-            key: self.security.key.clone(),
-            peer_key: self.security.peer_key,
+            insecure: self.insecure,
+            key: self.key.clone(),
+            peer_key: self.peer_key,
             allow: None,
-            peer: Some(self.addr.typed.clone()),
+            peer: Some(peer.typed.clone()),
         }
     }
 }
@@ -516,14 +491,14 @@ pub struct RecvSecurityArgs {
     pub insecure: bool,
 }
 
-impl RecvArgs {
-    /// What was asked about encryption and keys.
-    pub fn security(&self) -> keys::SecurityArgs {
+impl RecvSecurityArgs {
+    /// What was asked about encryption and keys, by a side that listens.
+    pub fn for_listener(&self) -> keys::SecurityArgs {
         keys::SecurityArgs {
-            insecure: self.security.insecure,
-            key: self.security.key.clone(),
+            insecure: self.insecure,
+            key: self.key.clone(),
             peer_key: None,
-            allow: self.security.allow.clone(),
+            allow: self.allow.clone(),
             peer: None,
         }
     }

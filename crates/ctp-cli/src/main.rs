@@ -216,7 +216,7 @@ async fn send(a: SendArgs) -> Result<(), Failure> {
             .transpose()
             .map_err(|e| Failure::Usage(format!("--limit-rate: {e}")))?,
     };
-    let channel = security(a.security(), &mut profile)?.channel();
+    let channel = security(a.security.for_peer(&a.addr), &mut profile)?.channel();
     let ep = client_endpoint(a.addr.resolved, a.bind, t, &profile, channel).await?;
     let work = send_over(&ep, &a, &profile, &sources, &opts);
     until_interrupted(&ep, "the sender", work).await
@@ -324,7 +324,7 @@ async fn recv(a: RecvArgs) -> Result<(), Failure> {
     let t = a.transport.clone();
     let mut profile = reliable_profile(&t)?;
     check_output(&a.out)?;
-    let security = security(a.security(), &mut profile)?;
+    let security = security(a.security.for_listener(), &mut profile)?;
     let note = key_note(&security);
     let opts = endpoint_options(&t, &profile, a.rendezvous.is_none())?;
     let ep = Endpoint::bind(a.listen, with_channel(opts, security.channel()))

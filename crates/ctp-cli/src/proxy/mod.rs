@@ -173,7 +173,7 @@ async fn greet(conn: &Connection) -> Result<(), Failure> {
 
 async fn client(a: ProxyClientArgs) -> Result<(), Failure> {
     let mut profile = proxy_profile(&a.transport, a.cc.as_deref())?;
-    let security = crate::connect::security(a.security(), &mut profile)?;
+    let security = crate::connect::security(a.security.for_peer(&a.server), &mut profile)?;
     let listener = TcpListener::bind(a.listen)
         .await
         .with_context(|| format!("cannot listen on {} for SOCKS clients", a.listen))?;
@@ -297,7 +297,7 @@ async fn server(a: ProxyServerArgs) -> Result<(), Failure> {
         ));
     }
     let mut profile = proxy_profile(&a.transport, a.cc.as_deref())?;
-    let security = crate::connect::security(a.security(), &mut profile)?;
+    let security = crate::connect::security(a.security.for_listener(), &mut profile)?;
     let note = crate::connect::key_note(&security);
     let t = &a.transport;
     let opts =
