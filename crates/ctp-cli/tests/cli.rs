@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{free_udp_port, Guard, CTP};
+use common::{fill_pseudo_random, free_udp_port, Guard, CTP};
 use std::io::{Read, Write};
 use std::net::UdpSocket;
 use std::path::Path;
@@ -99,12 +99,7 @@ fn write_random(path: &Path, bytes: usize) {
     let mut buf = vec![0u8; 1 << 20];
     let mut left = bytes;
     while left > 0 {
-        for w in buf.chunks_exact_mut(8) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            w.copy_from_slice(&x.to_le_bytes());
-        }
+        fill_pseudo_random(&mut buf, &mut x);
         let n = left.min(buf.len());
         f.write_all(&buf[..n]).unwrap();
         left -= n;

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{ctp, free_tcp_port, free_udp_port, Guard, CTP};
+use common::{ctp, fill_pseudo_random, free_tcp_port, free_udp_port, Guard, CTP};
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -116,17 +116,9 @@ fn get(proxy: SocketAddr, http: SocketAddr) -> Vec<u8> {
 }
 
 fn body(len: usize) -> Arc<Vec<u8>> {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    Arc::new(
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect(),
-    )
+    let mut data = vec![0u8; len];
+    fill_pseudo_random(&mut data, &mut 0x9e37_79b9_7f4a_7c15);
+    Arc::new(data)
 }
 
 /// curl (when installed) and a SOCKS client fetch a file byte-exact through the proxy,

@@ -78,3 +78,14 @@ pub fn ctp(config: &Path, args: &[&str], limit: Duration) -> Output {
         stderr,
     }
 }
+
+/// Fills `buf` with xorshift64 output continuing from `state` (incompressible test data,
+/// the same for the same state).
+pub fn fill_pseudo_random(buf: &mut [u8], state: &mut u64) {
+    for w in buf.chunks_mut(8) {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        w.copy_from_slice(&state.to_le_bytes()[..w.len()]);
+    }
+}
