@@ -234,6 +234,9 @@ pub struct Scheduler {
     cfg: ScheduleConfig,
     blocks: BlockWindow,
     paths: Vec<Path>,
+    /// Scratch of [`Scheduler::choose_block`] (coded packets expected per open block),
+    /// kept so that choosing a packet's block allocates nothing.
+    expected: Vec<f64>,
 }
 
 impl Scheduler {
@@ -248,6 +251,7 @@ impl Scheduler {
         Scheduler {
             blocks: BlockWindow::new(cfg.max_blocks),
             paths: Vec::new(),
+            expected: Vec::new(),
             cfg,
         }
     }
@@ -325,7 +329,10 @@ impl Scheduler {
         if !allowed {
             return None;
         }
-        let block = match self.choose_block(path, now) {
+        let mut expected = std::mem::take(&mut self.expected);
+        let chosen = self.choose_block(path, now, &mut expected);
+        self.expected = expected;
+        let block = match chosen {
             Some(b) => b,
             // A failed path's probe carries something useful if anything is open.
             None if p.state == PathState::Failed && self.blocks.open_count() > 0 => {
@@ -361,7 +368,8 @@ impl Scheduler {
     }
 
     /// Algorithm 4: the block path `path` should send from, if any.
-    fn choose_block(&self, path: PathId, now: Instant) -> Option<u64> {
+    /// `cof` is scratch space (its contents are replaced).
+    fn choose_block(&self, path: PathId, now: Instant, cof: &mut Vec<f64>) -> Option<u64> {
         let first = self.blocks.current();
         let open = self.blocks.open_count();
         if open == 0 {
@@ -371,7 +379,8 @@ impl Scheduler {
         let my_rtt = me.rtt_us(&self.cfg);
         // When a packet sent now on this path would arrive (half a round trip from now).
         let my_arrival = now + Duration::from_micros(my_rtt / 2);
-        let mut cof = vec![0.0f64; open];
+        cof.clear();
+        cof.resize(open, 0.0);
         // The current block's expected arrivals that come no later than this path's would.
         let mut cof_first_sooner = 0.0f64;
         let (mut thru, mut sent) = (0.0f64, 0.0f64);
