@@ -49,6 +49,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const SPLICE_BUFFER: usize = 64 * 1024;
 /// Stream reset code: the TCP connection on the other side failed (reset or error).
 const RESET_TCP_FAILED: u64 = 1;
+/// Stream reset code: the stream is for a service the proxy server does not offer.
+const RESET_UNKNOWN_SERVICE: u64 = 2;
 
 /// Runs the client or the server side.
 pub async fn run(a: ProxyArgs) -> Result<(), Failure> {
@@ -358,7 +360,7 @@ async fn serve_connection(conn: Connection, json: bool) {
                 "{peer} opened a stream for service {:?}, not the proxy's: reset",
                 stream.service()
             );
-            let _ = stream.reset(RESET_TCP_FAILED);
+            let _ = stream.reset(RESET_UNKNOWN_SERVICE);
             continue;
         }
         tokio::spawn(async move {
