@@ -193,3 +193,15 @@ pub async fn interrupted() -> &'static str {
         _ = term => "SIGTERM",
     }
 }
+
+/// Tells the person at a listener where it listens, with which profile and key (nothing
+/// with `--json`): `ctp: {what}listening on ADDR (profile P; public key K)`.
+pub fn announce_listening(ep: &Endpoint, what: &str, t: &TransportArgs, key_note: &str) {
+    if !t.json {
+        eprintln!(
+            "ctp: {what}listening on {} (profile {}{key_note})",
+            ep.local_addr().map(|x| x.to_string()).unwrap_or_default(),
+            t.profile,
+        );
+    }
+}

@@ -24,8 +24,8 @@ use anyhow::{anyhow, Context};
 use clap::Parser;
 use cli::{Cli, Command, RecvArgs, SendArgs};
 use connect::{
-    client_endpoint, endpoint_options, interrupted, key_note, native_wire, open_connection,
-    reliable_profile, rendezvous, security, with_channel,
+    announce_listening, client_endpoint, endpoint_options, interrupted, key_note, native_wire,
+    open_connection, reliable_profile, rendezvous, security, with_channel,
 };
 use ctp::{Connection, Endpoint};
 use failure::Failure;
@@ -351,14 +351,7 @@ async fn receive_on(
         summary.print(t.json);
         return Ok(());
     }
-    if !t.json {
-        eprintln!(
-            "ctp: listening on {} (profile {}{})",
-            ep.local_addr().map(|x| x.to_string()).unwrap_or_default(),
-            t.profile,
-            key_note
-        );
-    }
+    announce_listening(ep, "", t, key_note);
     if a.once {
         let conn = ep
             .accept()

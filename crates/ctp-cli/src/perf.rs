@@ -130,14 +130,7 @@ async fn receive(
     let ep = Endpoint::bind(listen, opts)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
-    if !t.json {
-        eprintln!(
-            "ctp: perf listening on {} (profile {}{})",
-            ep.local_addr().map(|x| x.to_string()).unwrap_or_default(),
-            t.profile,
-            note
-        );
-    }
+    crate::connect::announce_listening(&ep, "perf ", t, &note);
     loop {
         let conn = tokio::select! {
             c = ep.accept() => c.ok_or_else(|| anyhow!("the endpoint closed"))?,

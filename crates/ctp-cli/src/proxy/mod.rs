@@ -325,14 +325,7 @@ async fn server(a: ProxyServerArgs) -> Result<(), Failure> {
     let ep = Endpoint::bind(a.listen, opts)
         .await
         .with_context(|| format!("cannot listen on {}", a.listen))?;
-    if !t.json {
-        eprintln!(
-            "ctp: proxy server listening on {} (profile {}{})",
-            ep.local_addr().map(|x| x.to_string()).unwrap_or_default(),
-            t.profile,
-            note
-        );
-    }
+    crate::connect::announce_listening(&ep, "proxy server ", t, &note);
     let json = t.json;
     while let Some(conn) = ep.accept().await {
         tokio::spawn(serve_connection(conn, json));
