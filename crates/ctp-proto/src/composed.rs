@@ -459,6 +459,8 @@ impl Engine {
                 Frame::CcMsg(m) => Event::CcMessage(m),
                 Frame::Cts(v) => Event::Cts(v),
                 Frame::Repair(f) => Event::RepairArrived(f),
+                Frame::Coded(f) => Event::CodedArrived(f),
+                Frame::CodedAck(f) => Event::CodedAckArrived(f),
                 Frame::StreamBarrier { stream, offset } => {
                     if !self.st.app.tx.raise_barrier(stream, offset) {
                         continue;
@@ -729,7 +731,9 @@ fn validate(frames: &[u8], seg_base: u64) -> Result<Validated<'_>, WireError> {
             Frame::Padding => padding = true,
             Frame::PathChallenge(t) => out.challenge = Some(t),
             Frame::PathResponse(t) => out.response = Some(t),
-            Frame::Ack(_) | Frame::Nak(_) | Frame::AckFloor(_) => feedback = true,
+            Frame::Ack(_) | Frame::Nak(_) | Frame::AckFloor(_) | Frame::CodedAck(_) => {
+                feedback = true
+            }
             _ => other = true,
         }
         match f {

@@ -47,6 +47,12 @@ pub struct ConnectionStats {
     pub fec_repairs_sent: u64,
     /// Segments rebuilt from repair frames.
     pub fec_recovered: u64,
+    /// Coded repair symbols sent (`coded`; its source symbols are the segments sent).
+    pub coded_repairs_sent: u64,
+    /// Segments decoded from coded repair symbols (`coded`).
+    pub coded_recovered: u64,
+    /// Coded symbols received that were combinations of those already held (`coded`).
+    pub coded_not_innovative: u64,
     /// Messages delivered after their playout time.
     pub late_deliveries: u64,
     /// Incomplete messages abandoned (unreliable profiles).

@@ -108,13 +108,15 @@ pub fn config(seed: u64) -> SimConfig {
     let access: Vec<Duration> = (0..n).map(|_| ms(range(&mut rng, 0.0, 20.0))).collect();
     // Big flows come from a stream of their own: the rest of the world is drawn as before.
     let mut big = ChaCha8Rng::seed_from_u64(seed ^ 0xB16_F10E5);
+    // So do the reliable flows that run `coded` instead (a third of them).
+    let mut coding = ChaCha8Rng::seed_from_u64(seed ^ 0xC0DED);
     let flows = (0..n)
         .map(|_| {
-            let profile = Profile::builtin(pick(
-                &mut rng,
-                &["reliable", "datagram", "udt", "udt-dgram"],
-            ))
-            .expect("a built-in profile");
+            let mut name = pick(&mut rng, &["reliable", "datagram", "udt", "udt-dgram"]);
+            if name == "reliable" && coding.next_u64() % 3 == 0 {
+                name = "coded";
+            }
+            let profile = Profile::builtin(name).expect("a built-in profile");
             let mut bytes = 1 + rng.next_u64() % 150_000;
             if big.next_u64() % BIG_ONE_IN == 0 {
                 bytes = bytes.max(big_flow(&mut big, big_cap));

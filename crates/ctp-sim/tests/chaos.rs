@@ -12,6 +12,7 @@ fn chaos_seeds_pass() {
     let mut failed = Vec::new();
     let (mut overshoot, mut excess, mut biggest) = (0, 0, 0);
     let (mut completed, mut failed_with_reason, mut flows) = (0, 0, 0);
+    let mut coded_completed = 0;
     let mut attacked = [0u64; 3];
     let (mut injected, mut forged, mut replayed) = (0, 0, 0);
     for seed in 0..n {
@@ -22,6 +23,7 @@ fn chaos_seeds_pass() {
             flows += 1;
             if f.completed {
                 completed += 1;
+                coded_completed += u64::from(f.profile == "coded");
                 biggest = biggest.max(f.bytes_delivered);
             } else {
                 failed_with_reason += 1;
@@ -56,6 +58,8 @@ fn chaos_seeds_pass() {
     // The campaign must exercise both outcomes and every attacker, or it checks less than it
     // claims.
     assert!(completed > flows / 2 && failed_with_reason > 0);
+    eprintln!("{coded_completed} `coded` flows completed");
+    assert!(coded_completed > 0, "the campaign runs the coded profile");
     if n >= 100 {
         assert!(attacked.iter().all(|&a| a > 0) && injected > 0);
     }

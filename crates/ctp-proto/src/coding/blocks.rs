@@ -237,15 +237,25 @@ impl BlockWindow {
         }
     }
 
+    /// The symbol block `id` sends next (`None` if it is not open).
+    pub fn peek_symbol(&self, id: u64) -> Option<Symbol> {
+        let b = self.get(id)?;
+        Some(if b.sources_sent < b.k {
+            Symbol::Source(b.sources_sent)
+        } else {
+            Symbol::Repair(b.repairs_sent)
+        })
+    }
+
     /// The symbol block `id` sends next, counted as sent (`None` if it is not open).
     pub fn take_symbol(&mut self, id: u64) -> Option<Symbol> {
+        let symbol = self.peek_symbol(id)?;
         let b = self.get_mut(id)?;
-        if b.sources_sent < b.k {
-            b.sources_sent += 1;
-            return Some(Symbol::Source(b.sources_sent - 1));
+        match symbol {
+            Symbol::Source(_) => b.sources_sent += 1,
+            Symbol::Repair(_) => b.repairs_sent = b.repairs_sent.saturating_add(1),
         }
-        b.repairs_sent = b.repairs_sent.saturating_add(1);
-        Some(Symbol::Repair(b.repairs_sent - 1))
+        Some(symbol)
     }
 }
 

@@ -215,6 +215,11 @@ impl<S: AsRef<[u8]>> Encoder<S> {
         self.symbols.len()
     }
 
+    /// The source symbols back (to reuse their buffers).
+    pub fn into_symbols(self) -> Vec<S> {
+        self.symbols
+    }
+
     /// Bytes per symbol.
     pub fn symbol_size(&self) -> usize {
         self.symbol_size

@@ -317,9 +317,9 @@ impl Scheduler {
         )
     }
 
-    /// The next packet path `path` should send at `now`, counted as sent; `None` when the
-    /// path has no token or no block needs a packet from it (or the path is unknown).
-    pub fn next(&mut self, path: PathId, now: Instant) -> Option<Transmit> {
+    /// The block path `path` would send from at `now`: `None` when the path has no token
+    /// or no block needs a packet from it (or the path is unknown).
+    fn choose(&mut self, path: PathId, now: Instant) -> Option<u64> {
         let mss = self.cfg.cc_config.mss;
         let p = self.paths.get(path)?;
         let allowed = match p.state {
@@ -332,14 +332,27 @@ impl Scheduler {
         let mut expected = std::mem::take(&mut self.expected);
         let chosen = self.choose_block(path, now, &mut expected);
         self.expected = expected;
-        let block = match chosen {
-            Some(b) => b,
+        match chosen {
+            Some(b) => Some(b),
             // A failed path's probe carries something useful if anything is open.
             None if p.state == PathState::Failed && self.blocks.open_count() > 0 => {
-                self.blocks.current()
+                Some(self.blocks.current())
             }
-            None => return None,
-        };
+            None => None,
+        }
+    }
+
+    /// What [`Scheduler::next`] would answer at `now` (block and symbol), counting nothing.
+    pub fn peek(&mut self, path: PathId, now: Instant) -> Option<(u64, Symbol)> {
+        let block = self.choose(path, now)?;
+        Some((block, self.blocks.peek_symbol(block)?))
+    }
+
+    /// The next packet path `path` should send at `now`, counted as sent; `None` when the
+    /// path has no token or no block needs a packet from it (or the path is unknown).
+    pub fn next(&mut self, path: PathId, now: Instant) -> Option<Transmit> {
+        let mss = self.cfg.cc_config.mss;
+        let block = self.choose(path, now)?;
         let symbol = self.blocks.take_symbol(block)?;
         let p = &mut self.paths[path];
         let seqno = p.loss.send();
@@ -510,6 +523,18 @@ impl Scheduler {
                 p.state = PathState::Failed;
             }
         }
+    }
+
+    /// The path's sequence numbers not yet resolved: `una .. nxt` (`None`: unknown path).
+    /// Acknowledgements of numbers outside it say nothing new.
+    pub fn unresolved(&self, path: PathId) -> Option<core::ops::Range<u64>> {
+        let p = self.paths.get(path)?;
+        Some(p.loss.seqno_una()..p.loss.seqno_nxt())
+    }
+
+    /// The pacing rate of the path's controller, bytes per second (0: unpaced).
+    pub fn pacing_rate(&self, path: PathId) -> u64 {
+        self.paths.get(path).map_or(0, |p| p.cc.pacing_rate())
     }
 
     /// Declares `path` failed (its interface went down): what it had out counts for

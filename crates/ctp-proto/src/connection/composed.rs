@@ -784,9 +784,10 @@ impl ComposedConnection {
         priority: u8,
         service: Option<u64>,
     ) -> Result<StreamId, WriteError> {
-        if !(self.micros.has(MicroId::Fifo) && self.micros.has(MicroId::Arq)) {
+        if !(self.micros.has(MicroId::Fifo) && self.micros.is_reliable()) {
             return Err(WriteError::NoStream(
-                "streams need an ordered, reliable profile (with `fifo` and `arq`)".into(),
+                "streams need an ordered, reliable profile (with `fifo`, and `arq` or `coded`)"
+                    .into(),
             ));
         }
         let id = stream_id(self.initiator, kind, self.opened[kind as usize]);

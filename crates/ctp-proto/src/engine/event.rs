@@ -7,6 +7,7 @@
 //! allocates.
 
 use super::segment::SegId;
+use crate::wire::coded::{CodedAckFrame, CodedFrame};
 use crate::wire::frame::{AckFrame, DataFrame, NakFrame, RepairFrame};
 use ctp_cc::time::Instant;
 use std::collections::VecDeque;
@@ -72,6 +73,10 @@ pub enum EventKind {
     SegmentAccepted,
     /// A forward-error-correction repair shard arrived.
     RepairArrived,
+    /// A `CODED` frame arrived: the coded symbol its packet carries.
+    CodedArrived,
+    /// A `CODED_ACK` frame arrived.
+    CodedAckArrived,
     /// A message was completely reassembled.
     MessageComplete,
     /// A complete message is urgent: ordering should let it pass.
@@ -183,6 +188,10 @@ pub enum Event<'a> {
     SegmentAccepted(DataFrame<'a>),
     /// See [`EventKind::RepairArrived`].
     RepairArrived(RepairFrame<'a>),
+    /// See [`EventKind::CodedArrived`].
+    CodedArrived(CodedFrame<'a>),
+    /// See [`EventKind::CodedAckArrived`].
+    CodedAckArrived(CodedAckFrame<'a>),
     /// See [`EventKind::MessageComplete`].
     MessageComplete(Reassembled),
     /// See [`EventKind::UrgentMessage`].
@@ -227,6 +236,8 @@ impl Event<'_> {
             Event::SegmentArrived(_) => EventKind::SegmentArrived,
             Event::SegmentAccepted(_) => EventKind::SegmentAccepted,
             Event::RepairArrived(_) => EventKind::RepairArrived,
+            Event::CodedArrived(_) => EventKind::CodedArrived,
+            Event::CodedAckArrived(_) => EventKind::CodedAckArrived,
             Event::MessageComplete(_) => EventKind::MessageComplete,
             Event::UrgentMessage(_) => EventKind::UrgentMessage,
             Event::UserRead => EventKind::UserRead,
@@ -276,6 +287,8 @@ impl<'a> Event<'a> {
             | Event::SegmentArrived(_)
             | Event::SegmentAccepted(_)
             | Event::RepairArrived(_)
+            | Event::CodedArrived(_)
+            | Event::CodedAckArrived(_)
             | Event::CcMessage(_)
             | Event::CongestionMessage(_) => return None,
             Event::UserData => Event::UserData,

@@ -4,7 +4,7 @@
 //! carrying the segment is acknowledged; until then the segment stays in memory and is put
 //! back on the send path (in a new packet, with a new packet number) after each loss.
 
-use super::decl::{MicroDecl, MicroId, Need};
+use super::decl::{Group, MicroDecl, MicroId, Need};
 use crate::engine::event::{Event, EventKind, HoldBit};
 use crate::engine::hold::{Barrier, Rearm};
 use crate::engine::{Cx, Microprotocol, Setup, SetupError};
@@ -21,6 +21,7 @@ pub const DECL: MicroDecl = MicroDecl {
             why: "retransmitted segments are recognised by their sequence numbers",
         },
     ],
+    groups: &[Group::Reliability],
     ..MicroDecl::new(MicroId::Arq)
 };
 

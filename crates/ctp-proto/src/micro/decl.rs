@@ -68,6 +68,7 @@ micro_ids! {
     Compression = 26, "compression", "per-segment LZ4 compression, only when it shrinks the packet; bounded decompression";
     Pmtud = 27, "pmtud", "path MTU discovery (DPLPMTUD): padded probes search up from 1200 bytes, black holes fall back";
     Secure = 28, "secure", "secure channel: Noise XX handshake (X25519, mutual authentication, forward secrecy), every packet encrypted and authenticated by an AEAD";
+    Coded = 29, "coded", "network-coded reliability (CTCP): systematic random linear coding over blocks of segments, degree-of-freedom acknowledgements, redundancy from the measured loss, token congestion control";
 }
 
 impl fmt::Display for MicroId {
@@ -116,6 +117,9 @@ groups! {
     FlowControl, "flow-control",
         "Flow control: each gates segments on the receiver's room.",
         "two flow-control microprotocols would both gate every segment";
+    Reliability, "reliability",
+        "Reliability: each makes sure every segment reaches the receiver, its own way.",
+        "`arq` retransmits what `coded` repairs with coded symbols: each would send for every loss";
     JitterControl, "jitter-control",
         "Jitter control: each schedules delivery by the passage of time.",
         "two jitter-control microprotocols would each impose their own schedule";

@@ -12,13 +12,14 @@
 //! and ordering treat them like any segment). Repair shards never reach the application.
 
 use super::decl::{Group, MicroDecl, MicroId, Need};
+use super::symbols::{frame_bytes, frame_in, shard_of};
 use crate::coding::rs::ReedSolomon;
 use crate::engine::event::{Event, EventKind, HoldBit};
 use crate::engine::hold::{Barrier, Rearm};
 use crate::engine::segment::SegId;
 use crate::engine::timer::TimerId;
 use crate::engine::{Cx, FrameWriter, Microprotocol, Setup, SetupError};
-use crate::wire::frame::{Frame, RepairFrame};
+use crate::wire::frame::RepairFrame;
 use core::time::Duration;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -65,23 +66,6 @@ pub struct Fec {
     recent: BTreeMap<u64, Vec<u8>>,
     blocks: BTreeMap<u64, RxBlock>,
     pool: Vec<Vec<u8>>,
-}
-
-/// The DATA frame a block protects. Both sides rebuild it from the segment number and
-/// payload, so the number is written whole (an offset from zero, not from the sender's first
-/// segment as on the wire): the frame must not depend on either side's numbering.
-fn frame_bytes(seq: u64, payload: &[u8], out: &mut Vec<u8>) {
-    out.clear();
-    Frame::emit_data_header(out, seq);
-    out.extend_from_slice(payload);
-}
-
-/// A shard: 2-byte length, the frame, zero padding to `len`.
-fn shard_of(frame: &[u8], len: usize, out: &mut Vec<u8>) {
-    out.clear();
-    out.extend_from_slice(&(frame.len() as u16).to_be_bytes());
-    out.extend_from_slice(frame);
-    out.resize(len, 0);
 }
 
 impl Fec {
@@ -268,12 +252,11 @@ impl Fec {
             let Some(s) = shards[i as usize].as_ref() else {
                 continue;
             };
-            let n = u16::from_be_bytes([s[0], s[1]]) as usize;
-            if n + 2 > s.len() {
+            let Some(frame) = frame_in(s) else {
                 continue;
-            }
+            };
             cx.st.stats.fec_recovered += 1;
-            cx.st.reinject.push(s[2..2 + n].to_vec());
+            cx.st.reinject.push(frame.to_vec());
         }
     }
 }

@@ -7,6 +7,7 @@ pub mod arq;
 pub mod built_in;
 pub mod causal;
 pub mod cc;
+pub mod coded;
 pub mod compression;
 pub mod decl;
 pub mod fec;
@@ -23,6 +24,7 @@ pub mod rts_cts;
 pub mod rtt;
 pub mod scp;
 pub mod sequencing;
+pub mod symbols;
 pub mod tfrc;
 pub mod window;
 pub mod xon_xoff;
@@ -100,6 +102,7 @@ any_micro! {
     NewReno(newreno::NewReno),
     KeepAlive(keepalive::KeepAlive),
     Fec(Box<fec::Fec>),
+    Coded(Box<coded::Coded>),
     Scp(scp::Scp),
     Tfrc(tfrc::Tfrc),
     XonXoff(xon_xoff::XonXoff),

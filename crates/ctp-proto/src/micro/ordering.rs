@@ -2,7 +2,7 @@
 //! sets it when the message's turn comes; the message reaches the application when every
 //! delivery bit (ordering, jitter control) is set, in whatever order.
 
-use super::decl::{Doubt, Group, MicroDecl, MicroId, Need};
+use super::decl::{Doubt, Group, MicroDecl, MicroId, Need, NeedOneOf};
 use crate::engine::event::{Event, EventKind, HoldBit};
 use crate::engine::hold::{Barrier, Rearm};
 use crate::engine::streams::Retired;
@@ -14,16 +14,14 @@ use std::collections::BTreeMap;
 
 /// The declaration of [`MicroId::Fifo`]: what it needs, excludes and reads.
 pub const FIFO_DECL: MicroDecl = MicroDecl {
-    needs: &[
-        Need {
-            micro: MicroId::Arq,
-            why: "in-order delivery waits for every message, so a lost one would stall it forever",
-        },
-        Need {
-            micro: MicroId::Sequencing,
-            why: "ordering needs duplicate-free segments",
-        },
-    ],
+    needs: &[Need {
+        micro: MicroId::Sequencing,
+        why: "ordering needs duplicate-free segments",
+    }],
+    needs_one_of: &[NeedOneOf {
+        group: Group::Reliability,
+        why: "in-order delivery waits for every message, so a lost one would stall it forever",
+    }],
     groups: &[Group::Delivery],
     ..MicroDecl::new(MicroId::Fifo)
 };

@@ -35,6 +35,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "unordered, unreliable messages; still congestion-controlled; encrypted (Noise XX, AEAD)",
     ),
     (
+        "coded",
+        "ordered, reliable byte stream and messages over network coding (CTCP): losses repaired by coded symbols, never retransmitted; token congestion control; encrypted",
+    ),
+    (
         "ctp-minimal",
         "CTP-Minimal: segmentation only; datagrams as they arrive, no guarantees",
     ),
@@ -100,6 +104,27 @@ impl Profile {
                 CongestionWindow,
                 Pacing,
                 NewReno,
+                KeepAlive,
+                Secure,
+            ]),
+            params: Params::default(),
+        }
+    }
+
+    /// The `coded` profile: `reliable`'s delivery, with retransmission, acknowledgement
+    /// tracking, the congestion window and pacing replaced by network coding (CTCP).
+    pub fn coded() -> Self {
+        use MicroId::*;
+        Profile {
+            name: "coded".into(),
+            micros: MicroSet::of(&[
+                Demux,
+                Integrity,
+                Setup,
+                Fragmentation,
+                Sequencing,
+                Fifo,
+                Coded,
                 KeepAlive,
                 Secure,
             ]),
@@ -195,6 +220,7 @@ impl Profile {
         match name {
             "reliable" => Ok(Self::reliable()),
             "datagram" => Ok(Self::datagram()),
+            "coded" => Ok(Self::coded()),
             "ctp-minimal" => Ok(Self::ctp_minimal()),
             "ctp-lossy-fifo" => Ok(Self::ctp_lossy_fifo()),
             "ctp-bulk" => Ok(Self::ctp_bulk()),
@@ -246,7 +272,7 @@ impl Profile {
 
     /// True when every segment is eventually delivered.
     pub fn is_reliable(&self) -> bool {
-        self.micros.has(MicroId::Arq)
+        self.micros.is_reliable()
     }
 
     /// Checks dependencies, conflicts and parameters.

@@ -5,9 +5,9 @@
 
 pub use crate::micro::decl::{Doubt, Group, MicroDecl, MicroId, Need, NeedOneOf};
 use crate::micro::{
-    ack_tracking, arq, built_in, causal, cc, compression, fec, flow_window, fragmentation, jitter,
-    keepalive, newreno, ordering, pacing, pmtud, rts_cts, rtt, scp, sequencing, tfrc, window,
-    xon_xoff,
+    ack_tracking, arq, built_in, causal, cc, coded, compression, fec, flow_window, fragmentation,
+    jitter, keepalive, newreno, ordering, pacing, pmtud, rts_cts, rtt, scp, sequencing, tfrc,
+    window, xon_xoff,
 };
 
 /// A set of microprotocols (a bitfield, as sent in the handshake).
@@ -93,6 +93,7 @@ pub const DECLS: &[&MicroDecl] = &[
     &compression::DECL,
     &pmtud::DECL,
     &built_in::SECURE_DECL,
+    &coded::DECL,
 ];
 
 // `DECLS[i]` declares `MicroId::ALL[i]`, whose bit is `i`, checked when the crate compiles:
@@ -110,6 +111,14 @@ impl MicroId {
     /// This microprotocol's declaration: what it needs, excludes and reads.
     pub fn decl(self) -> &'static MicroDecl {
         DECLS[self as usize]
+    }
+}
+
+impl MicroSet {
+    /// True when a member of the reliability group (`arq`, `coded`) makes sure every
+    /// segment is eventually delivered.
+    pub fn is_reliable(self) -> bool {
+        self.0 & Group::Reliability.members().0 != 0
     }
 }
 

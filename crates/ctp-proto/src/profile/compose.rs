@@ -32,6 +32,11 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
             AEAD_EXTRA
         } else {
             0
+        }
+        + if set.has(MicroId::Coded) {
+            micro::coded::CODED_OVERHEAD
+        } else {
+            0
         };
     let mut session = Session {
         max_segment_payload: p.max_udp_payload as usize - segment_overhead,
@@ -61,7 +66,7 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
         ..State::default()
     };
     let mut micros = Vec::new();
-    let reliable = set.has(MicroId::Arq);
+    let reliable = set.is_reliable();
     for m in set.iter() {
         let mut setup = Setup {
             holds: &mut st.holds,
@@ -104,6 +109,14 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
                 p.fec_k,
                 p.fec_m,
                 Duration::from_millis(p.fec_flush_ms as u64),
+            )?)),
+            MicroId::Coded => AnyMicro::Coded(Box::new(micro::coded::Coded::new(
+                &mut setup,
+                p.coded_k,
+                p.coded_blocks,
+                session.max_segment_payload,
+                cc_config(p),
+                ctp_cc::time::Instant::ZERO,
             )?)),
             MicroId::LossyFifo => AnyMicro::LossyFifo(micro::ordering::LossyFifo::new(
                 &mut setup,

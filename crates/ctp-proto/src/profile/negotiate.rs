@@ -41,6 +41,10 @@ pub fn encode_offer(out: &mut Vec<u8>, micros: MicroSet, p: &Params, isn: &Isn) 
     if micros.has(MicroId::Secure) {
         put(out, p.suites.into());
     }
+    if micros.has(MicroId::Coded) {
+        put(out, p.coded_k.into());
+        put(out, p.coded_blocks.into());
+    }
 }
 
 /// Decodes what [`encode_offer`] wrote; the remaining parameters are taken from `local`.
@@ -68,6 +72,11 @@ pub fn decode_offer(
     }
     if micros.has(MicroId::Secure) {
         p.suites = u8::try_from(r.varint()?).map_err(|_| WireError::Invalid("suites"))?;
+    }
+    if micros.has(MicroId::Coded) {
+        p.coded_k = u16::try_from(r.varint()?).map_err(|_| WireError::Invalid("coded_k"))?;
+        p.coded_blocks =
+            u16::try_from(r.varint()?).map_err(|_| WireError::Invalid("coded_blocks"))?;
     }
     Ok((micros, p, isn))
 }
@@ -133,6 +142,8 @@ pub fn negotiate(
     p.flow_window = asked.flow_window.min(local.flow_window);
     p.max_message = asked.max_message.min(local.max_message);
     p.idle_timeout_ms = asked.idle_timeout_ms.min(local.idle_timeout_ms);
+    p.coded_k = asked.coded_k.min(local.coded_k);
+    p.coded_blocks = asked.coded_blocks.min(local.coded_blocks);
     // The initiator chooses the algorithm; both sides run it for what they send.
     p.cc = asked.cc;
     p.cc_rate_kbps = asked.cc_rate_kbps;

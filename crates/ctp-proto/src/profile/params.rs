@@ -37,6 +37,11 @@ pub struct Params {
     pub fec_m: u8,
     /// A partial FEC block is encoded after this long, milliseconds.
     pub fec_flush_ms: u32,
+    /// Segments per `coded` block (1..=[`MAX_CODED_K`]; negotiated: the smaller side's).
+    pub coded_k: u16,
+    /// `coded` blocks open at once (negotiated: the smaller side's). With `coded_k` it
+    /// bounds what each side holds: `coded_k × coded_blocks` segments.
+    pub coded_blocks: u16,
     /// `fixed-interval` delivers one message per this many microseconds.
     pub jitter_interval_us: u32,
     /// `playout` delays every message by this many milliseconds after its sender timing.
@@ -53,6 +58,12 @@ pub struct Params {
     /// initiator offers these, the responder picks one of them it also allows.
     pub suites: u8,
 }
+
+/// Largest `coded_k`: a block is cut whole before its first symbol leaves, and the engine
+/// cuts at most twice this many segments ahead.
+pub const MAX_CODED_K: u16 = 64;
+/// Largest `coded_blocks`.
+pub const MAX_CODED_BLOCKS: u16 = 1024;
 
 /// Smallest flow window, segments.
 pub const MIN_FLOW_WINDOW: u32 = 16;
@@ -76,6 +87,8 @@ impl Default for Params {
             fec_k: 4,
             fec_m: 1,
             fec_flush_ms: 20,
+            coded_k: 32,
+            coded_blocks: 128,
             jitter_interval_us: 20_000,
             playout_delay_ms: 100,
             cc: CcKind::NewReno,
@@ -177,6 +190,12 @@ impl Params {
         }
         if self.fec_flush_ms == 0 || self.fec_flush_ms > 10_000 {
             return bad("fec_flush_ms", self.fec_flush_ms.into(), "1..=10000 ms");
+        }
+        if !(1..=MAX_CODED_K).contains(&self.coded_k) {
+            return bad("coded_k", self.coded_k.into(), "1..=64 segments per block");
+        }
+        if !(1..=MAX_CODED_BLOCKS).contains(&self.coded_blocks) {
+            return bad("coded_blocks", self.coded_blocks.into(), "1..=1024 blocks");
         }
         if self.jitter_interval_us == 0 {
             return bad("jitter_interval_us", 0, "at least 1 µs");

@@ -87,7 +87,7 @@ mod tests {
 
     /// Every pair of microprotocols that conflict (the central table's pairs before
     /// conflicts became exclusive groups), each in catalogue order.
-    const CONFLICTING_PAIRS: [(MicroId, MicroId); 17] = [
+    const CONFLICTING_PAIRS: [(MicroId, MicroId); 24] = [
         (Fifo, Unordered),
         (Fifo, LossyFifo),
         (Unordered, LossyFifo),
@@ -105,6 +105,13 @@ mod tests {
         (NewReno, Cc),
         (Scp, Cc),
         (Tfrc, Cc),
+        (Arq, Coded),
+        (NewReno, Coded),
+        (Fec, Coded),
+        (Scp, Coded),
+        (Tfrc, Coded),
+        (Cc, Coded),
+        (Compression, Coded),
     ];
 
     /// Each dependency rule, provoked by removing what it needs.
@@ -129,7 +136,6 @@ mod tests {
             (Arq, AckTracking),
             (Arq, Sequencing),
             (AckTracking, Rtt),
-            (Fifo, Arq),
             (Fifo, Sequencing),
             (LossyFifo, Sequencing),
             (Pmtud, AckTracking),
@@ -147,6 +153,7 @@ mod tests {
             (RtsCts, Sequencing),
             (Tfrc, Pacing),
             (Tfrc, AckTracking),
+            (Coded, Sequencing),
         ];
         for (micro, needs) in dependencies {
             let is_rule = |e: &ProfileError| matches!(e, ProfileError::Missing { micro: m, needs: n, .. } if *m == micro && *n == needs);
@@ -193,6 +200,18 @@ mod tests {
             for policy in [NewReno, Scp, Tfrc, Cc] {
                 assert!(!problems(broken.with(policy)).iter().any(is_rule));
             }
+        }
+        // In-order delivery needs something that makes sure every segment arrives.
+        let is_rule =
+            |e: &ProfileError| matches!(e, ProfileError::MissingOneOf { micro: Fifo, .. });
+        let found = problems(set(&[Fifo]));
+        let e = found
+            .iter()
+            .find(|e| is_rule(e))
+            .unwrap_or_else(|| panic!("fifo without reliability: {found:?}"));
+        assert!(e.to_string().contains("`arq`, `coded`"), "{e}");
+        for reliability in [Arq, Coded] {
+            assert!(!problems(set(&[Fifo, reliability])).iter().any(is_rule));
         }
         // The first problem is what `check_micros` reports.
         let broken = set(&[Fifo, NewReno]);
@@ -265,9 +284,18 @@ mod tests {
             .iter()
             .flat_map(|d| d.needs_one_of.iter().map(|o| (d.id, o.group)))
         {
-            let base = Profile::datagram().micros.without(NewReno);
-            let e = check_micros(base).unwrap_err();
-            assert!(matches!(e, ProfileError::MissingOneOf { .. }), "{e}");
+            // A valid builtin holding the microprotocol, minus every member of the group.
+            let base = BUILTIN
+                .iter()
+                .map(|b| Profile::builtin(b.0).unwrap().micros)
+                .find(|set| set.has(micro))
+                .map(|set| MicroSet(set.0 & !group.members().0))
+                .unwrap_or_else(|| panic!("no builtin holds {micro}"));
+            let found = problems(base);
+            let e = found
+                .iter()
+                .find(|e| matches!(e, ProfileError::MissingOneOf { micro: m, .. } if *m == micro))
+                .unwrap_or_else(|| panic!("{micro} without `{group}`: {found:?}"));
             let text = e.to_string();
             assert!(
                 group
@@ -276,7 +304,6 @@ mod tests {
                     .all(|o| text.contains(&format!("`{o}`"))),
                 "{text}"
             );
-            let _ = micro;
         }
         let both = Profile::ctp_video().micros.with(NewReno);
         assert!(matches!(

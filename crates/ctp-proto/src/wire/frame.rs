@@ -3,6 +3,7 @@
 //! A profile's packets carry only the frames its microprotocols use. `DATA` must be the last
 //! frame of a packet (it runs to the end), so it needs no length field.
 
+use super::coded::{CodedAckFrame, CodedFrame};
 use super::{varint, Reader, WireError};
 
 /// Most ranges one ACK or NAK frame may carry.
@@ -53,6 +54,11 @@ pub mod ty {
     /// The sender of a stream waits at its barrier: a stream id, then that barrier (asks
     /// for a barrier update that may have been lost).
     pub const STREAM_BLOCKED: u64 = 0x12;
+    /// The coded symbol a packet carries (the `coded` microprotocol): see
+    /// [`super::super::coded`].
+    pub const CODED: u64 = super::super::coded::CODED;
+    /// The receiver's degrees of freedom and the coded packets it received.
+    pub const CODED_ACK: u64 = super::super::coded::CODED_ACK;
 }
 
 /// Largest custom congestion-control message.
@@ -607,6 +613,10 @@ pub enum Frame<'a> {
     DataZ(CompressedFrame<'a>),
     /// A forward-error-correction repair shard.
     Repair(RepairFrame<'a>),
+    /// Which coded symbol the packet carries (and a repair symbol's bytes).
+    Coded(CodedFrame<'a>),
+    /// The receiver's degrees of freedom and coded packets received.
+    CodedAck(CodedAckFrame<'a>),
     /// A path-validation challenge.
     PathChallenge([u8; 8]),
     /// A path-validation response.
@@ -756,6 +766,8 @@ impl<'a> Frame<'a> {
                     shard,
                 })
             }
+            ty::CODED => Frame::Coded(CodedFrame::parse(r)?),
+            ty::CODED_ACK => Frame::CodedAck(CodedAckFrame::parse(r)?),
             other => return Err(WireError::Unknown("frame", other)),
         })
     }

@@ -4,6 +4,7 @@
 //! Parsing follows smoltcp's discipline: every read goes through a bounds-checked [`Reader`],
 //! so malformed input yields a [`WireError`], never a panic.
 
+pub mod coded;
 pub mod frame;
 pub mod header;
 pub mod sizes;

@@ -1,0 +1,679 @@
+//! Network-coded reliability (CTCP, paper 003): the `coded` microprotocol. It replaces
+//! retransmission and the congestion window of `reliable` with CTCP's sender loop
+//! ([`Scheduler`]: Algorithms 1–4) and the receiver's incremental decoding (Algorithm 5).
+//!
+//! **Sender.** Every segment is held at its send barrier by this microprotocol. Cut
+//! segments are grouped into blocks of `coded_k` in order (a block closes early, shorter,
+//! when the application has nothing more queued, so a lone message is not kept waiting);
+//! at most `coded_blocks` blocks are open. Each packet the scheduler allows carries one
+//! coded symbol, named by a `CODED` frame (path, coded sequence number, block, k, symbol):
+//! a block's first `k` are its segments themselves, released to the engine one by one as
+//! ordinary DATA frames (the code is systematic); the rest are repair symbols, random
+//! combinations of the block whose coefficients the receiver regenerates from the seed.
+//! A symbol is the segment's DATA frame, length-prefixed ([`super::symbols`]). Segments
+//! are done, and freed, when the receiver reports their block decoded; nothing is ever
+//! retransmitted. Packets are paced at the controller's rate.
+//!
+//! **Receiver.** Every source (DATA) and repair symbol of a block in the window goes into
+//! the block's [`Decoder`]; a source symbol is delivered at once by the ordinary receive
+//! path, and a segment that did not arrive is rebuilt as soon as the decoder has it and run
+//! through the receive path as if it had arrived (sequencing drops a late copy). Each coded
+//! packet received is acknowledged in a `CODED_ACK` frame (ranges of coded sequence numbers)
+//! with the oldest undecoded block and its degrees of freedom — the paper's per-packet ACK,
+//! batched to what arrived since the last packet went out.
+
+use super::decl::{Group, MicroDecl, MicroId, Need};
+use super::symbols::{frame_bytes, frame_in, shard_of, LENGTH_PREFIX};
+use crate::coding::blocks::Symbol;
+use crate::coding::rlnc::{CodedSymbol, Decoder, Encoder, Reception};
+use crate::coding::schedule::{DofAck, PathId, ScheduleConfig, Scheduler};
+use crate::engine::event::{Event, EventKind, HoldBit};
+use crate::engine::hold::{Barrier, Rearm};
+use crate::engine::segment::SegId;
+use crate::engine::timer::TimerId;
+use crate::engine::{Cx, FrameWriter, Microprotocol, Setup, SetupError, State};
+use crate::wire::coded::{CodedAckFrame, CodedFrame, SeqnoRange, MAX_RANGES};
+use core::time::Duration;
+use ctp_cc::pace::{PaceClock, Spacing};
+use ctp_cc::time::Instant;
+use std::collections::{BTreeMap, VecDeque};
+
+/// The declaration of [`MicroId::Coded`]: what it needs, excludes and reads.
+pub const DECL: MicroDecl = MicroDecl {
+    needs: &[Need {
+        micro: MicroId::Sequencing,
+        why: "a segment decoded from repair symbols may also arrive itself, and must not be delivered twice",
+    }],
+    groups: &[
+        Group::Reliability,
+        Group::CongestionPolicy,
+        Group::SegmentCoding,
+    ],
+    params: &["coded_k", "coded_blocks"],
+    ..MicroDecl::new(MicroId::Coded)
+};
+
+/// Bytes a packet gives up for coding: the `CODED` frame before a segment, and for a
+/// repair symbol the length prefix and segment-number width a symbol adds to the DATA
+/// frame it codes. Segments are cut this much shorter, so a repair packet is no larger than
+/// a source packet.
+pub const CODED_OVERHEAD: usize = CodedFrame::MAX_HEADER + LENGTH_PREFIX + 8;
+
+/// The sender's single path, in the scheduler's numbering.
+const PATH: PathId = 0;
+
+/// How often a sender with open blocks and tokens but nothing to send looks again (its
+/// packets grow stale, and a block that lost some then needs repairs).
+const RECHECK: Duration = Duration::from_millis(2);
+
+/// One open block at the sender.
+#[derive(Debug)]
+struct TxBlock {
+    id: u64,
+    segs: Vec<SegId>,
+    encoder: Encoder<Vec<u8>>,
+}
+
+/// One block in the receiver's window.
+#[derive(Debug)]
+struct RxBlock {
+    decoder: Decoder,
+    /// Source symbols that reached the receive path (arrived, or rebuilt and reinjected).
+    delivered: Vec<bool>,
+}
+
+/// A source symbol's `CODED` frame waiting for the DATA frame of its packet.
+#[derive(Clone, Copy, Debug)]
+struct PendingSource {
+    path: u64,
+    seqno: u64,
+    block: u64,
+    k: u16,
+    index: u16,
+}
+
+/// The coded packets lately received on one of the sender's paths.
+#[derive(Debug)]
+struct PathAcks {
+    path: u64,
+    /// Sequence numbers received, lowest first; the last [`ACK_HISTORY`] numbers are
+    /// acknowledged again with every new one, so one lost `CODED_ACK` costs the sender no
+    /// loss reports (each acknowledgement's loss would count as its packets' loss).
+    ranges: Vec<SeqnoRange>,
+    /// Something arrived since the last `CODED_ACK`.
+    fresh: bool,
+}
+
+/// How far below the largest sequence number received acknowledgements are repeated.
+const ACK_HISTORY: u64 = 64;
+
+/// The `coded` microprotocol (both directions).
+#[derive(Debug)]
+pub struct Coded {
+    send_bit: HoldBit,
+    done_bit: HoldBit,
+    dealloc_bit: HoldBit,
+    timer: TimerId,
+    k: u16,
+    symbol_size: usize,
+    mss: u64,
+    // Sender side.
+    sched: Scheduler,
+    /// Segments cut but in no block yet, in order.
+    waiting: VecDeque<SegId>,
+    open: VecDeque<TxBlock>,
+    pace: PaceClock,
+    /// A packet may leave now (computed where the time is known, for `owes_frames`).
+    ready: bool,
+    repair: Vec<u8>,
+    pool: Vec<Vec<u8>>,
+    // Receiver side.
+    max_blocks: u64,
+    rx: BTreeMap<u64, RxBlock>,
+    rx_current: u64,
+    pending: Option<PendingSource>,
+    /// Coded sequence numbers received lately, per path.
+    acks: Vec<PathAcks>,
+    frame: Vec<u8>,
+    shard: Vec<u8>,
+}
+
+impl Coded {
+    /// Blocks of `k` segments, `max_blocks` open at once; `segment_max` is the largest
+    /// segment payload, `mss` the largest packet the controller counts.
+    pub fn new(
+        setup: &mut Setup<'_>,
+        k: u16,
+        max_blocks: u16,
+        segment_max: usize,
+        cc_config: ctp_cc::Config,
+        now: Instant,
+    ) -> Result<Self, SetupError> {
+        if k == 0 || max_blocks == 0 {
+            return Err(SetupError::Invalid("coded block shape"));
+        }
+        // A symbol: length prefix, DATA type, the segment number (8 bytes at most), payload.
+        let symbol_size = LENGTH_PREFIX + 1 + 8 + segment_max;
+        let mut sched = Scheduler::new(ScheduleConfig {
+            max_blocks: max_blocks as usize,
+            cc_config,
+            ..ScheduleConfig::default()
+        });
+        sched.add_path(now);
+        Ok(Coded {
+            send_bit: setup.hold_bit(Barrier::Send, Rearm::Once)?,
+            done_bit: setup.hold_bit(Barrier::Done, Rearm::Once)?,
+            dealloc_bit: setup.hold_bit(Barrier::Deallocate, Rearm::Once)?,
+            timer: setup.timer()?,
+            k,
+            symbol_size,
+            mss: cc_config.mss.max(1),
+            sched,
+            waiting: VecDeque::new(),
+            open: VecDeque::new(),
+            pace: PaceClock::new(),
+            ready: false,
+            repair: vec![0; symbol_size],
+            pool: Vec::new(),
+            max_blocks: u64::from(max_blocks),
+            rx: BTreeMap::new(),
+            rx_current: 0,
+            pending: None,
+            acks: Vec::new(),
+            frame: Vec::new(),
+            shard: Vec::new(),
+        })
+    }
+
+    // ----- sender -----
+
+    /// Opens blocks from the waiting segments: whole ones, or a short one when the
+    /// application has nothing more queued.
+    fn open_blocks(&mut self, cx: &mut Cx<'_, '_>) {
+        while !self.waiting.is_empty() && !self.sched.blocks().is_full() {
+            let whole = self.waiting.len() >= self.k as usize;
+            // A short block only when nothing more is queued and the path has nothing else
+            // to send: a sender between two writes would otherwise cut many tiny blocks,
+            // each costing a repair symbol of its own.
+            if !whole && (!cx.st.app.tx.is_empty() || self.sched.peek(PATH, cx.now).is_some()) {
+                return;
+            }
+            let n = self.waiting.len().min(self.k as usize);
+            let segs: Vec<SegId> = self.waiting.drain(..n).collect();
+            let mut symbols = Vec::with_capacity(n);
+            for &seg in &segs {
+                let mut shard = self.pool.pop().unwrap_or_default();
+                match cx.st.segs.get_mut(seg) {
+                    Some(s) => {
+                        s.flatten_body();
+                        frame_bytes(s.seq, &s.payload, &mut self.frame);
+                        shard_of(&self.frame, LENGTH_PREFIX + self.frame.len(), &mut shard);
+                    }
+                    None => shard.clear(),
+                }
+                symbols.push(shard);
+            }
+            let (Ok(encoder), Ok(id)) = (
+                Encoder::new(symbols, self.symbol_size),
+                self.sched.open_block(n as u16),
+            ) else {
+                // Cannot happen: the shape was checked at set-up and the window has room.
+                return;
+            };
+            self.open.push_back(TxBlock { id, segs, encoder });
+        }
+    }
+
+    /// Whether segment `seg` waits only for this microprotocol's send bit.
+    fn only_mine(&self, seg: SegId, st: &State) -> bool {
+        st.segs
+            .get(seg)
+            .is_some_and(|s| s.holds.send & !(1 << self.send_bit) == 0)
+    }
+
+    fn block(&self, id: u64) -> Option<&TxBlock> {
+        open_block(&self.open, id)
+    }
+
+    /// Works out whether a packet may leave now, and arms the timer for the next moment
+    /// something may change.
+    fn refresh(&mut self, cx: &mut Cx<'_, '_>) {
+        let now = cx.now;
+        self.open_blocks(cx);
+        let rate = self.sched.pacing_rate(PATH);
+        let paced = self.pace.ready(now, rate, self.mss, Spacing::Trains);
+        let wanted = match self.sched.peek(PATH, now) {
+            Some((b, Symbol::Source(i))) => self
+                .block(b)
+                .and_then(|b| b.segs.get(i as usize))
+                .is_some_and(|&seg| self.only_mine(seg, cx.st)),
+            Some((_, Symbol::Repair(_))) => true,
+            None => false,
+        };
+        self.ready = paced && wanted;
+        let mut at = self.sched.poll_timeout();
+        let mut consider = |t: Instant| at = Some(at.map_or(t, |a| a.min(t)));
+        if wanted && !paced {
+            consider(self.pace.wake_at(rate, self.mss, Spacing::Trains));
+        } else if !wanted && self.sched.blocks().open_count() > 0 {
+            consider(now + RECHECK);
+        }
+        match at {
+            Some(t) => cx.set_timer(self.timer, t.max(now)),
+            None => cx.cancel_timer(self.timer),
+        }
+        self.publish_path(cx);
+    }
+
+    /// The scheduler's view of the path, for the engine's other users (close, keepalive,
+    /// statistics).
+    fn publish_path(&self, cx: &mut Cx<'_, '_>) {
+        if let Some(p) = self.sched.path_stats(PATH) {
+            if let Some(srtt) = p.srtt {
+                cx.st.path.srtt_us = srtt.as_micros() as u64;
+            }
+            cx.st.path.rto_us = p.rto.as_micros() as u64;
+            cx.st.path.cwnd = p.window * self.mss;
+            cx.st.path.bytes_in_flight = p.in_flight * self.mss;
+        }
+    }
+
+    fn send_symbol(&mut self, w: &mut FrameWriter<'_>, cx: &mut Cx<'_, '_>) {
+        let now = cx.now;
+        // Room for the frame and the largest symbol, as a source or as a repair.
+        if w.room() < CodedFrame::MAX_HEADER + 3 + self.symbol_size {
+            return;
+        }
+        let rate = self.sched.pacing_rate(PATH);
+        if !self.pace.ready(now, rate, self.mss, Spacing::Trains) {
+            return;
+        }
+        let seg = match self.sched.peek(PATH, now) {
+            Some((b, Symbol::Source(i))) => {
+                let Some(&seg) = self.block(b).and_then(|b| b.segs.get(i as usize)) else {
+                    return;
+                };
+                if !self.only_mine(seg, cx.st) {
+                    return;
+                }
+                Some(seg)
+            }
+            Some((_, Symbol::Repair(_))) => None,
+            None => return,
+        };
+        let Some(tx) = self.sched.next(PATH, now) else {
+            return;
+        };
+        let Some(block) = open_block(&self.open, tx.block) else {
+            return;
+        };
+        let k = block.encoder.k() as u16;
+        let mut frame = CodedFrame {
+            path: PATH as u64,
+            seqno: tx.seqno,
+            block: tx.block,
+            k,
+            symbol: 0,
+            payload: &[],
+        };
+        let bytes = match tx.symbol {
+            Symbol::Source(i) => {
+                frame.symbol = u64::from(i);
+                frame.emit(w.buf);
+                if let Some(seg) = seg {
+                    cx.release(seg, Barrier::Send, self.send_bit);
+                }
+                self.mss
+            }
+            Symbol::Repair(n) => {
+                if block.encoder.repair(n, &mut self.repair).is_err() {
+                    return;
+                }
+                frame.symbol = u64::from(k) + u64::from(n);
+                frame.payload = &self.repair;
+                frame.emit(w.buf);
+                cx.st.stats.coded_repairs_sent += 1;
+                self.repair.len() as u64
+            }
+        };
+        if let Some(gap) = self.pace.gap_us(bytes, rate) {
+            self.pace.delay(gap);
+        }
+        w.ack_eliciting = true;
+    }
+
+    fn on_ack(&mut self, a: CodedAckFrame<'_>, cx: &mut Cx<'_, '_>) {
+        let Some(unresolved) = usize::try_from(a.path)
+            .ok()
+            .and_then(|p| self.sched.unresolved(p).map(|r| (p, r)))
+        else {
+            cx.st.stats.malformed_dropped += 1;
+            return;
+        };
+        let (path, window) = unresolved;
+        let ack = |seqno| DofAck {
+            seqno,
+            current_block: a.current_block,
+            current_dofs: a.current_dofs as u32,
+        };
+        let mut any = false;
+        for r in a.ranges() {
+            // Only numbers still unresolved say anything (and bound the work a peer can ask).
+            let lo = r.lo.max(window.start);
+            let hi = r.hi.saturating_add(1).min(window.end);
+            for seqno in lo..hi {
+                self.sched.on_ack(path, cx.now, ack(seqno));
+                any = true;
+            }
+        }
+        if !any {
+            // Still news of the receiver's blocks.
+            self.sched
+                .on_ack(path, cx.now, ack(window.start.saturating_sub(1)));
+        }
+        self.free_decoded(cx);
+    }
+
+    /// Lets go of the segments of every block the receiver decoded.
+    fn free_decoded(&mut self, cx: &mut Cx<'_, '_>) {
+        let current = self.sched.blocks().current();
+        while self.open.front().is_some_and(|b| b.id < current) {
+            let Some(b) = self.open.pop_front() else {
+                break;
+            };
+            for &seg in &b.segs {
+                cx.release(seg, Barrier::Done, self.done_bit);
+                cx.release(seg, Barrier::Deallocate, self.dealloc_bit);
+            }
+            self.pool.extend(b.encoder.into_symbols());
+        }
+    }
+
+    // ----- receiver -----
+
+    fn on_coded(&mut self, f: CodedFrame<'_>, cx: &mut Cx<'_, '_>) {
+        if f.block >= self.rx_current + self.max_blocks {
+            // Beyond any window the sender may have open: not from a peer that follows
+            // the protocol.
+            cx.st.stats.malformed_dropped += 1;
+            return;
+        }
+        if let Some(index) = f.source_index() {
+            self.pending = Some(PendingSource {
+                path: f.path,
+                seqno: f.seqno,
+                block: f.block,
+                k: f.k,
+                index,
+            });
+            return;
+        }
+        let Some(seed) = f.repair_seed() else {
+            return;
+        };
+        if f.payload.len() != self.symbol_size {
+            cx.st.stats.malformed_dropped += 1;
+            return;
+        }
+        self.owe_ack(f.path, f.seqno);
+        if f.block < self.rx_current {
+            return; // decoded already
+        }
+        let Some(b) = self.rx_block(f.block, f.k, cx) else {
+            return;
+        };
+        match b.decoder.receive(CodedSymbol::Repair(seed), f.payload) {
+            Ok(Reception::Innovative) => self.deliver_decoded(f.block, cx),
+            Ok(Reception::NotInnovative) => cx.st.stats.coded_not_innovative += 1,
+            Err(_) => cx.st.stats.malformed_dropped += 1,
+        }
+    }
+
+    fn on_segment(&mut self, seq: u64, payload: &[u8], cx: &mut Cx<'_, '_>) {
+        let Some(p) = self.pending.take() else {
+            return; // rebuilt here, or not a coded packet
+        };
+        self.owe_ack(p.path, p.seqno);
+        if p.block < self.rx_current {
+            return;
+        }
+        frame_bytes(seq, payload, &mut self.frame);
+        if LENGTH_PREFIX + self.frame.len() > self.symbol_size {
+            cx.st.stats.malformed_dropped += 1;
+            return;
+        }
+        let mut shard = std::mem::take(&mut self.shard);
+        shard_of(&self.frame, self.symbol_size, &mut shard);
+        let Some(b) = self.rx_block(p.block, p.k, cx) else {
+            self.shard = shard;
+            return;
+        };
+        let symbol = CodedSymbol::Source(p.index as usize);
+        let received = b.decoder.receive(symbol, &shard);
+        self.shard = shard;
+        let Some(b) = self.rx.get_mut(&p.block) else {
+            return;
+        };
+        match received {
+            Ok(Reception::Innovative) => {
+                b.delivered[p.index as usize] = true;
+                self.deliver_decoded(p.block, cx);
+            }
+            Ok(Reception::NotInnovative) => {
+                b.delivered[p.index as usize] = true;
+                cx.st.stats.coded_not_innovative += 1;
+            }
+            Err(_) => cx.st.stats.malformed_dropped += 1,
+        }
+    }
+
+    /// The block's decoder, made on its first symbol (`None`, counted, when `k` disagrees
+    /// with what the block's earlier symbols said).
+    fn rx_block(&mut self, id: u64, k: u16, cx: &mut Cx<'_, '_>) -> Option<&mut RxBlock> {
+        let size = self.symbol_size;
+        if let std::collections::btree_map::Entry::Vacant(e) = self.rx.entry(id) {
+            e.insert(RxBlock {
+                decoder: Decoder::new(k as usize, size).ok()?,
+                delivered: vec![false; k as usize],
+            });
+        }
+        let b = self.rx.get_mut(&id)?;
+        if b.decoder.k() != k as usize {
+            cx.st.stats.malformed_dropped += 1;
+            return None;
+        }
+        Some(b)
+    }
+
+    /// Hands every newly decoded segment of block `id` to the receive path, and moves the
+    /// window past the blocks that are complete.
+    fn deliver_decoded(&mut self, id: u64, cx: &mut Cx<'_, '_>) {
+        if let Some(b) = self.rx.get_mut(&id) {
+            for i in 0..b.delivered.len() {
+                if b.delivered[i] || !b.decoder.is_decoded(i) {
+                    continue;
+                }
+                b.delivered[i] = true;
+                if let Some(frame) = b.decoder.symbol(i).and_then(frame_in) {
+                    cx.st.stats.coded_recovered += 1;
+                    cx.st.reinject.push(frame.to_vec());
+                }
+            }
+        }
+        while self
+            .rx
+            .get(&self.rx_current)
+            .is_some_and(|b| b.decoder.is_complete())
+        {
+            self.rx.remove(&self.rx_current);
+            self.rx_current += 1;
+        }
+    }
+
+    fn owe_ack(&mut self, path: u64, seqno: u64) {
+        let i = match self.acks.iter().position(|a| a.path == path) {
+            Some(i) => i,
+            None => {
+                self.acks.push(PathAcks {
+                    path,
+                    ranges: Vec::new(),
+                    fresh: false,
+                });
+                self.acks.len() - 1
+            }
+        };
+        let a = &mut self.acks[i];
+        insert_seqno(&mut a.ranges, seqno);
+        a.fresh = true;
+        // Forget what lies beyond the history (and beyond the ranges a frame carries).
+        let largest = a.ranges.last().map_or(0, |r| r.hi);
+        let floor = largest.saturating_sub(ACK_HISTORY);
+        a.ranges.retain(|r| r.hi >= floor);
+        if let Some(first) = a.ranges.first_mut() {
+            first.lo = first.lo.max(floor);
+        }
+        let excess = a.ranges.len().saturating_sub(MAX_RANGES);
+        a.ranges.drain(..excess);
+    }
+
+    fn write_acks(&mut self, w: &mut FrameWriter<'_>) {
+        let dofs = self
+            .rx
+            .get(&self.rx_current)
+            .map_or(0, |b| b.decoder.rank() as u64);
+        for a in self.acks.iter_mut().filter(|a| a.fresh) {
+            if w.room() < CodedAckFrame::max_len(a.ranges.len()) {
+                return;
+            }
+            CodedAckFrame::emit(w.buf, a.path, self.rx_current, dofs, &a.ranges);
+            a.fresh = false;
+        }
+    }
+}
+
+/// Open block `id` at the sender.
+fn open_block(open: &VecDeque<TxBlock>, id: u64) -> Option<&TxBlock> {
+    let first = open.front()?.id;
+    open.get(id.checked_sub(first)? as usize)
+}
+
+/// Adds `seqno` to ranges kept lowest first and not touching.
+fn insert_seqno(ranges: &mut Vec<SeqnoRange>, seqno: u64) {
+    // The common case: at or just past the end.
+    if let Some(last) = ranges.last_mut() {
+        if seqno == last.hi + 1 {
+            last.hi = seqno;
+            return;
+        }
+        if seqno > last.hi {
+            ranges.push(SeqnoRange {
+                lo: seqno,
+                hi: seqno,
+            });
+            return;
+        }
+    } else {
+        ranges.push(SeqnoRange {
+            lo: seqno,
+            hi: seqno,
+        });
+        return;
+    }
+    let i = ranges.partition_point(|r| r.hi < seqno);
+    if ranges[i].lo <= seqno {
+        return; // already there
+    }
+    let joins_before = i > 0 && ranges[i - 1].hi + 1 == seqno;
+    let joins_after = ranges[i].lo == seqno + 1;
+    match (joins_before, joins_after) {
+        (true, true) => {
+            ranges[i - 1].hi = ranges[i].hi;
+            ranges.remove(i);
+        }
+        (true, false) => ranges[i - 1].hi = seqno,
+        (false, true) => ranges[i].lo = seqno,
+        (false, false) => ranges.insert(
+            i,
+            SeqnoRange {
+                lo: seqno,
+                hi: seqno,
+            },
+        ),
+    }
+}
+
+impl Microprotocol for Coded {
+    fn bindings(&self) -> &'static [EventKind] {
+        &[
+            EventKind::UserData,
+            EventKind::SegmentReady,
+            EventKind::PacketSent,
+            EventKind::PacketReceived,
+            EventKind::SegmentArrived,
+            EventKind::CodedArrived,
+            EventKind::CodedAckArrived,
+        ]
+    }
+
+    fn handle<'a>(&mut self, ev: &Event<'a>, cx: &mut Cx<'_, 'a>) {
+        match *ev {
+            Event::SegmentReady {
+                seg,
+                retransmit: false,
+            } => {
+                self.waiting.push_back(seg);
+                self.refresh(cx);
+            }
+            Event::UserData | Event::PacketSent(_) => self.refresh(cx),
+            Event::PacketReceived { .. } => self.pending = None,
+            Event::SegmentArrived(d) => self.on_segment(d.seg, d.payload(), cx),
+            Event::CodedArrived(f) => self.on_coded(f, cx),
+            Event::CodedAckArrived(a) => {
+                self.on_ack(a, cx);
+                self.refresh(cx);
+            }
+            _ => {}
+        }
+    }
+
+    fn on_timer(&mut self, _t: TimerId, cx: &mut Cx<'_, '_>) {
+        self.sched.on_timer(cx.now);
+        self.refresh(cx);
+    }
+
+    fn writes_frames(&self) -> bool {
+        true
+    }
+
+    fn owes_frames(&self, _st: &State) -> bool {
+        self.ready || self.acks.iter().any(|a| a.fresh)
+    }
+
+    fn write_frames(&mut self, w: &mut FrameWriter<'_>, cx: &mut Cx<'_, '_>) {
+        self.write_acks(w);
+        self.send_symbol(w, cx);
+        self.ready = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(lo: u64, hi: u64) -> SeqnoRange {
+        SeqnoRange { lo, hi }
+    }
+
+    #[test]
+    fn received_numbers_become_ranges_lowest_first() {
+        let mut v = Vec::new();
+        for s in [5, 6, 7, 10, 9, 2, 7, 8, 3, 0] {
+            insert_seqno(&mut v, s);
+        }
+        assert_eq!(v, [r(0, 0), r(2, 3), r(5, 10)]);
+        insert_seqno(&mut v, 1);
+        assert_eq!(v, [r(0, 3), r(5, 10)]);
+        insert_seqno(&mut v, 4);
+        assert_eq!(v, [r(0, 10)]);
+    }
+}
