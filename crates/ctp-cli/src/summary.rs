@@ -57,6 +57,12 @@ pub struct Summary {
     /// sender's; "unverified": nothing proves it (a `--raw` stream on the UDT4 wire, which
     /// has neither an end-of-stream mark nor a way back for a checksum).
     pub complete: &'static str,
+    /// Coded repair symbols this side sent (`coded` profile; 0 otherwise).
+    pub repair_symbols: u64,
+    /// Segments this side decoded from repair symbols (`coded` profile; 0 otherwise).
+    pub decoded_segments: u64,
+    /// Bytes this side put on the wire (headers, acknowledgements and repairs included).
+    pub wire_bytes: u64,
     /// The performance monitor at the end (`--stats`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub perf: Option<PerfReport>,
@@ -115,6 +121,9 @@ impl Summary {
             spurious_losses: m.stats.spurious_losses,
             timeouts: m.stats.rto_expiries,
             rtt_ms: m.stats.srtt_us as f64 / 1000.0,
+            repair_symbols: m.stats.coded_repairs_sent,
+            decoded_segments: m.stats.coded_recovered,
+            wire_bytes: m.stats.bytes_sent,
             checksum: hex(m.checksum),
             complete: "verified",
             perf: None,
@@ -181,6 +190,14 @@ impl Summary {
             self.rtt_ms,
             self.profile
         );
+        if self.repair_symbols > 0 || self.decoded_segments > 0 {
+            outln!(
+                "coding: {} repair symbols sent, {} segments decoded from repairs, {} on the wire",
+                self.repair_symbols,
+                self.decoded_segments,
+                human_bytes(self.wire_bytes)
+            );
+        }
         if !self.checksum.is_empty() {
             outln!("blake3 {}", self.checksum);
         }
@@ -284,6 +301,9 @@ mod tests {
             "spurious_losses",
             "timeouts",
             "rtt_ms",
+            "repair_symbols",
+            "decoded_segments",
+            "wire_bytes",
             "checksum",
             "complete",
         ] {

@@ -125,6 +125,8 @@ pub struct Coded {
     pace: PaceClock,
     /// A packet may leave now (computed where the time is known, for `owes_frames`).
     ready: bool,
+    /// Losses (and timeouts) of the scheduler's path already counted in the statistics.
+    lost_reported: u64,
     repair: Vec<u8>,
     pool: Vec<Vec<u8>>,
     // Receiver side.
@@ -157,6 +159,11 @@ impl Coded {
         let mut sched = Scheduler::new(ScheduleConfig {
             max_blocks: max_blocks as usize,
             cc_config,
+            // The paper's rule: a block is sent for its expected arrivals, no margin. A
+            // block that comes up short waits a round trip for its last symbols, while the
+            // other open blocks keep the path busy; a margin sent 35 % more repairs at 5 %
+            // loss (most of them arriving at blocks already decoded) for no goodput.
+            margin_sd: 0.0,
             ..ScheduleConfig::default()
         });
         sched.add_path(now);
@@ -173,6 +180,7 @@ impl Coded {
             open: VecDeque::new(),
             pace: PaceClock::new(),
             ready: false,
+            lost_reported: 0,
             repair: vec![0; symbol_size],
             pool: Vec::new(),
             max_blocks: u64::from(max_blocks),
@@ -267,8 +275,11 @@ impl Coded {
 
     /// The scheduler's view of the path, for the engine's other users (close, keepalive,
     /// statistics).
-    fn publish_path(&self, cx: &mut Cx<'_, '_>) {
+    fn publish_path(&mut self, cx: &mut Cx<'_, '_>) {
         if let Some(p) = self.sched.path_stats(PATH) {
+            let lost = p.lost + p.timeouts;
+            cx.st.stats.packets_lost += lost.saturating_sub(self.lost_reported);
+            self.lost_reported = lost;
             if let Some(srtt) = p.srtt {
                 cx.st.path.srtt_us = srtt.as_micros() as u64;
             }
