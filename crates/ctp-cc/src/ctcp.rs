@@ -88,6 +88,8 @@ pub struct LossRates {
     p_stdlong: f64,
     short_gain: f64,
     long_gain: f64,
+    /// Packet outcomes folded since the estimates started (or were reset).
+    outcomes: u64,
 }
 
 impl Default for LossRates {
@@ -114,6 +116,7 @@ impl LossRates {
             p_stdlong: 0.0,
             short_gain: clamp(short_gain, SHORT_GAIN),
             long_gain: clamp(long_gain, LONG_GAIN),
+            outcomes: 0,
         }
     }
 
@@ -129,6 +132,7 @@ impl LossRates {
         let deviation = (self.p - self.p_long).abs();
         self.p_stdlong =
             (self.p_stdlong * (1.0 - self.long_gain) + self.long_gain * deviation).clamp(0.0, 1.0);
+        self.outcomes = self.outcomes.saturating_add(losses).saturating_add(1);
     }
 
     /// Back to the defaults (the paper resets the estimates after a timeout).
@@ -144,6 +148,18 @@ impl LossRates {
     /// Long-term loss rate `p_long`.
     pub fn p_long(&self) -> f64 {
         self.p_long
+    }
+
+    /// `p_long` without the bias of its start at 0: divided by the weight its `n` outcomes
+    /// so far carry, `1 − (1−ν)^n` (as Adam's moment estimates are), so that a path's first
+    /// few hundred packets are not planned as if it lost almost nothing. The same as
+    /// `p_long` once `n` is several times `1/ν`.
+    pub fn p_long_unbiased(&self) -> f64 {
+        let weight = 1.0 - (1.0 - self.long_gain).powf(self.outcomes as f64);
+        if weight <= 0.0 {
+            return 0.0;
+        }
+        (self.p_long / weight).clamp(0.0, 1.0)
     }
 
     /// Long-term mean deviation of `p` from `p_long` (the paper's `p_stdlong`).

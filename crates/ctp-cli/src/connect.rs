@@ -16,7 +16,7 @@ pub fn reliable_profile(t: &TransportArgs) -> Result<Profile, Failure> {
     let mut p = crate::profiles::resolve(&t.profile)?;
     if !p.is_reliable() {
         return Err(Failure::Usage(format!(
-            "profile `{}` is not reliable, so a file could arrive with holes; use --profile reliable",
+            "profile `{}` is not reliable, so data could arrive with holes; use --profile reliable (or coded)",
             t.profile
         )));
     }

@@ -79,3 +79,66 @@ fn redundancy_follows_the_loss_rate() {
         "more loss, more repairs: {low:.3} then {high:.3}"
     );
 }
+
+/// A receiver that does not read for a while: repairs are not decoded into a full receive
+/// buffer, nothing breaks the receiver's memory bound (which would close the connection
+/// as a protocol violation), and everything arrives once the reader wakes up — over a
+/// lossy link, so that repairs are in play throughout.
+#[test]
+fn a_slow_reader_bounds_what_the_receiver_holds() {
+    let client = ctp_proto::EndpointConfig::new([1; 32], [2; 32]);
+    let mut server = ctp_proto::EndpointConfig::new([3; 32], [4; 32]);
+    server.accept = true;
+    server.params.recv_buffer = 256 << 10;
+    let mut p = Pair::with_configs(40, client, server);
+    let link = LinkModel {
+        loss: 0.05,
+        delay: Duration::from_millis(5),
+        ..LinkModel::default()
+    };
+    p.to_server = link;
+    p.to_client = link;
+    let (c, s) = connect(&mut p, &Profile::coded());
+    let payload = data(2 << 20, 11);
+    let mut written = 0;
+    let start = p.now;
+    // Five virtual seconds without a read.
+    p.run_until(Duration::from_secs(5), |p| {
+        if let Some(conn) = p.client.connection_mut(c) {
+            while written < payload.len() {
+                match conn.stream_write(p.now, &payload[written..]) {
+                    Ok(n) => written += n,
+                    Err(_) => break,
+                }
+            }
+        }
+        false
+    });
+    assert!(p.now >= start + Duration::from_secs(5));
+    let rx = p.server.connection(s).unwrap().stats();
+    assert_eq!(rx.protocol_violations, 0);
+    assert!(
+        rx.app_bytes_delivered <= 256 << 10,
+        "{} bytes delivered to a reader that never read",
+        rx.app_bytes_delivered
+    );
+    let (got, eof) = stream_transfer(&mut p, c, s, &payload[written..], Duration::from_secs(300));
+    let tx = p.client.connection(c).map(|c| (c.state(), c.stats()));
+    let rx2 = p.server.connection(s).map(|c| (c.state(), c.stats()));
+    assert!(
+        eof,
+        "the stream ended: {} of {} bytes; sender {tx:?}; receiver {rx2:?}",
+        got.len(),
+        payload.len()
+    );
+    assert!(
+        got == payload,
+        "byte-exact after the reader woke up: {} of {}",
+        got.len(),
+        payload.len()
+    );
+    assert_eq!(
+        p.server.connection(s).unwrap().stats().protocol_violations,
+        0
+    );
+}

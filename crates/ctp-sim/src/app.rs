@@ -142,8 +142,8 @@ pub struct FlowResult {
     pub segments_sent: u64,
     /// Retransmitted segments.
     pub retransmissions: u64,
-    /// Forward-error-correction repair packets sent.
-    pub fec_repairs_sent: u64,
+    /// Repair packets sent: forward-error-correction shards or coded repair symbols.
+    pub repairs_sent: u64,
     /// Most bytes the sender's connection held in its buffers at once.
     pub peak_sender_buffered: u64,
     /// Most bytes the receiver's connection held in its buffers at once.

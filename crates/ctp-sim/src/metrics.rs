@@ -282,7 +282,7 @@ pub fn compute(r: &RunResult, bottleneck_bps: u64) -> RunMetrics {
                 loss_rate: f.packets_lost as f64 / f.packets_sent.max(1) as f64,
                 retransmission_rate: f.retransmissions as f64 / f.segments_sent.max(1) as f64,
                 bytes_delivered: f.bytes_delivered,
-                redundancy_overhead: f.fec_repairs_sent as f64 / f.segments_sent.max(1) as f64,
+                redundancy_overhead: f.repairs_sent as f64 / f.segments_sent.max(1) as f64,
                 on_time_ratio: (f.msgs_sent > 0)
                     .then(|| f.msgs_on_time as f64 / f.msgs_sent as f64),
                 mean_latency_ms: (f.msgs_delivered > 0)

@@ -869,7 +869,7 @@ impl World {
                 app.res.packets_lost = s.packets_lost;
                 app.res.segments_sent = s.segments_sent;
                 app.res.retransmissions = s.retransmissions;
-                app.res.fec_repairs_sent = s.fec_repairs_sent;
+                app.res.repairs_sent = s.fec_repairs_sent + s.coded_repairs_sent;
                 if app.res.sender_close.is_none() {
                     if let ConnectionState::Closed(r) = c.state() {
                         app.res.sender_close = Some(r.to_string());

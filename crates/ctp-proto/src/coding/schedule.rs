@@ -70,7 +70,7 @@ use super::blocks::{BlockError, BlockWindow, Symbol};
 use super::loss::{AckOutcome, LossEstimator, LossParams};
 use core::time::Duration;
 use ctp_cc::{AnyCc, CcKind, CongestionControl, Instant};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 /// The scheduler's parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -189,12 +189,115 @@ struct Flight {
     sent_at: Instant,
 }
 
+/// A path's packets out, in the order sent, and how many of each block are *fresh* (sent
+/// less than `stale_rtts` round trips ago): counted as they are sent, resolved and grow
+/// stale, so that choosing a packet's block looks at the open blocks, not at every packet
+/// out (a scan of a thousand packets three times per packet took 40 % of a sender's CPU
+/// at 200 Mb/s and 60 ms).
+#[derive(Debug, Default)]
+struct Flights {
+    /// Packets `loss.seqno_una() ..` in order.
+    queue: VecDeque<Flight>,
+    /// The first `stale` packets of the queue are stale.
+    stale: usize,
+    /// Fresh packets per block.
+    fresh: BTreeMap<u64, u32>,
+}
+
+impl Flights {
+    fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    fn front(&self) -> Option<&Flight> {
+        self.queue.front()
+    }
+
+    fn get(&self, i: usize) -> Option<&Flight> {
+        self.queue.get(i)
+    }
+
+    fn count(&mut self, block: u64, up: bool) {
+        let c = self.fresh.entry(block).or_insert(0);
+        if up {
+            *c += 1;
+        } else {
+            *c = c.saturating_sub(1);
+            if *c == 0 {
+                self.fresh.remove(&block);
+            }
+        }
+    }
+
+    fn push(&mut self, f: Flight) {
+        self.queue.push_back(f);
+        self.count(f.block, true);
+    }
+
+    fn pop_front(&mut self) -> Option<Flight> {
+        let f = self.queue.pop_front()?;
+        if self.stale > 0 {
+            self.stale -= 1;
+        } else {
+            self.count(f.block, false);
+        }
+        Some(f)
+    }
+
+    fn drop_front(&mut self, n: usize) {
+        for _ in 0..n {
+            self.pop_front();
+        }
+    }
+
+    fn clear(&mut self) {
+        *self = Flights::default();
+    }
+
+    /// Moves the line between stale and fresh packets to `now − fresh_for` (either way:
+    /// a round trip that grew makes packets fresh again).
+    fn age(&mut self, now: Instant, fresh_for: Duration) {
+        let is_stale = |f: &Flight| f.sent_at + fresh_for <= now;
+        while let Some(&f) = self.queue.get(self.stale).filter(|f| is_stale(f)) {
+            self.count(f.block, false);
+            self.stale += 1;
+        }
+        while let Some(&f) = self
+            .stale
+            .checked_sub(1)
+            .and_then(|i| self.queue.get(i))
+            .filter(|f| !is_stale(f))
+        {
+            self.count(f.block, true);
+            self.stale -= 1;
+        }
+    }
+
+    /// Fresh packets of `block`.
+    fn fresh_of(&self, block: u64) -> u32 {
+        self.fresh.get(&block).copied().unwrap_or(0)
+    }
+
+    /// Fresh packets of `block` sent at or before `by`.
+    fn fresh_of_sent_by(&self, block: u64, by: Instant) -> u32 {
+        self.queue
+            .range(self.stale..)
+            .take_while(|f| f.sent_at <= by)
+            .filter(|f| f.block == block)
+            .count() as u32
+    }
+}
+
 #[derive(Debug)]
 struct Path {
     cc: AnyCc,
     loss: LossEstimator,
     /// Packets `loss.seqno_una() ..` in order.
-    flights: VecDeque<Flight>,
+    flights: Flights,
     srtt_us: Option<u64>,
     min_rtt_us: u64,
     rto_us: u64,
@@ -262,7 +365,7 @@ impl Scheduler {
         self.paths.push(Path {
             cc: self.cfg.cc.build(&self.cfg.cc_config),
             loss: LossEstimator::new(self.cfg.loss),
-            flights: VecDeque::new(),
+            flights: Flights::default(),
             srtt_us: None,
             min_rtt_us: u64::MAX,
             rto_us: rto,
@@ -329,15 +432,19 @@ impl Scheduler {
         if !allowed {
             return None;
         }
+        let failed = p.state == PathState::Failed;
+        let stale_rtts = self.cfg.stale_rtts;
+        for p in &mut self.paths {
+            let fresh_for = p.rtt_us(&self.cfg) as f64 * stale_rtts;
+            p.flights.age(now, Duration::from_micros(fresh_for as u64));
+        }
         let mut expected = std::mem::take(&mut self.expected);
         let chosen = self.choose_block(path, now, &mut expected);
         self.expected = expected;
         match chosen {
             Some(b) => Some(b),
             // A failed path's probe carries something useful if anything is open.
-            None if p.state == PathState::Failed && self.blocks.open_count() > 0 => {
-                Some(self.blocks.current())
-            }
+            None if failed && self.blocks.open_count() > 0 => Some(self.blocks.current()),
             None => None,
         }
     }
@@ -361,7 +468,7 @@ impl Scheduler {
             // Idle until now: the RTO runs from this packet.
             p.last_ack = now;
         }
-        p.flights.push_back(Flight {
+        p.flights.push(Flight {
             block,
             sent_at: now,
         });
@@ -403,20 +510,19 @@ impl Scheduler {
             let out = p.flights.len() as f64;
             thru += w * out / rtt as f64;
             sent += w * out;
-            let fresh_for = Duration::from_micros((rtt as f64 * self.cfg.stale_rtts) as u64);
-            for f in p.flights.iter().rev() {
-                if f.sent_at + fresh_for <= now {
-                    break; // older ones are staler still
-                }
-                if let Some(i) = f.block.checked_sub(first).map(|i| i as usize) {
-                    if let Some(c) = cof.get_mut(i) {
-                        *c += w;
-                    }
-                    if i == 0 && f.sent_at + Duration::from_micros(rtt / 2) <= my_arrival {
-                        cof_first_sooner += w;
-                    }
-                }
+            // Packets of this path sent by then arrive no later than one sent now on
+            // `path` would.
+            let sooner_by = (my_arrival.as_micros() as i64 - rtt as i64 / 2).max(0);
+            for (&block, &n) in p.flights.fresh.range(first..first + open as u64) {
+                cof[(block - first) as usize] += w * f64::from(n);
             }
+            let sooner = if sooner_by as u64 >= now.as_micros() {
+                p.flights.fresh_of(first)
+            } else {
+                p.flights
+                    .fresh_of_sent_by(first, Instant::from_micros(sooner_by as u64))
+            };
+            cof_first_sooner += w * f64::from(sooner);
         }
         let my_rtt = my_rtt as f64;
         let my_loss = me.loss.planning_loss();
@@ -457,7 +563,7 @@ impl Scheduler {
             .checked_sub(1)
             .and_then(|i| p.flights.get(i))
             .map(|f| f.sent_at);
-        p.flights.drain(..lost);
+        p.flights.drop_front(lost);
         let Some(acked) = p.flights.pop_front() else {
             return;
         };

@@ -426,6 +426,18 @@ impl Coded {
             cx.st.stats.malformed_dropped += 1;
             return;
         }
+        let app = &cx.st.app;
+        let next_in_order = f.block == self.rx_current && app.unread() < app.rx_limit / 4;
+        if app.held() >= app.credit_limit() && !next_in_order {
+            // The receive buffer is as full as segments out of order may make it (the
+            // admission rule for segments): the segments this repair would rebuild could
+            // not be taken either. Not acknowledged, so the sender counts it lost. The
+            // oldest undecoded block is let in as the next segment in order is, or a
+            // buffer full of later data would wait for it forever; its segments add at
+            // most a block to what is held, within the receiver's slack.
+            cx.st.stats.segments_refused += 1;
+            return;
+        }
         self.owe_ack(f.path, f.seqno);
         if f.block < self.rx_current {
             return; // decoded already

@@ -243,6 +243,9 @@ impl Profile {
     /// without congestion control (no `ack-tracking`) is refused.
     pub fn with_cc(mut self, kind: CcKind) -> Result<Self, ProfileError> {
         use MicroId::*;
+        if self.micros.has(Coded) {
+            return Err(ProfileError::CodedCongestionControl(self.name));
+        }
         if !self.micros.has(AckTracking) {
             return Err(ProfileError::NoCongestionControl(self.name));
         }
@@ -312,6 +315,8 @@ mod tests {
             r.micros,
             Profile::reliable().micros.without(NewReno).with(Cc)
         );
+        let coded = Profile::coded().with_cc(CcKind::Cubic).unwrap_err();
+        assert!(coded.to_string().contains("`cc` does not apply"), "{coded}");
         let v = Profile::ctp_video().with_cc(CcKind::Vegas).unwrap();
         assert!(v.micros.has(Cc) && !v.micros.has(Scp));
         let b = Profile::ctp_bulk().with_cc(CcKind::Bbr).unwrap();

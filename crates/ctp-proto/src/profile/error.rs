@@ -54,6 +54,9 @@ pub enum ProfileError {
     /// `--cc` / `cc =` on a profile that has no congestion control to replace.
     #[error("profile `{0}` has no congestion control (no `ack-tracking`); choose a profile such as `reliable` or `datagram` to set `cc`")]
     NoCongestionControl(String),
+    /// `--cc` / `cc =` on a profile whose coded scheduler runs its own control.
+    #[error("profile `{0}` codes its data (`coded`): CTCP's token control runs in its scheduler, per path, and `cc` does not apply to it; leave `cc` out")]
+    CodedCongestionControl(String),
     /// Unknown profile or microprotocol name.
     #[error("unknown {what} `{name}`; known: {known}")]
     Unknown {

@@ -87,7 +87,7 @@ impl Default for Params {
             fec_k: 4,
             fec_m: 1,
             fec_flush_ms: 20,
-            coded_k: 32,
+            coded_k: 64,
             coded_blocks: 128,
             jitter_interval_us: 20_000,
             playout_delay_ms: 100,
