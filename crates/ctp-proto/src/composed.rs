@@ -336,9 +336,18 @@ impl Engine {
         }
     }
 
-    /// The earliest armed timer.
+    /// The earliest armed timer, or the next `STREAM_BLOCKED` reminder if sooner.
     pub fn next_timeout(&self) -> Option<Instant> {
-        self.st.timers.next()
+        let reminder = self
+            .st
+            .app
+            .tx
+            .reminder_due(self.st.path.rto_us)
+            .map(Instant::from_micros);
+        match (self.st.timers.next(), reminder) {
+            (Some(t), Some(r)) => Some(t.min(r)),
+            (t, r) => t.or(r),
+        }
     }
 
     fn run<'a>(&mut self, now: Instant, ring: &mut BorrowedRing<'a>) {

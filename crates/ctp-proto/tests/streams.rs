@@ -32,10 +32,22 @@ fn drain(p: &mut Pair, s: ConnectionHandle, stream: StreamId, got: &mut Vec<u8>)
 #[test]
 fn streams_open_without_a_round_trip_and_arrive_whole_each_on_its_own() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    streams_arrive_whole_each_on_its_own(&Profile::reliable());
+}
+
+#[test]
+fn coded_streams_arrive_whole_each_on_its_own() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    streams_arrive_whole_each_on_its_own(&Profile::coded());
+}
+
+/// Five streams at once over a link losing 2 % each way, each arriving whole; the
+/// responder's streams, unidirectional ones, stream 0.
+fn streams_arrive_whole_each_on_its_own(profile: &Profile) {
     let mut p = Pair::new(7);
     p.to_server.loss = 0.02;
     p.to_client.loss = 0.02;
-    let (c, s) = connect(&mut p, &Profile::reliable());
+    let (c, s) = connect(&mut p, profile);
     let now = p.now;
     let conn = p.client.connection_mut(c).expect("client");
     let ids: Vec<StreamId> = (0..5)

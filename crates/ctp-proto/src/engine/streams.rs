@@ -209,6 +209,14 @@ impl SendQueue {
         self.len == 0
     }
 
+    /// Whether a chunk could be cut now: queued on a stream its barrier lets send (a
+    /// stream waiting at its barrier has data queued but none to cut until the peer
+    /// raises it).
+    pub fn has_ready(&self) -> bool {
+        self.head.is_some_and(|s| !self.at_barrier(s))
+            || self.ready.values().flatten().any(|&s| !self.at_barrier(s))
+    }
+
     /// Chunks queued on all streams.
     pub fn len(&self) -> usize {
         self.len
@@ -431,6 +439,13 @@ impl SendQueue {
     pub fn owes_blocked(&self, now_us: u64, interval_us: u64) -> bool {
         !self.newly_blocked.is_empty()
             || (!self.blocked.is_empty() && now_us >= self.reminded_us + interval_us)
+    }
+
+    /// When the next `STREAM_BLOCKED` reminder is due (microseconds), while a stream
+    /// waits at its barrier: the connection must wake then even if nothing else is
+    /// pending, or a lost `STREAM_BARRIER` would hold the stream until some other timer.
+    pub fn reminder_due(&self, interval_us: u64) -> Option<u64> {
+        (!self.blocked.is_empty()).then(|| self.reminded_us.saturating_add(interval_us))
     }
 
     /// The `STREAM_BLOCKED` frames owed now, as (stream, barrier), at most `max`: every

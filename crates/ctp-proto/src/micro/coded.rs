@@ -200,10 +200,12 @@ impl Coded {
     fn open_blocks(&mut self, cx: &mut Cx<'_, '_>) {
         while !self.waiting.is_empty() && !self.sched.blocks().is_full() {
             let whole = self.waiting.len() >= self.k as usize;
-            // A short block only when nothing more is queued and the path has nothing else
-            // to send: a sender between two writes would otherwise cut many tiny blocks,
-            // each costing a repair symbol of its own.
-            if !whole && (!cx.st.app.tx.is_empty() || self.sched.peek(PATH, cx.now).is_some()) {
+            // A short block only when nothing more can be cut now (nothing queued, or only
+            // on streams waiting at their barriers, which the receiver moves only once it
+            // has these segments) and the path has nothing else to send: a sender between
+            // two writes would otherwise cut many tiny blocks, each costing a repair
+            // symbol of its own.
+            if !whole && (cx.st.app.tx.has_ready() || self.sched.peek(PATH, cx.now).is_some()) {
                 return;
             }
             let n = self.waiting.len().min(self.k as usize);
