@@ -112,7 +112,7 @@ fn flow_field(m: Metric, f: &FlowMetrics) -> Option<String> {
         Metric::Bytes => format!("{} bytes", f.bytes_delivered),
         Metric::PeakMemory => format!("peak buf {} KiB", f.peak_buffered_bytes / 1024),
         Metric::Redundancy if f.redundancy_overhead > 0.0 => {
-            format!("fec +{:.1}%", f.redundancy_overhead * 100.0)
+            format!("repairs +{:.1}%", f.redundancy_overhead * 100.0)
         }
         Metric::OnTime => format!("on time {:.1}%", f.on_time_ratio? * 100.0),
         Metric::Latency => format!("latency {:.1} ms", f.mean_latency_ms?),

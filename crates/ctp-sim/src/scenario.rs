@@ -45,6 +45,9 @@ fn check_cc(name: &str) -> Result<(), String> {
 /// The name of a profile's own congestion policy ("none" without one).
 pub fn own_policy(p: &Profile) -> &'static str {
     use ctp_proto::MicroId;
+    if p.micros.has(MicroId::Coded) {
+        return "ctcp";
+    }
     [MicroId::NewReno, MicroId::Scp, MicroId::Tfrc, MicroId::Cc]
         .into_iter()
         .find(|&m| p.micros.has(m))
