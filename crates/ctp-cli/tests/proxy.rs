@@ -29,6 +29,37 @@ fn start(config: &Path, stdout: &Path, args: &[&str]) -> Guard {
     )
 }
 
+/// Starts `ctp proxy server --listen LISTEN --open EXTRA…` (see [`start`]).
+fn proxy_server(config: &Path, stdout: &Path, listen: &str, extra: &[&str]) -> Guard {
+    let mut args = vec!["proxy", "server", "--listen", listen, "--open"];
+    args.extend_from_slice(extra);
+    start(config, stdout, &args)
+}
+
+/// Starts `ctp proxy client --listen LISTEN --server SERVER EXTRA…` and waits until it
+/// accepts TCP connections.
+fn proxy_client(
+    config: &Path,
+    stdout: &Path,
+    listen: SocketAddr,
+    server: &str,
+    extra: &[&str],
+) -> Guard {
+    let listen_text = listen.to_string();
+    let mut args = vec![
+        "proxy",
+        "client",
+        "--listen",
+        &listen_text,
+        "--server",
+        server,
+    ];
+    args.extend_from_slice(extra);
+    let guard = start(config, stdout, &args);
+    wait_listening(listen);
+    guard
+}
+
 /// Runs `ctp ARGS` to its end (at most 20 s); returns its status and standard error.
 fn run(config: &Path, args: &[&str]) -> (Option<i32>, String) {
     let o = ctp(config, args, Duration::from_secs(20));
@@ -131,34 +162,11 @@ fn tcp_clients_fetch_byte_exact_through_the_proxy_and_refusals_reach_them() {
     let config = dir.path();
     let server_addr = format!("127.0.0.1:{}", free_udp_port());
     let socks_addr: SocketAddr = format!("127.0.0.1:{}", free_tcp_port()).parse().unwrap();
-    let _server = start(
-        config,
-        &dir.path().join("server.json"),
-        &[
-            "proxy",
-            "server",
-            "--listen",
-            &server_addr,
-            "--open",
-            "--json",
-        ],
-    );
+    let server_out = dir.path().join("server.json");
+    let _server = proxy_server(config, &server_out, &server_addr, &["--json"]);
     std::thread::sleep(Duration::from_millis(300));
     let client_out = dir.path().join("client.json");
-    let client = start(
-        config,
-        &client_out,
-        &[
-            "proxy",
-            "client",
-            "--listen",
-            &socks_addr.to_string(),
-            "--server",
-            &server_addr,
-            "--json",
-        ],
-    );
-    wait_listening(socks_addr);
+    let client = proxy_client(config, &client_out, socks_addr, &server_addr, &["--json"]);
     let data = body(3 << 20);
     let http = http_server(data.clone());
 
@@ -280,19 +288,8 @@ fn a_coded_proxy_fetches_byte_exact_over_a_lossy_relay() {
     let server_addr = format!("127.0.0.1:{}", free_udp_port());
     let front = format!("127.0.0.1:{}", free_udp_port());
     let socks_addr: SocketAddr = format!("127.0.0.1:{}", free_tcp_port()).parse().unwrap();
-    let _server = start(
-        config,
-        &dir.path().join("server.out"),
-        &[
-            "proxy",
-            "server",
-            "--listen",
-            &server_addr,
-            "--open",
-            "--profile",
-            "coded",
-        ],
-    );
+    let coded = ["--profile", "coded"];
+    let _server = proxy_server(config, &dir.path().join("server.out"), &server_addr, &coded);
     let _relay = start(
         config,
         &dir.path().join("relay.out"),
@@ -309,21 +306,8 @@ fn a_coded_proxy_fetches_byte_exact_over_a_lossy_relay() {
         ],
     );
     std::thread::sleep(Duration::from_millis(300));
-    let _client = start(
-        config,
-        &dir.path().join("client.out"),
-        &[
-            "proxy",
-            "client",
-            "--listen",
-            &socks_addr.to_string(),
-            "--server",
-            &front,
-            "--profile",
-            "coded",
-        ],
-    );
-    wait_listening(socks_addr);
+    let client_out = dir.path().join("client.out");
+    let _client = proxy_client(config, &client_out, socks_addr, &front, &coded);
     let data = body(4 << 20);
     let http = http_server(data.clone());
     assert!(get(socks_addr, http) == *data, "the proxied body differs");
