@@ -33,6 +33,7 @@ const PROFILES: &[&str] = &[
     "ctp-lossy-fifo",
     "ctp-video",
     "ctp-audio",
+    "coded",
 ];
 
 #[derive(Arbitrary, Debug)]
