@@ -380,6 +380,7 @@ fn profiles_json_lists_the_builtins_and_their_microprotocols() {
         [
             "reliable",
             "datagram",
+            "coded",
             "ctp-minimal",
             "ctp-lossy-fifo",
             "ctp-bulk",
@@ -403,6 +404,9 @@ fn profiles_json_lists_the_builtins_and_their_microprotocols() {
     );
     assert_eq!(v[0]["reliable"], true);
     assert_eq!(v[1]["reliable"], false);
+    // `coded` is reliable without `arq`: coding repairs its losses.
+    assert!(micros(2).contains(&"coded".to_string()) && !micros(2).contains(&"arq".to_string()));
+    assert_eq!(v[2]["reliable"], true);
 }
 
 #[test]
