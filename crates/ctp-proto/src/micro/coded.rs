@@ -676,7 +676,11 @@ impl Microprotocol for Coded {
 
     fn write_frames(&mut self, w: &mut FrameWriter<'_>, cx: &mut Cx<'_, '_>) {
         self.write_acks(w);
-        self.send_symbol(w, cx);
+        // Only when `owes_frames` said so: the engine skips a packet nobody owes, so a
+        // symbol written otherwise would depend on whether another writer owed one.
+        if self.ready {
+            self.send_symbol(w, cx);
+        }
         self.ready = false;
     }
 }
