@@ -23,7 +23,7 @@
 //! batched to what arrived since the last packet went out.
 
 use super::decl::{Group, MicroDecl, MicroId, Need};
-use super::symbols::{frame_bytes, frame_in, shard_of, LENGTH_PREFIX};
+use super::symbols::{frame_in, segment_symbol, LENGTH_PREFIX};
 use crate::coding::blocks::Symbol;
 use crate::coding::rlnc::{CodedSymbol, Decoder, Encoder, Reception};
 use crate::coding::schedule::{DofAck, PathId, ScheduleConfig, Scheduler};
@@ -136,7 +136,6 @@ pub struct Coded {
     pending: Option<PendingSource>,
     /// Coded sequence numbers received lately, per path.
     acks: Vec<PathAcks>,
-    frame: Vec<u8>,
     shard: Vec<u8>,
 }
 
@@ -188,7 +187,6 @@ impl Coded {
             rx_current: 0,
             pending: None,
             acks: Vec::new(),
-            frame: Vec::new(),
             shard: Vec::new(),
         })
     }
@@ -216,8 +214,7 @@ impl Coded {
                 match cx.st.segs.get_mut(seg) {
                     Some(s) => {
                         s.flatten_body();
-                        frame_bytes(s.seq, &s.payload, &mut self.frame);
-                        shard_of(&self.frame, LENGTH_PREFIX + self.frame.len(), &mut shard);
+                        segment_symbol(s.seq, &s.payload, &mut shard);
                     }
                     None => shard.clear(),
                 }
@@ -462,13 +459,14 @@ impl Coded {
         if p.block < self.rx_current {
             return;
         }
-        frame_bytes(seq, payload, &mut self.frame);
-        if LENGTH_PREFIX + self.frame.len() > self.symbol_size {
+        let mut shard = std::mem::take(&mut self.shard);
+        segment_symbol(seq, payload, &mut shard);
+        if shard.len() > self.symbol_size {
+            self.shard = shard;
             cx.st.stats.malformed_dropped += 1;
             return;
         }
-        let mut shard = std::mem::take(&mut self.shard);
-        shard_of(&self.frame, self.symbol_size, &mut shard);
+        shard.resize(self.symbol_size, 0);
         let Some(b) = self.rx_block(p.block, p.k, cx) else {
             self.shard = shard;
             return;

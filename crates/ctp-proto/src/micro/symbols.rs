@@ -25,6 +25,17 @@ pub fn shard_of(frame: &[u8], len: usize, out: &mut Vec<u8>) {
     out.resize(len, 0);
 }
 
+/// The symbol of segment `seq` carrying `payload`, unpadded (2-byte length, DATA frame),
+/// into `out`: [`frame_bytes`] and [`shard_of`] in one pass, without the frame's own copy.
+pub fn segment_symbol(seq: u64, payload: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(&[0; LENGTH_PREFIX]);
+    Frame::emit_data_header(out, seq);
+    out.extend_from_slice(payload);
+    let frame_len = (out.len() - LENGTH_PREFIX) as u16;
+    out[..LENGTH_PREFIX].copy_from_slice(&frame_len.to_be_bytes());
+}
+
 /// The frame a symbol holds (`None` when its length does not fit: not a symbol a peer
 /// following the protocol made).
 pub fn frame_in(shard: &[u8]) -> Option<&[u8]> {
