@@ -458,8 +458,16 @@ impl Scheduler {
     /// The next packet path `path` should send at `now`, counted as sent; `None` when the
     /// path has no token or no block needs a packet from it (or the path is unknown).
     pub fn next(&mut self, path: PathId, now: Instant) -> Option<Transmit> {
-        let mss = self.cfg.cc_config.mss;
         let block = self.choose(path, now)?;
+        self.send_from(path, now, block)
+    }
+
+    /// Counts a packet of `block` as sent on `path` at `now` — the block a [`Self::peek`]
+    /// at the same moment answered, so that the choice is not made twice (`None` for a
+    /// block not open or an unknown path).
+    pub fn send_from(&mut self, path: PathId, now: Instant, block: u64) -> Option<Transmit> {
+        let mss = self.cfg.cc_config.mss;
+        self.paths.get(path)?;
         let symbol = self.blocks.take_symbol(block)?;
         let p = &mut self.paths[path];
         let seqno = p.loss.send();

@@ -298,7 +298,7 @@ impl Coded {
         if !self.pace.ready(now, rate, self.mss, Spacing::Trains) {
             return;
         }
-        let seg = match self.sched.peek(PATH, now) {
+        let (chosen, seg) = match self.sched.peek(PATH, now) {
             Some((b, Symbol::Source(i))) => {
                 let Some(&seg) = self.block(b).and_then(|b| b.segs.get(i as usize)) else {
                     return;
@@ -306,12 +306,12 @@ impl Coded {
                 if !self.only_mine(seg, cx.st) {
                     return;
                 }
-                Some(seg)
+                (b, Some(seg))
             }
-            Some((_, Symbol::Repair(_))) => None,
+            Some((b, Symbol::Repair(_))) => (b, None),
             None => return,
         };
-        let Some(tx) = self.sched.next(PATH, now) else {
+        let Some(tx) = self.sched.send_from(PATH, now, chosen) else {
             return;
         };
         let Some(block) = open_block(&self.open, tx.block) else {
