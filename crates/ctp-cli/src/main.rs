@@ -198,11 +198,18 @@ async fn run(cmd: Command) -> Result<(), Failure> {
 async fn send(a: SendArgs) -> Result<(), Failure> {
     let t = &a.transport;
     let mut profile = profiles::sender_cc(reliable_profile(t)?, &t.profile, a.cc.as_deref())?;
+    let raw_refusal = || {
+        Failure::Usage(
+            "--raw carries exactly one regular file (no name, no manifest): name one".into(),
+        )
+    };
+    // Refused before the sources are walked: a directory named by mistake may be large.
+    if t.raw && (a.paths.len() != 1 || a.paths[0].is_dir()) {
+        return Err(raw_refusal());
+    }
     let sources = transfer::source::collect(&a.paths).map_err(Failure::Usage)?;
     if t.raw && !sources.manifest.is_single_file() {
-        return Err(Failure::Usage(
-            "--raw carries exactly one regular file (no name, no manifest): name one".into(),
-        ));
+        return Err(raw_refusal());
     }
     for w in &sources.warnings {
         eprintln!("ctp: warning: {w}");

@@ -302,6 +302,8 @@ fn usage_errors_exit_2_with_one_line_saying_what_is_wrong() {
     let src = dir.path().join("a.txt");
     std::fs::write(&src, b"hello").unwrap();
     let src = src.to_str().unwrap();
+    // A directory of its own: walking a shared one such as /tmp can take longer than the wait.
+    let dir_path = dir.path().to_str().unwrap();
     let cases: &[(&[&str], &str)] = &[
         (
             &["send", src, "127.0.0.1:9", "-p", "bogus"],
@@ -321,7 +323,7 @@ fn usage_errors_exit_2_with_one_line_saying_what_is_wrong() {
             "two sources are named a.txt",
         ),
         (
-            &["send", src, "/tmp", "127.0.0.1:9", "--raw"],
+            &["send", src, dir_path, "127.0.0.1:9", "--raw"],
             "--raw carries exactly one regular file",
         ),
         (
