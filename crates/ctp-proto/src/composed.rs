@@ -110,6 +110,12 @@ impl Engine {
         self.path_frames[usize::from(response)] = Some(token);
     }
 
+    /// Tells the microprotocols which routes the next packet may take (a connection over
+    /// several paths); the route a microprotocol chooses is cleared.
+    pub fn set_routes(&mut self, routes: crate::engine::route::Routes) {
+        self.st.routes = routes;
+    }
+
     /// Moves the connection to another path: `vars` become the variables packets leave
     /// with, and the previous path's are returned.
     pub fn switch_path(

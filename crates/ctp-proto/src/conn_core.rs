@@ -54,6 +54,12 @@ pub trait ConnectionCore {
     fn local(&self) -> Option<SocketAddr> {
         None
     }
+    /// Where the datagram [`ConnectionCore::poll_transmit`] built last goes: (peer
+    /// address, local address). The current path's, unless the connection runs over
+    /// several paths at once.
+    fn destination(&self) -> (SocketAddr, Option<SocketAddr>) {
+        (self.remote(), self.local())
+    }
     /// Where the connection is in its life.
     fn state(&self) -> &ConnectionState;
     /// True (once) when something changed for the application since the last call.

@@ -991,7 +991,8 @@ impl Endpoint {
             if built {
                 // Polled again after the others (round robin).
                 self.schedule.touch(idx);
-                return Some(sent(c.remote(), c.local(), buf));
+                let (to, from) = c.destination();
+                return Some(sent(to, from, buf));
             }
             self.schedule.set_deadline(idx, c.poll_timeout());
         }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{connect, data, stream_transfer_watched};
+use common::{connect, data, read_available, stream_transfer_watched};
 use core::time::Duration;
 use ctp_proto::pair::Pair;
 use ctp_proto::{ConnectionHandle, EndpointConfig, Profile};
@@ -149,4 +149,80 @@ fn a_move_to_an_address_that_never_answers_is_undone_by_the_next_genuine_packet(
     let sent = p.server_sent_to.get(&spoofed).copied().unwrap_or(0);
     let received = p.server_received_from.get(&spoofed).copied().unwrap_or(0);
     assert!(received > 0 && sent <= 3 * received, "{sent} / {received}");
+}
+
+#[test]
+fn a_coded_transfer_uses_two_addresses_at_once_and_survives_one_dying_and_returning() {
+    // The client owns two addresses; with `coded` both carry the transfer at once (the
+    // server adds the second as a route once it answers a challenge, it does not move
+    // there). The application writes 4 MiB over 2 s; the first address's path is dead
+    // from 0.5 s to 1 s: the transfer goes on over the second meanwhile, and the first
+    // carries data again once it is back.
+    let (a, b) = (addr("10.0.0.1:1000"), addr("10.0.1.1:1000"));
+    let mut client = EndpointConfig::new([1; 32], [2; 32]);
+    client.local_addrs = vec![a, b];
+    let mut server = EndpointConfig::new([3; 32], [4; 32]);
+    server.accept = true;
+    let mut p = Pair::with_configs(5, client, server);
+    p.client_addr = a;
+    p.client_aliases = vec![b];
+    let (c, s) = connect(&mut p, &Profile::coded());
+    let payload = data(LEN, 27);
+    let start = p.now;
+    let since = |p: &Pair| (p.now - start).as_secs_f64();
+    let (mut written, mut finished, mut eof) = (0, false, false);
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    let (mut during, mut from_a_at_return, mut from_b_at_death) = (0, 0, 0);
+    let done = p.run_until(Duration::from_secs(60), |p| {
+        let t = since(p);
+        let now = p.now;
+        let allowed = ((t / 2.0).min(1.0) * LEN as f64) as usize;
+        let conn = p.client.connection_mut(c).expect("client connection");
+        while written < allowed {
+            match conn.stream_write(now, &payload[written..allowed.min(written + 65536)]) {
+                Ok(n) => written += n,
+                Err(_) => break,
+            }
+        }
+        if written == LEN && !finished {
+            finished = conn.stream_finish(now).is_ok();
+        }
+        let before = got.len();
+        eof = read_available(p.server.connection_mut(s).unwrap(), now, &mut buf, &mut got);
+        let from = |x| p.server_received_from.get(&x).copied().unwrap_or(0);
+        if (0.5..1.0).contains(&t) {
+            if p.down.is_empty() {
+                p.down = vec![a];
+                from_b_at_death = from(b);
+            }
+            during += got.len() - before;
+        } else if t >= 1.0 && !p.down.is_empty() {
+            p.down.clear();
+            from_a_at_return = from(a);
+        }
+        eof
+    });
+    assert!(done && eof, "{} of {LEN} bytes in time", got.len());
+    assert!(got == payload, "the stream arrived changed");
+    let from = |x| p.server_received_from.get(&x).copied().unwrap_or(0);
+    assert!(
+        from_b_at_death > (LEN / 16) as u64 && from_a_at_return > (LEN / 16) as u64,
+        "both addresses carried data before the outage: {from_a_at_return} / {from_b_at_death}"
+    );
+    assert!(
+        during > LEN / 8,
+        "the transfer went on during the outage: {during} bytes"
+    );
+    assert!(
+        from(a) > from_a_at_return + (LEN / 16) as u64,
+        "the first address carries data again once it is back: {from_a_at_return} → {}",
+        from(a)
+    );
+    let server = p.server.connection(s).expect("server connection");
+    assert_eq!(server.remote(), a, "the server did not move");
+    let st = server.stats();
+    assert_eq!(st.path_migrations, 0);
+    let client_st = p.client.connection(c).expect("client connection").stats();
+    assert_eq!(client_st.retransmissions, 0, "coded: nothing retransmitted");
 }

@@ -2,6 +2,7 @@
 //! packet protection, the composed engine once negotiated — and the application-facing
 //! operations (byte stream, messages, close), behind [`ConnectionCore`].
 
+use super::multipath::Multipath;
 use super::paths::{PathAction, Paths};
 use crate::composed::Engine;
 use crate::conn_core::{ConnectionCore, Dropped};
@@ -37,6 +38,11 @@ pub struct ComposedConnection {
     pub(crate) peer_cid: ConnectionId,
     /// Where packets go: the peer's address, validated or being validated.
     pub(crate) paths: Paths,
+    /// The routes of a connection over several paths at once (made when the `coded`
+    /// profile is negotiated and a second route is named or shows up).
+    pub(crate) multipath: Option<Multipath>,
+    /// The route of the packet built last (0 over one path).
+    tx_route: usize,
     pub(crate) state: ConnectionState,
     pub(crate) engine: Option<Engine>,
     /// Seals this connection's short packets and opens the peer's.
@@ -274,6 +280,8 @@ impl ComposedConnection {
             local_cid,
             peer_cid: 0,
             paths: Paths::new(remote),
+            multipath: None,
+            tx_route: 0,
             state: ConnectionState::Initiating,
             engine: None,
             protection: Box::new(Crc32c),
@@ -304,6 +312,8 @@ impl ComposedConnection {
             local_cid: k.local_cid,
             peer_cid: k.peer_cid,
             paths: Paths::new(remote),
+            multipath: None,
+            tx_route: 0,
             state: ConnectionState::Established,
             engine: Some(engine),
             protection: Box::new(Crc32c),
@@ -627,28 +637,56 @@ impl ComposedConnection {
         match e.receive(now, pn, frames, wire_len) {
             Ok(rx) => {
                 self.largest_peer_pn = Some(self.largest_peer_pn.map_or(pn, |l| l.max(pn)));
-                match new_address {
-                    Some((from, token)) if newest && rx.non_probing => {
-                        let rto = Duration::from_micros(e.state().path.rto_us);
-                        let old = e.switch_path(Default::default());
-                        let (vars, challenge) = self.paths.migrate(now, from, old, token, rto);
-                        e.switch_path(vars);
-                        if challenge {
-                            e.owe_path_frame(false, token);
-                        }
-                        tracing::debug!(to = %from, challenge, "the peer moved");
-                        self.paths.on_received(from, wire_len);
+                let rto = Duration::from_micros(e.state().path.rto_us);
+                let multipath = match &mut self.multipath {
+                    Some(m) => Some(m),
+                    None if self.micros.has(MicroId::Coded) && new_address.is_some() => {
+                        Some(self.multipath.insert(Self::routes_of(&self.paths)))
                     }
-                    Some(_) => {}
-                    None => self
-                        .paths
-                        .on_received(self.paths.current().remote, wire_len),
+                    None => None,
+                };
+                if let Some(m) = multipath {
+                    // Over several paths nothing migrates: a new address is a new route.
+                    let route = match new_address {
+                        None => Some(0),
+                        Some((from, token)) => m.route_of(from).or_else(|| {
+                            let added = m.add(now, from, token, rto);
+                            tracing::debug!(%from, ?added, "a new route from the peer");
+                            added
+                        }),
+                    };
+                    if let Some(i) = route {
+                        m.on_received(i, wire_len);
+                    }
+                    e.set_routes(m.usable());
+                } else {
+                    match new_address {
+                        Some((from, token)) if newest && rx.non_probing => {
+                            let old = e.switch_path(Default::default());
+                            let (vars, challenge) = self.paths.migrate(now, from, old, token, rto);
+                            e.switch_path(vars);
+                            if challenge {
+                                e.owe_path_frame(false, token);
+                            }
+                            tracing::debug!(to = %from, challenge, "the peer moved");
+                            self.paths.on_received(from, wire_len);
+                        }
+                        Some(_) => {}
+                        None => self
+                            .paths
+                            .on_received(self.paths.current().remote, wire_len),
+                    }
                 }
                 if let Some(token) = rx.challenge {
                     e.owe_path_frame(true, token);
                 }
                 if let Some(token) = rx.response {
-                    if self.paths.on_response(token) {
+                    if let Some(m) = &mut self.multipath {
+                        if let Some(i) = m.on_response(token) {
+                            tracing::debug!(route = i, "route validated");
+                            e.set_routes(m.usable());
+                        }
+                    } else if self.paths.on_response(token) {
                         tracing::debug!(remote = %self.paths.current().remote, "path validated");
                     }
                 }
@@ -703,12 +741,39 @@ impl ComposedConnection {
         true
     }
 
+    /// The routes of a connection over several paths, from its current path and the
+    /// further routes it was given.
+    fn routes_of(paths: &Paths) -> Multipath {
+        let c = paths.current();
+        Multipath::new(c.remote, c.local, &paths.further_routes())
+    }
+
+    /// Makes the routes of a connection over several paths once `coded` is negotiated and
+    /// this side was given a second route (the peer's show up as its packets do).
+    fn start_multipath(&mut self) {
+        if self.multipath.is_some() || !self.micros.has(MicroId::Coded) {
+            return;
+        }
+        let Some(e) = self.engine.as_mut() else {
+            return;
+        };
+        let m = Self::routes_of(&self.paths);
+        if m.routes().len() > 1 {
+            e.set_routes(m.usable());
+            self.multipath = Some(m);
+        }
+    }
+
     /// Appends the next short packet, if any, to `out`.
     pub(crate) fn build_short(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
         let before = out.len();
         let built = self.build_short_within_budget(now, out);
         if built {
-            self.paths.on_sent(out.len() - before);
+            let bytes = out.len() - before;
+            match &mut self.multipath {
+                Some(m) => m.on_sent(self.tx_route, bytes),
+                None => self.paths.on_sent(bytes),
+            }
             self.last_sent_echo = Some(NoState::echo_of(&out[before..]));
         }
         built
@@ -743,13 +808,30 @@ impl ComposedConnection {
     /// [`Self::build_short`] within what may be sent to the current address: a packet as
     /// large as the peer takes, or smaller while the address is not validated.
     fn build_short_within_budget(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
-        let max = self
-            .paths
-            .send_budget()
-            .min(self.params.max_udp_payload as usize);
+        if matches!(
+            self.state,
+            ConnectionState::Established | ConnectionState::Closing
+        ) {
+            self.start_multipath();
+        }
+        // The route: one whose challenge is due, else the one the latest packet came in on
+        // (a microprotocol scheduling data over the routes may choose another below).
+        let (route, challenge) = match &mut self.multipath {
+            Some(m) => match m.due_challenge(now, MIN_PACKET) {
+                Some((i, token)) => (i, Some(token)),
+                None => (m.default_route(), None),
+            },
+            None => (0, None),
+        };
+        let budget = match &self.multipath {
+            Some(m) => m.budget(route),
+            None => self.paths.send_budget(),
+        };
+        let max = budget.min(self.params.max_udp_payload as usize);
         if max < MIN_PACKET {
             return false;
         }
+        self.tx_route = route;
         if self.build_close(out) {
             return true;
         }
@@ -762,6 +844,14 @@ impl ComposedConnection {
         ) {
             return false;
         }
+        if let Some(m) = &self.multipath {
+            let mut routes = m.usable();
+            if let Some(token) = challenge {
+                e.owe_path_frame(false, token);
+                routes.required = Some(route as u8);
+            }
+            e.set_routes(routes);
+        }
         if self.hs.take_first_packet() {
             // The responder's first short packet tells the initiator that the connection
             // exists; make sure one goes out (and is acknowledged) even without data.
@@ -769,6 +859,13 @@ impl ComposedConnection {
         }
         let room = e.state().app.tx_room();
         let built = e.build_packet(now, self.peer_cid, max, out, &mut *self.protection);
+        if let Some(chosen) = e.state().routes.chosen {
+            self.tx_route = usize::from(chosen);
+        }
+        if let Some(m) = &self.multipath {
+            // The route a challenge required was for that packet only.
+            e.set_routes(m.usable());
+        }
         if e.state().app.tx_room() > room {
             // Writers blocked on a full send buffer can go on.
             self.activity = true;
@@ -879,6 +976,17 @@ impl ConnectionCore for ComposedConnection {
 
     fn local(&self) -> Option<SocketAddr> {
         self.paths.current().local
+    }
+
+    fn destination(&self) -> (SocketAddr, Option<SocketAddr>) {
+        match self
+            .multipath
+            .as_ref()
+            .and_then(|m| m.addresses(self.tx_route))
+        {
+            Some(route) => route,
+            None => (self.remote(), self.local()),
+        }
     }
 
     /// The negotiated microprotocols.

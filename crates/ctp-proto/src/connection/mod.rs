@@ -9,6 +9,7 @@
 //! reach it without downcasting. Every call is one match and one call through the trait.
 
 pub mod composed;
+pub mod multipath;
 pub mod paths;
 
 use crate::conn_core::{ConnectionCore, Dropped};
@@ -161,6 +162,11 @@ impl Connection {
     /// The local address this connection sends from, when it is not the socket's own.
     pub fn local(&self) -> Option<SocketAddr> {
         self.core().local()
+    }
+
+    /// Where the datagram built last goes: (peer address, local address).
+    pub(crate) fn destination(&self) -> (SocketAddr, Option<SocketAddr>) {
+        self.core().destination()
     }
 
     /// The negotiated microprotocols.

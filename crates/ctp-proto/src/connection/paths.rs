@@ -10,8 +10,8 @@
 //! cannot turn the connection into an amplifier against the victim). If no answer comes
 //! in time, the connection returns to the last validated address.
 //!
-//! One path carries the connection at a time; the scheduler that spreads packets over
-//! several paths belongs to the coded multipath profile.
+//! One path carries the connection at a time here; a connection over several paths at
+//! once (the `coded` profile's multipath) keeps its routes in [`super::multipath`].
 
 use crate::engine::path::{PathId, PathVars};
 use core::time::Duration;
@@ -42,13 +42,55 @@ pub struct Current {
 
 /// A challenge waiting for its response.
 #[derive(Clone, Copy, Debug)]
-struct Challenge {
-    token: [u8; 8],
+pub(crate) struct Challenge {
+    pub(crate) token: [u8; 8],
     /// When the challenge is sent again.
     resend_at: Instant,
     /// Time between tries.
     interval: Duration,
     tries: u32,
+}
+
+/// What a challenge asks for at a given time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ChallengeStep {
+    /// Nothing yet.
+    Wait,
+    /// Send the challenge (again).
+    Send([u8; 8]),
+    /// Every try went unanswered.
+    GiveUp,
+}
+
+impl Challenge {
+    /// A challenge with `token`, `sent` times so far, next sent at `at`, then every
+    /// `interval`.
+    pub(crate) fn new(token: [u8; 8], at: Instant, interval: Duration, sent: u32) -> Self {
+        Challenge {
+            token,
+            resend_at: at,
+            interval,
+            tries: sent,
+        }
+    }
+
+    /// When [`Challenge::step`] has something to say.
+    pub(crate) fn deadline(&self) -> Instant {
+        self.resend_at
+    }
+
+    /// Whether to send the challenge now, or give up (after [`CHALLENGE_TRIES`] tries).
+    pub(crate) fn step(&mut self, now: Instant) -> ChallengeStep {
+        if now < self.resend_at {
+            ChallengeStep::Wait
+        } else if self.tries < CHALLENGE_TRIES {
+            self.tries += 1;
+            self.resend_at = now + self.interval;
+            ChallengeStep::Send(self.token)
+        } else {
+            ChallengeStep::GiveUp
+        }
+    }
 }
 
 /// What a timeout asks the connection to do.
@@ -79,6 +121,9 @@ pub struct Paths {
     next_id: u8,
     /// Local addresses to send from, the socket's own first (empty: only the socket's).
     locals: Vec<SocketAddr>,
+    /// Routes (local, peer address) a connection over several paths at once uses besides
+    /// the current one; `None`: one from each further local address to the peer's.
+    further: Option<Vec<(Option<SocketAddr>, SocketAddr)>>,
     /// Moves to another address.
     pub migrations: u64,
     /// Moves undone because the new address did not answer its challenge.
@@ -100,6 +145,7 @@ impl Paths {
             challenge: None,
             next_id: 1,
             locals: Vec::new(),
+            further: None,
             migrations: 0,
             failed_validations: 0,
         }
@@ -162,6 +208,26 @@ impl Paths {
     pub fn set_locals(&mut self, locals: Vec<SocketAddr>) {
         self.current.local = locals.first().copied();
         self.locals = locals;
+    }
+
+    /// Sets the routes (local address, peer address) a connection over several paths at
+    /// once takes besides the current one.
+    pub fn set_further_routes(&mut self, routes: Vec<(Option<SocketAddr>, SocketAddr)>) {
+        self.further = Some(routes);
+    }
+
+    /// The routes a connection over several paths at once takes besides the current one:
+    /// those set, else one from each local address after the first to the peer's address.
+    pub fn further_routes(&self) -> Vec<(Option<SocketAddr>, SocketAddr)> {
+        match &self.further {
+            Some(r) => r.clone(),
+            None => self
+                .locals
+                .iter()
+                .skip(1)
+                .map(|&l| (Some(l), self.current.remote))
+                .collect(),
+        }
     }
 
     /// Gives up the current path for the next local address, when there is another: the
@@ -228,12 +294,7 @@ impl Paths {
             self.challenge = None;
             return (self.revived(vars), false);
         }
-        self.challenge = Some(Challenge {
-            token,
-            resend_at: now + rto,
-            interval: rto,
-            tries: 1,
-        });
+        self.challenge = Some(Challenge::new(token, now + rto, rto, 1));
         (self.revived(fresh), true)
     }
 
@@ -252,7 +313,7 @@ impl Paths {
 
     /// When [`Paths::on_timeout`] has something to do.
     pub fn deadline(&self) -> Option<Instant> {
-        self.challenge.map(|c| c.resend_at)
+        self.challenge.as_ref().map(Challenge::deadline)
     }
 
     /// Resends the challenge when due, or gives the path up after the last try: the most
@@ -262,14 +323,10 @@ impl Paths {
         now: Instant,
         restore: impl FnOnce(PathVars),
     ) -> Option<PathAction> {
-        let c = self.challenge.as_mut()?;
-        if now < c.resend_at {
-            return None;
-        }
-        if c.tries < CHALLENGE_TRIES {
-            c.tries += 1;
-            c.resend_at = now + c.interval;
-            return Some(PathAction::Rechallenge(c.token));
+        match self.challenge.as_mut()?.step(now) {
+            ChallengeStep::Wait => return None,
+            ChallengeStep::Send(token) => return Some(PathAction::Rechallenge(token)),
+            ChallengeStep::GiveUp => {}
         }
         self.challenge = None;
         self.failed_validations += 1;

@@ -11,6 +11,7 @@ pub mod app;
 pub mod event;
 pub mod hold;
 pub mod path;
+pub mod route;
 pub mod segment;
 pub mod session;
 pub mod streams;
@@ -126,6 +127,8 @@ pub struct State {
     pub session: Session,
     /// Transport variables of the path packets leave on.
     pub path: PathVars,
+    /// The connection's routes for the packet being built (several with multipath).
+    pub routes: route::Routes,
     /// Segments being sent.
     pub segs: SegmentStore,
     /// Registered hold bits.

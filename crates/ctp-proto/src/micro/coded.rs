@@ -26,7 +26,7 @@ use super::decl::{Group, MicroDecl, MicroId, Need};
 use super::symbols::{frame_in, segment_symbol, LENGTH_PREFIX};
 use crate::coding::blocks::Symbol;
 use crate::coding::rlnc::{CodedSymbol, Decoder, Encoder, Reception};
-use crate::coding::schedule::{DofAck, PathId, ScheduleConfig, Scheduler};
+use crate::coding::schedule::{DofAck, PathId, PathState, ScheduleConfig, Scheduler};
 use crate::engine::event::{Event, EventKind, HoldBit};
 use crate::engine::hold::{Barrier, Rearm};
 use crate::engine::segment::SegId;
@@ -58,9 +58,6 @@ pub const DECL: MicroDecl = MicroDecl {
 /// frame it codes. Segments are cut this much shorter, so a repair packet is no larger than
 /// a source packet.
 pub const CODED_OVERHEAD: usize = CodedFrame::MAX_HEADER + LENGTH_PREFIX + 8;
-
-/// The sender's single path, in the scheduler's numbering.
-const PATH: PathId = 0;
 
 /// How often a sender with open blocks and tokens but nothing to send looks again (its
 /// packets grow stale, and a block that lost some then needs repairs).
@@ -122,10 +119,13 @@ pub struct Coded {
     /// Segments cut but in no block yet, in order.
     waiting: VecDeque<SegId>,
     open: VecDeque<TxBlock>,
-    pace: PaceClock,
+    /// Each path's pacer (path `i` is the connection's route `i`).
+    pace: Vec<PaceClock>,
+    /// The path asked first for the next packet (the paths take turns).
+    turn: usize,
     /// A packet may leave now (computed where the time is known, for `owes_frames`).
     ready: bool,
-    /// Losses (and timeouts) of the scheduler's path already counted in the statistics.
+    /// Losses (and timeouts) of the scheduler's paths already counted in the statistics.
     lost_reported: u64,
     repair: Vec<u8>,
     pool: Vec<Vec<u8>>,
@@ -177,7 +177,8 @@ impl Coded {
             sched,
             waiting: VecDeque::new(),
             open: VecDeque::new(),
-            pace: PaceClock::new(),
+            pace: vec![PaceClock::new()],
+            turn: 0,
             ready: false,
             lost_reported: 0,
             repair: vec![0; symbol_size],
@@ -203,7 +204,7 @@ impl Coded {
             // has these segments) and the path has nothing else to send: a sender between
             // two writes would otherwise cut many tiny blocks, each costing a repair
             // symbol of its own.
-            if !whole && (cx.st.app.tx.has_ready() || self.sched.peek(PATH, cx.now).is_some()) {
+            if !whole && (cx.st.app.tx.has_ready() || self.any_path_wants(cx)) {
                 return;
             }
             let n = self.waiting.len().min(self.k as usize);
@@ -242,27 +243,58 @@ impl Coded {
         open_block(&self.open, id)
     }
 
-    /// Works out whether a packet may leave now, and arms the timer for the next moment
-    /// something may change.
+    /// Adds a scheduler path for every route the connection made usable since.
+    fn sync_paths(&mut self, cx: &Cx<'_, '_>) {
+        while self.sched.path_count() < cx.st.routes.span() {
+            self.sched.add_path(cx.now);
+            self.pace.push(PaceClock::new());
+        }
+    }
+
+    /// Whether any path the connection lets carry data has a symbol to send.
+    fn any_path_wants(&mut self, cx: &Cx<'_, '_>) -> bool {
+        (0..self.sched.path_count())
+            .any(|p| cx.st.routes.usable & (1 << p) != 0 && self.sched.peek(p, cx.now).is_some())
+    }
+
+    /// The block path `p`'s next symbol belongs to, and the segment it is when it is a
+    /// source symbol; `None` when the path has nothing to send or the segment is held by
+    /// another microprotocol.
+    fn candidate(&mut self, p: PathId, st: &State, now: Instant) -> Option<(u64, Option<SegId>)> {
+        match self.sched.peek(p, now)? {
+            (b, Symbol::Source(i)) => {
+                let seg = *self.block(b)?.segs.get(i as usize)?;
+                self.only_mine(seg, st).then_some((b, Some(seg)))
+            }
+            (b, Symbol::Repair(_)) => Some((b, None)),
+        }
+    }
+
+    /// Works out whether a packet may leave now on some path, and arms the timer for the
+    /// next moment something may change.
     fn refresh(&mut self, cx: &mut Cx<'_, '_>) {
         let now = cx.now;
+        self.sync_paths(cx);
         self.open_blocks(cx);
-        let rate = self.sched.pacing_rate(PATH);
-        let paced = self.pace.ready(now, rate, self.mss, Spacing::Trains);
-        let wanted = match self.sched.peek(PATH, now) {
-            Some((b, Symbol::Source(i))) => self
-                .block(b)
-                .and_then(|b| b.segs.get(i as usize))
-                .is_some_and(|&seg| self.only_mine(seg, cx.st)),
-            Some((_, Symbol::Repair(_))) => true,
-            None => false,
-        };
-        self.ready = paced && wanted;
+        let mut ready = false;
+        let mut any_wanted = false;
         let mut at = self.sched.poll_timeout();
         let mut consider = |t: Instant| at = Some(at.map_or(t, |a| a.min(t)));
-        if wanted && !paced {
-            consider(self.pace.wake_at(rate, self.mss, Spacing::Trains));
-        } else if !wanted && self.sched.blocks().open_count() > 0 {
+        for p in 0..self.sched.path_count() {
+            if cx.st.routes.usable & (1 << p) == 0 {
+                continue;
+            }
+            let rate = self.sched.pacing_rate(p);
+            let paced = self.pace[p].ready(now, rate, self.mss, Spacing::Trains);
+            let wanted = self.candidate(p, cx.st, now).is_some();
+            ready |= paced && wanted;
+            any_wanted |= wanted;
+            if wanted && !paced {
+                consider(self.pace[p].wake_at(rate, self.mss, Spacing::Trains));
+            }
+        }
+        self.ready = ready;
+        if !any_wanted && self.sched.blocks().open_count() > 0 {
             consider(now + RECHECK);
         }
         match at {
@@ -272,20 +304,33 @@ impl Coded {
         self.publish_path(cx);
     }
 
-    /// The scheduler's view of the path, for the engine's other users (close, keepalive,
-    /// statistics).
+    /// The scheduler's view of the paths, for the engine's other users (close, keepalive,
+    /// statistics): losses summed, the round trip and timeout of the fastest path that is
+    /// up, the windows and packets out summed.
     fn publish_path(&mut self, cx: &mut Cx<'_, '_>) {
-        if let Some(p) = self.sched.path_stats(PATH) {
-            let lost = p.lost + p.timeouts;
-            cx.st.stats.packets_lost += lost.saturating_sub(self.lost_reported);
-            self.lost_reported = lost;
-            if let Some(srtt) = p.srtt {
-                cx.st.path.srtt_us = srtt.as_micros() as u64;
+        let (mut lost, mut window, mut in_flight) = (0, 0, 0);
+        let mut fastest: Option<(Duration, Duration)> = None;
+        for p in 0..self.sched.path_count() {
+            let Some(s) = self.sched.path_stats(p) else {
+                continue;
+            };
+            lost += s.lost + s.timeouts;
+            window += s.window;
+            in_flight += s.in_flight;
+            if let (Some(srtt), PathState::Up) = (s.srtt, s.state) {
+                if fastest.is_none_or(|(f, _)| srtt < f) {
+                    fastest = Some((srtt, s.rto));
+                }
             }
-            cx.st.path.rto_us = p.rto.as_micros() as u64;
-            cx.st.path.cwnd = p.window * self.mss;
-            cx.st.path.bytes_in_flight = p.in_flight * self.mss;
         }
+        cx.st.stats.packets_lost += lost.saturating_sub(self.lost_reported);
+        self.lost_reported = lost;
+        if let Some((srtt, rto)) = fastest {
+            cx.st.path.srtt_us = srtt.as_micros() as u64;
+            cx.st.path.rto_us = rto.as_micros() as u64;
+        }
+        cx.st.path.cwnd = window * self.mss;
+        cx.st.path.bytes_in_flight = in_flight * self.mss;
     }
 
     fn send_symbol(&mut self, w: &mut FrameWriter<'_>, cx: &mut Cx<'_, '_>) {
@@ -294,24 +339,23 @@ impl Coded {
         if w.room() < CodedFrame::MAX_HEADER + 3 + self.symbol_size {
             return;
         }
-        let rate = self.sched.pacing_rate(PATH);
-        if !self.pace.ready(now, rate, self.mss, Spacing::Trains) {
-            return;
-        }
-        let (chosen, seg) = match self.sched.peek(PATH, now) {
-            Some((b, Symbol::Source(i))) => {
-                let Some(&seg) = self.block(b).and_then(|b| b.segs.get(i as usize)) else {
-                    return;
-                };
-                if !self.only_mine(seg, cx.st) {
-                    return;
-                }
-                (b, Some(seg))
+        // The paths take turns: the first, from this turn's, that is paced and has a symbol.
+        let n = self.sched.path_count();
+        let turn = self.turn;
+        let picked = (0..n).map(|i| (turn + i) % n).find_map(|p| {
+            if !cx.st.routes.may_carry(p) {
+                return None;
             }
-            Some((b, Symbol::Repair(_))) => (b, None),
-            None => return,
+            let rate = self.sched.pacing_rate(p);
+            if !self.pace[p].ready(now, rate, self.mss, Spacing::Trains) {
+                return None;
+            }
+            self.candidate(p, cx.st, now).map(|c| (p, rate, c))
+        });
+        let Some((path, rate, (chosen, seg))) = picked else {
+            return;
         };
-        let Some(tx) = self.sched.send_from(PATH, now, chosen) else {
+        let Some(tx) = self.sched.send_from(path, now, chosen) else {
             return;
         };
         let Some(block) = open_block(&self.open, tx.block) else {
@@ -319,7 +363,7 @@ impl Coded {
         };
         let k = block.encoder.k() as u16;
         let mut frame = CodedFrame {
-            path: PATH as u64,
+            path: path as u64,
             seqno: tx.seqno,
             block: tx.block,
             k,
@@ -346,9 +390,11 @@ impl Coded {
                 self.repair.len() as u64
             }
         };
-        if let Some(gap) = self.pace.gap_us(bytes, rate) {
-            self.pace.delay(gap);
+        if let Some(gap) = self.pace[path].gap_us(bytes, rate) {
+            self.pace[path].delay(gap);
         }
+        cx.st.routes.chosen = Some(path as u8);
+        self.turn = (path + 1) % n;
         w.ack_eliciting = true;
     }
 

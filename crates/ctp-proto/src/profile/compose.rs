@@ -63,6 +63,10 @@ pub fn compose(set: MicroSet, p: &Params, local: Isn, peer: Isn) -> Result<Engin
         segs: SegmentStore::new(p.flow_window as usize),
         app: AppIo::with_limits(p.send_buffer as usize, p.recv_buffer as usize),
         next_pn: local.pn,
+        routes: crate::engine::route::Routes {
+            usable: 1,
+            ..Default::default()
+        },
         ..State::default()
     };
     let mut micros = Vec::new();
