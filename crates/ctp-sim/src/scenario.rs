@@ -327,6 +327,10 @@ pub struct SweepFile {
     /// Values, in the key's unit (loss: probability; flow_window: segments; bandwidth: bits
     /// per second; delay: microseconds).
     pub values: Vec<Spanned<f64>>,
+    /// Apply the value to every path (the shared ones and the flows' own), not only to
+    /// the bottleneck (path 0).
+    #[serde(default)]
+    pub every_path: bool,
 }
 
 /// A checked scenario.
@@ -793,7 +797,7 @@ impl Scenario {
         (fwd, rev)
     }
 
-    /// Applies a sweep value to the bottleneck's forward direction.
+    /// Applies a sweep value to a path's forward direction.
     fn apply_sweep(
         &self,
         fwd: &mut LinkConfig,
@@ -854,19 +858,32 @@ impl Scenario {
             .chain(&f.paths)
             .map(Self::path_links)
             .collect();
+        let every_path = f.sweep.as_ref().is_some_and(|s| s.every_path);
+        let mut own_paths: Vec<Vec<(LinkConfig, LinkConfig)>> = f
+            .flows
+            .iter()
+            .map(|fl| fl.paths.iter().map(Self::path_links).collect())
+            .collect();
         if let Some(sw) = sweep {
-            let (fwd, rev) = &mut paths[0];
-            self.apply_sweep(fwd, sw)?;
-            rev.bandwidth_bps = fwd.bandwidth_bps;
-            rev.delay = fwd.delay;
+            let swept: Vec<&mut (LinkConfig, LinkConfig)> = if every_path {
+                paths
+                    .iter_mut()
+                    .chain(own_paths.iter_mut().flatten())
+                    .collect()
+            } else {
+                paths.iter_mut().take(1).collect()
+            };
+            for (fwd, rev) in swept {
+                self.apply_sweep(fwd, sw)?;
+                rev.bandwidth_bps = fwd.bandwidth_bps;
+                rev.delay = fwd.delay;
+            }
         }
         let mut place = Vec::new();
         let mut flows = Vec::new();
-        let mut own_paths = Vec::new();
         for (i, fl) in f.flows.iter().enumerate() {
             let path = fl.path.as_ref().map_or(0, |p| *p.get_ref());
             let d2 = paths[path].0.delay * 2;
-            own_paths.push(fl.paths.iter().map(Self::path_links).collect::<Vec<_>>());
             place.push(FlowPlacement {
                 path,
                 access_delay: fl

@@ -396,3 +396,65 @@ bandwidth = "5Mbps""#
     assert!(r.result.links.iter().all(|l| l.offered == 0));
     assert_eq!(r.result.flows[0].connected_us, None);
 }
+
+/// Goodput of flow 0 over the samples from `from` to `to` seconds (500 ms intervals), Mb/s.
+fn goodput_mbps(r: &RunReport, from: f64, to: f64) -> f64 {
+    let samples = &r.result.flows[0].samples;
+    let (a, b) = ((from * 2.0) as usize, (to * 2.0) as usize);
+    let bytes: u64 = samples[a..b].iter().map(|s| s.bytes).sum();
+    bytes as f64 * 8.0 / (to - from) / 1e6
+}
+
+#[test]
+fn a_coded_flow_runs_over_both_paths_and_rides_out_one_dying_and_returning() {
+    // Two twin 20 Mb/s paths; `coded` sends over both at once. The second dies at 3 s and
+    // returns at 5 s: meanwhile the first carries the transfer alone, and once the second
+    // answers again it is used again. The server never moves: both are its routes.
+    let text = format!(
+        r#"
+name = "coded-paths"
+duration = "20s"
+interval = "500ms"
+seed = 5
+profiles = ["coded"]
+cc = ["profile"]
+stop_when_done = true
+[bottleneck]
+bandwidth = "20Mbps"
+delay = "10ms"
+queue_packets = 100
+[[flow]]
+bytes = 50000000
+client = "{CLIENT}"
+events = [{{ at = "3s", path = 1, state = "down" }}, {{ at = "5s", path = 1, state = "up" }}]
+{TWIN_PATH}
+"#
+    );
+    let (fwd, _) = second_path_links(&text);
+    let rep = run(&text);
+    let r = &rep.runs[0];
+    let f = &r.result.flows[0];
+    assert_delivered_exactly(f, 50_000_000, "coded over two paths");
+    assert_eq!(f.retransmissions, 0, "coded: nothing retransmitted");
+    let links = &r.result.links;
+    assert!(links[fwd].down_drops > 0, "{:?}", links[fwd]);
+    let (before, during, after) = (
+        goodput_mbps(r, 1.0, 3.0),
+        goodput_mbps(r, 3.5, 5.0),
+        goodput_mbps(r, 7.0, 8.0),
+    );
+    assert!(
+        before > 30.0,
+        "both paths carry it: {before:.1} Mb/s of 2 × 20"
+    );
+    assert!(
+        (12.0..21.0).contains(&during),
+        "the first path alone while the second is down: {during:.1} Mb/s"
+    );
+    assert!(
+        after > 30.0,
+        "both again once the second returns: {after:.1} Mb/s"
+    );
+    assert!(from(r, CLIENT) > 1000 && from(r, SECOND) > 1000);
+    assert_eq!(r.result.unknown_connection, 0);
+}
