@@ -56,6 +56,37 @@ pub fn parse_target(s: &str) -> Result<Target, String> {
     })
 }
 
+/// One `--path LOCAL[=HOST:PORT]`: a route from a local IP address to the peer (at
+/// `HOST:PORT`, or at the command's peer address when it names none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// The local address packets leave from.
+    pub local: std::net::IpAddr,
+    /// The peer's address on this route (`None`: the command's).
+    pub remote: Option<SocketAddr>,
+}
+
+/// Parses `LOCAL[=HOST:PORT]` ([`Route`]).
+pub fn parse_route(s: &str) -> Result<Route, String> {
+    let (local, remote) = match s.split_once('=') {
+        Some((l, r)) => (l, Some(parse(r)?)),
+        None => (s, None),
+    };
+    let local = local.trim_start_matches('[').trim_end_matches(']');
+    let local = local.parse().map_err(|_| {
+        format!(
+            "`{local}` is not a local IP address: give LOCAL or LOCAL=HOST:PORT, e.g. \
+             10.0.1.5 or 10.0.1.5=192.0.2.7:9000"
+        )
+    })?;
+    if remote.is_some_and(|r| r.is_ipv4() != std::net::IpAddr::is_ipv4(&local)) {
+        return Err(format!(
+            "`{s}`: the local and the peer address are of different families"
+        ));
+    }
+    Ok(Route { local, remote })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,6 +112,34 @@ mod tests {
             .contains("is not a port"));
         assert!(parse("::1:9000").unwrap_err().contains("brackets"));
         // (An unresolvable name is not tested: it would ask a DNS server off this machine.)
+    }
+
+    #[test]
+    fn routes_name_a_local_address_and_maybe_a_peer_address() {
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        assert_eq!(
+            parse_route("10.0.1.5").unwrap(),
+            Route {
+                local: ip("10.0.1.5"),
+                remote: None
+            }
+        );
+        assert_eq!(
+            parse_route("10.0.1.5=192.0.2.7:9000").unwrap(),
+            Route {
+                local: ip("10.0.1.5"),
+                remote: Some("192.0.2.7:9000".parse().unwrap())
+            }
+        );
+        assert_eq!(parse_route("[::1]").unwrap().local, ip("::1"));
+        for (bad, needle) in [
+            ("eth0", "`eth0` is not a local IP address"),
+            ("10.0.1.5=nowhere", "has no port"),
+            ("10.0.1.5=[::1]:9", "different families"),
+        ] {
+            let e = parse_route(bad).unwrap_err();
+            assert!(e.contains(needle), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -127,6 +127,9 @@ pub struct ProxyClientArgs {
     /// Congestion control of what this side sends (see `ctp send --cc`; the same default).
     #[arg(long, value_name = "NAME")]
     pub cc: Option<String>,
+    /// Paths to the server.
+    #[command(flatten)]
+    pub routes: RouteArgs,
     /// Encryption and keys (the server's key is pinned or trusted on first use, as
     /// `ctp send` does).
     #[command(flatten)]
@@ -196,6 +199,9 @@ pub struct PerfArgs {
     /// No encryption and no keys (see `ctp send --insecure`); both sides must say it.
     #[arg(long, conflicts_with_all = ["peer_key", "allow", "key"])]
     pub insecure: bool,
+    /// Paths to the peer (with an address; not with --listen).
+    #[command(flatten)]
+    pub routes: RouteArgs,
     /// Transport options.
     #[command(flatten)]
     pub transport: TransportArgs,
@@ -368,6 +374,19 @@ pub struct TransportArgs {
     pub max_per_address: usize,
 }
 
+/// The paths of a connecting command.
+#[derive(Debug, Args, Default)]
+pub struct RouteArgs {
+    /// A path to the peer: from LOCAL, an IP address of this machine, to HOST:PORT (another
+    /// address of the peer; default: the peer address given). Repeat it for several paths;
+    /// the first is the one the connection starts on. With `--profile coded` the
+    /// connection runs over all of them at once (per-path round trip, loss and tokens; a
+    /// path that stops answering is left until it answers again); other profiles use the
+    /// first and move to the next one's local address when it stops answering.
+    #[arg(long = "path", value_name = "LOCAL[=HOST:PORT]", value_parser = crate::addr::parse_route)]
+    pub routes: Vec<crate::addr::Route>,
+}
+
 /// `ctp send`.
 #[derive(Debug, Args)]
 pub struct SendArgs {
@@ -401,6 +420,9 @@ pub struct SendArgs {
     /// (BLAKE3 of 1 MiB blocks); the whole file is verified as always.
     #[arg(long, conflicts_with = "raw")]
     pub resume: bool,
+    /// Paths to the receiver.
+    #[command(flatten)]
+    pub routes: RouteArgs,
     /// Encryption and keys.
     #[command(flatten)]
     pub security: SendSecurityArgs,

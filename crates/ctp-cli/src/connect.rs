@@ -134,17 +134,39 @@ pub async fn client_endpoint(
     .context("cannot open a UDP socket")?)
 }
 
-/// Connects `ep` to `addr` (or rendezvous with it).
+/// Connects `ep` to `addr` (or rendezvous with it), over `routes` when any are given
+/// (`--path`: from a local address to `addr` or the peer address the route names).
 pub async fn open_connection(
     ep: &Endpoint,
     addr: SocketAddr,
     rendezvous_with: bool,
     profile: &ctp::Profile,
+    routes: &[crate::addr::Route],
 ) -> Result<Connection, Failure> {
-    let connecting = if rendezvous_with {
+    type Connecting = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Connection, ctp::ConnectError>> + Send>,
+    >;
+    let connecting: Connecting = if rendezvous_with {
+        if !routes.is_empty() {
+            return Err(Failure::Usage(
+                "--path does not apply to a rendezvous (it has one path)".into(),
+            ));
+        }
         rendezvous(ep, addr, profile)
-    } else {
+    } else if routes.is_empty() {
         Box::pin(ep.connect(addr, profile))
+    } else {
+        if let Some(r) = routes.iter().find(|r| r.local.is_ipv4() != addr.is_ipv4()) {
+            return Err(Failure::Usage(format!(
+                "--path {}: the local address and the peer's {addr} are of different families",
+                r.local
+            )));
+        }
+        let routes: Vec<_> = routes
+            .iter()
+            .map(|r| (r.local, r.remote.unwrap_or(addr)))
+            .collect();
+        Box::pin(ep.connect_over(&routes, profile))
     };
     Ok(connecting
         .await

@@ -262,7 +262,8 @@ async fn send_over(
 ) -> Result<(), Failure> {
     let t = &a.transport;
     let start = Instant::now();
-    let mut conn = open_connection(ep, a.addr.resolved, a.rendezvous, profile).await?;
+    let routes = &a.routes.routes;
+    let mut conn = open_connection(ep, a.addr.resolved, a.rendezvous, profile, routes).await?;
     let manifest = &sources.manifest;
     let total = manifest.total_bytes();
     let pb = progress::Sending::new(progress::bar(total, "send", t.json));

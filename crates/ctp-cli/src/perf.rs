@@ -32,6 +32,13 @@ pub async fn run(a: PerfArgs) -> Result<(), Failure> {
             "--once applies to a receiver: use it with --listen".into(),
         ));
     }
+    if !a.routes.routes.is_empty() && a.listen.is_some() {
+        return Err(Failure::Usage(
+            "--path applies to the side that connects: a listener answers on the path each \
+             packet came from"
+                .into(),
+        ));
+    }
     if a.allow.is_some() && a.listen.is_none() {
         return Err(Failure::Usage(
             "--allow applies to a receiver: use it with --listen".into(),
@@ -81,7 +88,8 @@ async fn send(
     let block = generated_block();
     let start = Instant::now();
     let ep = crate::connect::client_endpoint(addr, None, t, profile, channel).await?;
-    let mut conn = crate::connect::open_connection(&ep, addr, false, profile).await?;
+    let routes = &a.routes.routes;
+    let mut conn = crate::connect::open_connection(&ep, addr, false, profile, routes).await?;
     let pb = progress::Sending::new(progress::bar(bytes, "perf", t.json));
     let writing = async {
         let mut sent = 0u64;

@@ -63,6 +63,8 @@ pub struct Summary {
     pub decoded_segments: u64,
     /// Bytes this side put on the wire (headers, acknowledgements and repairs included).
     pub wire_bytes: u64,
+    /// Paths the connection ran over at once at the end (`coded` with `--path`: several).
+    pub paths: u64,
     /// The performance monitor at the end (`--stats`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub perf: Option<PerfReport>,
@@ -124,6 +126,7 @@ impl Summary {
             repair_symbols: m.stats.coded_repairs_sent,
             decoded_segments: m.stats.coded_recovered,
             wire_bytes: m.stats.bytes_sent,
+            paths: m.stats.routes,
             checksum: hex(m.checksum),
             complete: "verified",
             perf: None,
@@ -197,6 +200,9 @@ impl Summary {
                 self.decoded_segments,
                 human_bytes(self.wire_bytes)
             );
+        }
+        if self.paths > 1 {
+            outln!("paths: {} at once", self.paths);
         }
         if !self.checksum.is_empty() {
             outln!("blake3 {}", self.checksum);
@@ -304,6 +310,7 @@ mod tests {
             "repair_symbols",
             "decoded_segments",
             "wire_bytes",
+            "paths",
             "checksum",
             "complete",
         ] {

@@ -155,6 +155,30 @@ fn sixty_four_mib_through_send_and_recv_arrive_verified() {
 }
 
 #[test]
+fn a_coded_send_over_two_paths_uses_both_and_arrives_verified() {
+    // Two loopback addresses, two paths: the sender names both with --path, the receiver
+    // adds the second as a route when its packets arrive (after a challenge).
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("payload.bin");
+    write_random(&src, 16 << 20);
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let coded = ["--json", "--profile", "coded"];
+    let mut send_extra = coded.to_vec();
+    send_extra.extend(["--path", "127.0.0.1", "--path", "127.0.0.2"]);
+    let (s, r) = transfer(&src, &out, &coded, &send_extra, Duration::from_secs(120));
+    assert!(s.status.success(), "{}", String::from_utf8_lossy(&s.stderr));
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let expected = blake3_file(&src);
+    for out in [&s.stdout, &r.stdout] {
+        let v: serde_json::Value = serde_json::from_slice(out).unwrap();
+        assert_eq!(v["checksum"], expected.as_str(), "{v}");
+        assert_eq!(v["paths"], 2, "{v}");
+    }
+    assert_eq!(blake3_file(&out.join("payload.bin")), expected);
+}
+
+#[test]
 fn send_with_a_chosen_congestion_control_arrives_verified() {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("cc.bin");
@@ -350,6 +374,14 @@ fn usage_errors_exit_2_with_one_line_saying_what_is_wrong() {
             "cannot be used with",
         ),
         (&["perf", "127.0.0.1:9", "--once"], "use it with --listen"),
+        (
+            &["send", src, "127.0.0.1:9", "--path", "eth0"],
+            "`eth0` is not a local IP address",
+        ),
+        (
+            &["perf", "--listen", "127.0.0.1:0", "--path", "127.0.0.1"],
+            "--path applies to the side that connects",
+        ),
         (
             &["perf", "127.0.0.1:9", "--profile", "datagram"],
             "not reliable",

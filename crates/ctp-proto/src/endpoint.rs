@@ -484,6 +484,31 @@ impl Endpoint {
         Ok(self.insert(c.into()))
     }
 
+    /// Starts a connection over several routes — (local address, peer address) pairs:
+    /// `first`, the handshake's, then `further` — with `profile`. With the `coded` profile
+    /// the connection runs over every route at once (CTCP's multipath); other profiles use
+    /// the first and move to the next route's local address when it stops answering. A
+    /// local address of `None` is the socket's own. Fails as [`Endpoint::connect`] does.
+    pub fn connect_over(
+        &mut self,
+        now: Instant,
+        first: (Option<SocketAddr>, SocketAddr),
+        further: &[(Option<SocketAddr>, SocketAddr)],
+        profile: &Profile,
+    ) -> Result<ConnectionHandle, ProfileError> {
+        let h = self.connect(now, first.1, profile)?;
+        if let Some(c) = self.conns[h.0].as_mut().and_then(Connection::composed_mut) {
+            if let Some(local) = first.0 {
+                // The first route's local address first: the one packets leave from.
+                let others = further.iter().filter_map(|r| r.0).filter(|&l| l != local);
+                c.paths
+                    .set_locals(core::iter::once(local).chain(others).collect());
+            }
+            c.paths.set_further_routes(further.to_vec());
+        }
+        Ok(h)
+    }
+
     /// The network reported `remote` unreachable at `now` (the runtime read an ICMP or
     /// ICMPv6 destination-unreachable message about a datagram sent there). Every
     /// connection to `remote` still in its handshake, and reported unreachable for

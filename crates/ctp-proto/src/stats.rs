@@ -93,6 +93,9 @@ pub struct ConnectionStats {
     pub path_migrations: u64,
     /// Moves undone because the new peer address never answered path validation.
     pub path_validation_failures: u64,
+    /// Routes the connection runs over at once (validated, not given up): 1, or more on a
+    /// `coded` connection over several paths.
+    pub routes: u64,
     /// Bytes sent to the current peer address while it is not validated (0 once it is):
     /// never more than three times `path_unvalidated_received`.
     pub path_unvalidated_sent: u64,

@@ -205,6 +205,44 @@ impl Endpoint {
         Self::established(self.inner.shared.clone(), started)
     }
 
+    /// Connects over several routes, each from a local IP address of this machine to an
+    /// address of the peer (`routes[0]` is the handshake's); resolves once the connection is
+    /// established. With the `coded` profile the connection runs over every route at once
+    /// (CTCP's multipath: each route has its own round trip, loss estimate and tokens, and
+    /// a route that stops answering is left until it answers again); other profiles use the
+    /// first route and move to the next route's local address when it stops answering.
+    /// Packets leave from the routes' local addresses, so the socket must be bound to the
+    /// unspecified address (0.0.0.0 or [::]) unless every route names the bound one.
+    pub fn connect_over(
+        &self,
+        routes: &[(IpAddr, SocketAddr)],
+        profile: &Profile,
+    ) -> impl Future<Output = Result<Connection, ConnectError>> + Send + 'static {
+        let bound = self.inner.shared.local_addr;
+        let checked = match routes.first() {
+            None => Err(ConnectError::Route(
+                "a connection needs at least one route".into(),
+            )),
+            Some(&(_, remote)) => match routes
+                .iter()
+                .find(|(ip, _)| !bound.ip().is_unspecified() && *ip != bound.ip())
+            {
+                Some((ip, _)) => Err(ConnectError::Route(format!(
+                    "cannot send from {ip}: the socket is bound to {bound}; bind it to the \
+                     unspecified address (0.0.0.0 or [::]) to send from several addresses"
+                ))),
+                None => Ok(crate::route_mtu::fit_to_route(profile, remote)),
+            },
+        };
+        let local = |ip: IpAddr| Some(SocketAddr::new(ip, bound.port()));
+        let started = checked.and_then(|profile| {
+            let first = (local(routes[0].0), routes[0].1);
+            let further: Vec<_> = routes[1..].iter().map(|&(ip, r)| (local(ip), r)).collect();
+            self.start_connection(|ep, now| ep.connect_over(now, first, &further, &profile))
+        });
+        Self::established(self.inner.shared.clone(), started)
+    }
+
     /// Sets up a UDT rendezvous connection with `addr` (a `udt` profile; the peer does the
     /// same toward this endpoint's address); resolves once it is established.
     pub fn connect_rendezvous(

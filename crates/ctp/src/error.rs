@@ -139,6 +139,9 @@ pub enum ConnectError {
     /// The endpoint was closed before the connection was established.
     #[error("the endpoint is closed")]
     EndpointClosed,
+    /// A route names a local address the endpoint's socket cannot send from.
+    #[error("{0}")]
+    Route(String),
 }
 
 impl From<ConnectError> for io::Error {
@@ -147,6 +150,7 @@ impl From<ConnectError> for io::Error {
             ConnectError::Profile(_) => io::ErrorKind::InvalidInput,
             ConnectError::Handshake(_) => io::ErrorKind::ConnectionRefused,
             ConnectError::EndpointClosed => io::ErrorKind::NotConnected,
+            ConnectError::Route(_) => io::ErrorKind::InvalidInput,
         };
         io::Error::new(kind, e)
     }

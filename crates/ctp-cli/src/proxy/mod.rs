@@ -169,9 +169,9 @@ impl Upstream {
             }
             tracing::info!("the connection to the proxy server ended; connecting again");
         }
+        let (server, routes) = (self.a.server.resolved, &self.a.routes.routes);
         let conn =
-            crate::connect::open_connection(&self.ep, self.a.server.resolved, false, &self.profile)
-                .await?;
+            crate::connect::open_connection(&self.ep, server, false, &self.profile, routes).await?;
         greet(&conn).await?;
         *slot = Some(conn.clone());
         Ok(conn)

@@ -1026,6 +1026,10 @@ impl ConnectionCore for ComposedConnection {
         st.path_mtu = s.plpmtu as u64;
         st.path_migrations = self.paths.migrations;
         st.path_validation_failures = self.paths.failed_validations;
+        st.routes = self
+            .multipath
+            .as_ref()
+            .map_or(1, |m| u64::from(m.usable().usable.count_ones()));
         let current = self.paths.current();
         if !current.validated {
             st.path_unvalidated_sent = current.sent;
