@@ -232,7 +232,8 @@ pub struct BenchArgs {
     /// wan-200m-60ms, wan-200m-60ms-loss1, wan-50m-200ms-loss2): the data direction shaped
     /// to RATE behind a one-BDP queue and lossy, both directions delayed by half the RTT;
     /// `mp-NxRATE[-RTT][-lossPERCENT]` (e.g. mp-2x100m, mp-2x100m-loss5): N such links
-    /// (RTT 60 ms unless given), the loss on all but the first; peers use the first link.
+    /// (RTT 60 ms unless given), the loss on all but the first; peers use the first link,
+    /// the `coded` profile every link at once.
     #[arg(long, alias = "path", default_value = "loopback")]
     pub paths: String,
     /// Bytes per run (e.g. 1GiB, 64MiB).
@@ -255,10 +256,12 @@ pub struct BenchArgs {
     /// what encryption costs, measured in one run.
     #[arg(long)]
     pub insecure_twins: bool,
-    /// Peers to run, comma-separated: tcp-cubic, tcp-bbr, udt4, srt, quinn, and the
+    /// Peers to run, comma-separated: tcp-cubic, tcp-bbr, udt4, srt, quinn, the
     /// file-transfer tools scp, rsync (both over an sshd the bench starts itself) and
-    /// udt4-file (UDT4's sendfile/recvfile). Default: tcp-cubic, tcp-bbr, udt4, srt, quinn;
-    /// with `--ctp-files` also scp, rsync and udt4-file.
+    /// udt4-file (UDT4's sendfile/recvfile), and curl (an HTTP fetch of the file from the
+    /// sender's side over kernel TCP) and curl-proxy (the same fetch through `ctp proxy`
+    /// with the `coded` profile). Default: tcp-cubic, tcp-bbr, udt4, srt, quinn; with
+    /// `--ctp-files` also scp, rsync and udt4-file.
     #[arg(long)]
     pub peers: Option<String>,
     /// Runs per contender (the median is reported).

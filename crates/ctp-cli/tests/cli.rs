@@ -679,6 +679,38 @@ fn relay_flags_are_checked() {
 }
 
 #[test]
+fn the_curl_peers_fetch_the_file_directly_and_through_ctp_proxy() {
+    let _one_bench_at_a_time = bench_lock();
+    let o = wait_output(
+        spawn(&[
+            "bench",
+            "--bytes",
+            "4MiB",
+            "--peers",
+            "curl,curl-proxy",
+            "--json",
+        ]),
+        Duration::from_secs(120),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v["paths"][0]["rows"].as_array().unwrap();
+    let tools = missing_tools(&["curl", "python3", "bash"]);
+    for name in ["curl", "curl-proxy"] {
+        let r = rows.iter().find(|r| r["name"] == name).expect(name);
+        let status = r["status"].as_str().unwrap();
+        if tools.is_empty() {
+            // "ok" only once the fetched file matched the source byte for byte.
+            assert_eq!(status, "ok", "{r}");
+            assert!(r["goodput_mbps"].as_f64().unwrap() > 0.0, "{r}");
+            assert!(r["receiver_cpu_s_per_gb"].as_f64().unwrap() > 0.0, "{r}");
+        } else {
+            assert!(status.starts_with("missing"), "{tools:?}: {r}");
+        }
+    }
+}
+
+#[test]
 fn a_tiny_bench_reports_every_contender_and_missing_peers_as_missing() {
     let _one_bench_at_a_time = bench_lock();
     let dir = tempfile::tempdir().unwrap();

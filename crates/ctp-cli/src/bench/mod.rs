@@ -16,6 +16,7 @@
 
 pub mod emu;
 pub mod flood;
+pub mod http;
 pub mod paths;
 pub mod peers;
 pub mod programs;

@@ -112,7 +112,7 @@ pub enum PathSpec {
         /// Random loss on the data direction, in percent (0 = none).
         loss_percent: f64,
     },
-    /// Emulated links between two namespaces (peers use the first).
+    /// Emulated links between two namespaces (`coded` uses all, other contenders the first).
     Emulated {
         /// The links, in order.
         links: Vec<EmuLink>,
@@ -301,7 +301,7 @@ impl PathSpec {
                     "emulated link (TUN + user-space forwarder)".to_string()
                 } else {
                     format!(
-                        "{} emulated links (TUN + user-space forwarder; peers use the first)",
+                        "{} emulated links (TUN + user-space forwarder; ctp coded uses all, the other contenders the first)",
                         links.len()
                     )
                 };
@@ -432,6 +432,8 @@ pub struct Netns {
     pub receiver: String,
     /// The receiver's address the peers connect to.
     receiver_ip: String,
+    /// The sender's address on the same link.
+    sender_ip: String,
     losses: LossCounter,
     /// The emulated links (stopped before the namespaces are deleted).
     emulator: Option<Emulator>,
@@ -453,7 +455,10 @@ impl Drop for Netns {
 
 impl Netns {
     /// Creates the two (empty) namespaces, after checking that `tools` are installed.
-    fn pair(tools: &[&str], receiver_ip: &str) -> anyhow::Result<(Netns, u32, u32)> {
+    fn pair(
+        tools: &[&str],
+        (sender_ip, receiver_ip): (&str, &str),
+    ) -> anyhow::Result<(Netns, u32, u32)> {
         // Checked before anything exists: a missing tool leaves nothing to delete.
         for tool in tools {
             if !super::programs::on_path(tool) {
@@ -469,6 +474,7 @@ impl Netns {
             sender: format!("{NETNS_PREFIX}{pid}-{n}-s"),
             receiver: format!("{NETNS_PREFIX}{pid}-{n}-r"),
             receiver_ip: receiver_ip.to_string(),
+            sender_ip: sender_ip.to_string(),
             losses: LossCounter::None,
             emulator: None,
         };
@@ -481,11 +487,11 @@ impl Netns {
     /// Creates the namespaces joined by emulated links ([`super::emu`]); peers use the
     /// first link.
     pub fn emulated(links: &[EmuLink], seed: u64) -> anyhow::Result<Netns> {
-        let (receiver_ip, lossy) = (
-            super::emu::link_addresses(0).1,
+        let ((sender_ip, receiver_ip), lossy) = (
+            super::emu::link_addresses(0),
             links.iter().any(|l| l.loss_percent > 0.0),
         );
-        let (mut ns, _, _) = Netns::pair(&["ip", "sysctl"], &receiver_ip)?;
+        let (mut ns, _, _) = Netns::pair(&["ip", "sysctl"], (&sender_ip, &receiver_ip))?;
         // A new namespace's TCP may buffer 4 MiB for sending: less than the 5 MB a
         // 200 Mbit/s × 200 ms path holds in flight. These limits are the namespace's own
         // (the machine's stay as they are); UDP buffers are bounded by the machine-wide
@@ -522,9 +528,15 @@ impl Netns {
         &self.receiver_ip
     }
 
+    /// The sender's address on the link the peers use.
+    pub fn sender_ip(&self) -> &str {
+        &self.sender_ip
+    }
+
     /// Creates the namespaces, the veth pair, the bottleneck and the loss rule.
     pub fn veth(rate_bps: u64, loss_percent: f64) -> anyhow::Result<Netns> {
-        let (mut ns, pid, n) = Netns::pair(&["ip", "tc", "ethtool", "iptables"], RECEIVER_IP)?;
+        let tools = ["ip", "tc", "ethtool", "iptables"];
+        let (mut ns, pid, n) = Netns::pair(&tools, (SENDER_IP, RECEIVER_IP))?;
         // Interface names have at most 15 bytes: "ctpb" + pid (≤ 7 digits) + side + n.
         let (s_if, r_if) = (format!("ctpb{pid}s{n}"), format!("ctpb{pid}r{n}"));
         if r_if.len() > 15 {
@@ -689,6 +701,28 @@ impl Place<'_> {
             Place::Loopback => "127.0.0.1",
             Place::Namespaces(ns) => ns.receiver_ip(),
         }
+    }
+
+    /// The sender's address, where a server on the sender's side listens (the data
+    /// direction of the path runs from it).
+    pub fn sender_ip(&self) -> &str {
+        match self {
+            Place::Loopback => "127.0.0.1",
+            Place::Namespaces(ns) => ns.sender_ip(),
+        }
+    }
+
+    /// The (sender, receiver) addresses of every link of an emulated path with several
+    /// (`mp-…`); empty on other paths.
+    pub fn links(&self) -> Vec<(String, String)> {
+        let n = match self {
+            Place::Namespaces(ns) => ns.emulator().map_or(0, Emulator::links),
+            Place::Loopback => 0,
+        };
+        if n < 2 {
+            return Vec::new();
+        }
+        (0..n).map(super::emu::link_addresses).collect()
     }
 
     /// `program` run on one side (in that side's namespace on a veth or emulated path).

@@ -36,6 +36,8 @@ pub const PEERS: &[&str] = &[
     "scp",
     "rsync",
     "udt4-file",
+    super::http::CURL,
+    super::http::CURL_PROXY,
 ];
 
 /// The peers run when `--peers` is not given.
@@ -154,6 +156,9 @@ struct Plan {
     serves: bool,
     /// The receiver writes the source's name in its directory: compare it with the source.
     verify: bool,
+    /// The receiver serves on after the transfer, with helpers of its own: it is stopped
+    /// as soon as the sender has exited.
+    lingers: bool,
 }
 
 impl Plan {
@@ -165,6 +170,7 @@ impl Plan {
             partial,
             serves: false,
             verify: false,
+            lingers: false,
         }
     }
 }
@@ -544,16 +550,32 @@ impl Env {
                 };
                 let mut r = place.command(false, exe);
                 let mut s = place.command(true, exe);
+                // On a path of several links `coded` runs over all of them at once (the
+                // other contenders over the first): a path per link, and a receiver that
+                // listens on every address.
+                let links = if profile == "coded" {
+                    place.links()
+                } else {
+                    Vec::new()
+                };
+                let listen = if links.is_empty() {
+                    addr.clone()
+                } else {
+                    format!("0.0.0.0:{port}")
+                };
                 let partial = if self.ctp_files {
-                    r.args(["recv", "--listen", &addr, "--once", "--out"])
+                    r.args(["recv", "--listen", &listen, "--once", "--out"])
                         .arg(self.rx());
                     s.arg("send").arg(&self.source).arg(&addr);
                     Partial::RxDir
                 } else {
-                    r.args(["perf", "--listen", &addr, "--once"]);
+                    r.args(["perf", "--listen", &listen, "--once"]);
                     s.args(["perf", &addr, "--bytes", &bytes]);
                     Partial::StopCtpReceiver
                 };
+                for (local, remote) in &links {
+                    s.args(["--path", &format!("{local}={remote}:{port}")]);
+                }
                 r.args(["--json", "--profile", profile]);
                 s.args(["--json", "--profile", profile]);
                 if *insecure {
@@ -639,6 +661,30 @@ impl Env {
                     ..plan(r, s, Report::TimedToSender, Partial::RxDir)
                 }
             }
+            Contender::Peer(p) if p == super::http::CURL || p == super::http::CURL_PROXY => {
+                let ports = super::http::Ports {
+                    http: free_port(),
+                    proxy: free_port(),
+                    socks: free_port(),
+                };
+                let keys = self.dir.join("keys");
+                let proxied = p == super::http::CURL_PROXY;
+                let received = self.received();
+                let c = super::http::commands(
+                    place,
+                    &self.ctp,
+                    &keys,
+                    &self.source,
+                    &received,
+                    &ports,
+                    proxied,
+                )?;
+                Plan {
+                    verify: true,
+                    lingers: true,
+                    ..plan(c.server, c.client, Report::TimedToSender, Partial::RxDir)
+                }
+            }
             Contender::Peer(p) => return Err(format!("missing: unknown peer {p}")),
         })
     }
@@ -659,6 +705,7 @@ impl Env {
             partial,
             serves,
             verify,
+            lingers,
         } = plan;
         let spawn = |c: &mut Command| -> std::io::Result<Child> {
             c.stdin(Stdio::null())
@@ -696,6 +743,11 @@ impl Env {
             return Err(anyhow!("the sender failed ({st}): {}", last_line(&s_err)));
         }
         let r_status = match s_status {
+            Some(_) if lingers => {
+                signal(&r, Signal::SIGTERM);
+                finish(&mut r, Duration::from_secs(3)).await;
+                r.try_wait().ok().flatten()
+            }
             Some(_) if serves => stop_server(&mut r, deadline).await,
             Some(_) => wait_until(&mut r, deadline).await,
             None => None,
@@ -751,7 +803,7 @@ impl Env {
         let (s_out, _) = s_io.collect().await;
         debug_assert!(s_status.success());
         // A serving receiver was stopped by the bench: its exit status says nothing.
-        if !serves && !r_status.success() {
+        if !serves && !lingers && !r_status.success() {
             return Err(anyhow!(
                 "the receiver failed ({r_status}): {}",
                 last_line(&r_err)
