@@ -108,6 +108,10 @@ pub fn kind_of(id: StreamId) -> StreamKind {
 /// window: 16 Ethernet MSS): what its sender may send before the receiver says more.
 pub const MIN_BARRIER: u64 = 16 * 1460;
 
+/// A stream's receive window in round trips of what the application read in one (CUSP
+/// has 2; data that waits a round trip or two behind a lost packet needs more).
+const WINDOW_RTTS: u64 = 4;
+
 /// Streams open at once at most on one connection, by either side (each costs its state,
 /// see [`StreamTx`] and [`StreamRx`]); streams that ended do not count.
 pub const MAX_STREAMS: usize = 65_536;
@@ -566,8 +570,8 @@ impl Default for StreamRx {
 impl StreamRx {
     /// After the application read: the barrier the stream should have now, if it is a
     /// quarter of the minimum window beyond the granted one (CUSP's policy). Once per
-    /// round trip the window becomes twice what the application read in one, at least
-    /// [`MIN_BARRIER`] and at most `cap`.
+    /// round trip the window becomes [`WINDOW_RTTS`] times what the application read in
+    /// one, at least [`MIN_BARRIER`] and at most `cap`.
     fn regrant(&mut self, n: usize, now_us: u64, rtt_us: u64, cap: u64) -> bool {
         self.since_sample = self
             .since_sample
@@ -581,7 +585,7 @@ impl StreamRx {
         } else if u64::from(elapsed_ms) >= rtt_ms {
             let per_rtt = u64::from(self.since_sample) * rtt_ms / u64::from(elapsed_ms);
             let cap = cap.clamp(MIN_BARRIER, u64::from(u32::MAX));
-            self.window = per_rtt.saturating_mul(2).clamp(MIN_BARRIER, cap) as u32;
+            self.window = per_rtt.saturating_mul(WINDOW_RTTS).clamp(MIN_BARRIER, cap) as u32;
             self.sample_ms = now_ms;
             self.since_sample = 0;
         }
