@@ -21,13 +21,18 @@ const REBOUND: &str = "10.0.0.9:4000";
 /// One reliable bulk flow of `bytes` over a 20 Mb/s, 10 ms bottleneck, client at
 /// [`CLIENT`], with `flow_extra` appended to its `[[flow]]` table.
 fn one_flow(duration: &str, bytes: u64, flow_extra: &str) -> String {
+    one_flow_of("reliable", duration, bytes, flow_extra)
+}
+
+/// [`one_flow`] with `profile`.
+fn one_flow_of(profile: &str, duration: &str, bytes: u64, flow_extra: &str) -> String {
     format!(
         r#"
 name = "paths"
 duration = "{duration}"
 interval = "500ms"
 seed = 3
-profiles = ["reliable"]
+profiles = ["{profile}"]
 cc = ["profile"]
 stop_when_done = true
 [bottleneck]
@@ -410,25 +415,12 @@ fn a_coded_flow_runs_over_both_paths_and_rides_out_one_dying_and_returning() {
     // Two twin 20 Mb/s paths; `coded` sends over both at once. The second dies at 3 s and
     // returns at 5 s: meanwhile the first carries the transfer alone, and once the second
     // answers again it is used again. The server never moves: both are its routes.
-    let text = format!(
-        r#"
-name = "coded-paths"
-duration = "20s"
-interval = "500ms"
-seed = 5
-profiles = ["coded"]
-cc = ["profile"]
-stop_when_done = true
-[bottleneck]
-bandwidth = "20Mbps"
-delay = "10ms"
-queue_packets = 100
-[[flow]]
-bytes = 50000000
-client = "{CLIENT}"
-events = [{{ at = "3s", path = 1, state = "down" }}, {{ at = "5s", path = 1, state = "up" }}]
-{TWIN_PATH}
-"#
+    let events = r#"events = [{ at = "3s", path = 1, state = "down" }, { at = "5s", path = 1, state = "up" }]"#;
+    let text = one_flow_of(
+        "coded",
+        "20s",
+        50_000_000,
+        &format!("{events}\n{TWIN_PATH}"),
     );
     let (fwd, _) = second_path_links(&text);
     let rep = run(&text);

@@ -12,6 +12,24 @@ pub mod composed;
 pub mod multipath;
 pub mod paths;
 
+/// Helpers of the path and route tests.
+#[cfg(test)]
+mod test_support {
+    use core::time::Duration;
+    use ctp_cc::time::Instant;
+    use std::net::SocketAddr;
+
+    /// `s` as an address.
+    pub fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    /// `ms` milliseconds after the clock's zero.
+    pub fn at(ms: u64) -> Instant {
+        Instant::ZERO + Duration::from_millis(ms)
+    }
+}
+
 use crate::conn_core::{ConnectionCore, Dropped};
 use crate::engine::session::CloseReason;
 use crate::perfmon::PerfMon;

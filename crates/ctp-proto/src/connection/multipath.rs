@@ -242,15 +242,8 @@ impl Multipath {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_support::{addr, at};
     use super::*;
-
-    fn addr(s: &str) -> SocketAddr {
-        s.parse().unwrap()
-    }
-
-    fn at(ms: u64) -> Instant {
-        Instant::ZERO + Duration::from_millis(ms)
-    }
 
     #[test]
     fn named_routes_are_validated_and_counted_once() {

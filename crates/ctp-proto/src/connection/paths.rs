@@ -348,15 +348,8 @@ impl Paths {
 
 #[cfg(test)]
 mod tests {
+    use super::super::test_support::{addr, at};
     use super::*;
-
-    fn addr(s: &str) -> SocketAddr {
-        s.parse().unwrap()
-    }
-
-    fn at(ms: u64) -> Instant {
-        Instant::ZERO + Duration::from_millis(ms)
-    }
 
     #[test]
     fn an_unvalidated_address_gets_at_most_three_times_what_it_sent() {
