@@ -12,24 +12,6 @@ pub mod composed;
 pub mod multipath;
 pub mod paths;
 
-/// Helpers of the path and route tests.
-#[cfg(test)]
-mod test_support {
-    use core::time::Duration;
-    use ctp_cc::time::Instant;
-    use std::net::SocketAddr;
-
-    /// `s` as an address.
-    pub fn addr(s: &str) -> SocketAddr {
-        s.parse().unwrap()
-    }
-
-    /// `ms` milliseconds after the clock's zero.
-    pub fn at(ms: u64) -> Instant {
-        Instant::ZERO + Duration::from_millis(ms)
-    }
-}
-
 use crate::conn_core::{ConnectionCore, Dropped};
 use crate::engine::session::CloseReason;
 use crate::perfmon::PerfMon;
@@ -491,5 +473,23 @@ impl Connection {
     /// Appends what the connection still owes its peer as it is forgotten, if anything.
     pub(crate) fn take_farewell(&mut self, out: &mut Vec<u8>) -> bool {
         self.core_mut().take_farewell(out)
+    }
+}
+
+/// Helpers of the path and route tests.
+#[cfg(test)]
+mod test_support {
+    use core::time::Duration;
+    use ctp_cc::time::Instant;
+    use std::net::SocketAddr;
+
+    /// `s` as an address.
+    pub fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    /// `ms` milliseconds after the clock's zero.
+    pub fn at(ms: u64) -> Instant {
+        Instant::ZERO + Duration::from_millis(ms)
     }
 }
