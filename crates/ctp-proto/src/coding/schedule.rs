@@ -287,13 +287,18 @@ impl Flights {
         self.fresh.get(&block).copied().unwrap_or(0)
     }
 
-    /// Fresh packets of `block` sent at or before `by`.
+    /// Fresh packets of `block` sent at or before `by`: the block's fresh count less its
+    /// packets sent after `by`, counted from the newest back (`by` is a little before now,
+    /// so few are).
     fn fresh_of_sent_by(&self, block: u64, by: Instant) -> u32 {
-        self.queue
+        let later = self
+            .queue
             .range(self.stale..)
-            .take_while(|f| f.sent_at <= by)
+            .rev()
+            .take_while(|f| f.sent_at > by)
             .filter(|f| f.block == block)
-            .count() as u32
+            .count() as u32;
+        self.fresh_of(block).saturating_sub(later)
     }
 }
 
