@@ -35,6 +35,10 @@ def parse(path):
             continue
         elif m := RUN.match(line):
             runs.append((m["name"], m.groupdict(), []))
+        elif line.strip() and not line[0].isspace():
+            # A run line without the run-level columns (a scenario whose `metrics` leaves
+            # them out): its name alone.
+            runs.append((line.strip(), {}, []))
         elif (m := FLOW.match(line)) and runs:
             runs[-1][2].append((float(m["goodput"]), m["done"], m["on_time"]))
         elif (m := STREAMS.match(line)) and runs:
@@ -82,6 +86,7 @@ def table(title, runs, streams):
         lines.append("| run | efficiency | Jain | stability | aggregate Mb/s | each flow, Mb/s |")
         lines.append("|---|---|---|---|---|---|")
         for name, c, flows in runs:
+            c = {k: c.get(k, "-") for k in ("effic", "jain", "stab", "aggr")}
             lines.append(f"| {name} | {c['effic']} | {c['jain']} | {c['stab']} | {c['aggr']} "
                          f"| {' / '.join(f'{g:.1f}' for g, _, _ in flows) or '-'} |")
     if streams:
