@@ -90,6 +90,10 @@ pub struct LossRates {
     long_gain: f64,
     /// Packet outcomes folded since the estimates started (or were reset).
     outcomes: u64,
+    /// The weight those outcomes carry in `p_long`, `1 − (1−ν)^outcomes`: kept as they
+    /// are folded, not worked out at every query (the scheduler asks several times per
+    /// packet sent).
+    weight: f64,
 }
 
 impl Default for LossRates {
@@ -117,6 +121,7 @@ impl LossRates {
             short_gain: clamp(short_gain, SHORT_GAIN),
             long_gain: clamp(long_gain, LONG_GAIN),
             outcomes: 0,
+            weight: 0.0,
         }
     }
 
@@ -133,6 +138,7 @@ impl LossRates {
         self.p_stdlong =
             (self.p_stdlong * (1.0 - self.long_gain) + self.long_gain * deviation).clamp(0.0, 1.0);
         self.outcomes = self.outcomes.saturating_add(losses).saturating_add(1);
+        self.weight = 1.0 - (1.0 - self.long_gain).powf(self.outcomes as f64);
     }
 
     /// Back to the defaults (the paper resets the estimates after a timeout).
@@ -155,11 +161,10 @@ impl LossRates {
     /// few hundred packets are not planned as if it lost almost nothing. The same as
     /// `p_long` once `n` is several times `1/ν`.
     pub fn p_long_unbiased(&self) -> f64 {
-        let weight = 1.0 - (1.0 - self.long_gain).powf(self.outcomes as f64);
-        if weight <= 0.0 {
+        if self.weight <= 0.0 {
             return 0.0;
         }
-        (self.p_long / weight).clamp(0.0, 1.0)
+        (self.p_long / self.weight).clamp(0.0, 1.0)
     }
 
     /// Long-term mean deviation of `p` from `p_long` (the paper's `p_stdlong`).

@@ -111,7 +111,8 @@ impl Engine {
     }
 
     /// Tells the microprotocols which routes the next packet may take (a connection over
-    /// several paths); the route a microprotocol chooses is cleared.
+    /// several paths sets them before every packet: a route required is for that packet
+    /// only); the route a microprotocol chooses is cleared.
     pub fn set_routes(&mut self, routes: crate::engine::route::Routes) {
         self.st.routes = routes;
     }

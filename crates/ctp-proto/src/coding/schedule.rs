@@ -534,12 +534,9 @@ impl Scheduler {
             for (&block, &n) in p.flights.fresh.range(first..first + open as u64) {
                 cof[(block - first) as usize] += w * f64::from(n);
             }
-            let sooner = if sooner_by as u64 >= now.as_micros() {
-                p.flights.fresh_of(first)
-            } else {
-                p.flights
-                    .fresh_of_sent_by(first, Instant::from_micros(sooner_by as u64))
-            };
+            let sooner = p
+                .flights
+                .fresh_of_sent_by(first, Instant::from_micros(sooner_by as u64));
             cof_first_sooner += w * f64::from(sooner);
         }
         let my_rtt = my_rtt as f64;

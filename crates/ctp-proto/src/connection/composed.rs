@@ -862,10 +862,6 @@ impl ComposedConnection {
         if let Some(chosen) = e.state().routes.chosen {
             self.tx_route = usize::from(chosen);
         }
-        if let Some(m) = &self.multipath {
-            // The route a challenge required was for that packet only.
-            e.set_routes(m.usable());
-        }
         if e.state().app.tx_room() > room {
             // Writers blocked on a full send buffer can go on.
             self.activity = true;

@@ -17,7 +17,7 @@
 //! again when it answers). Packets that carry no data go back on the route the latest
 //! packet came in on, so acknowledgements follow the routes that work.
 
-use super::paths::{Challenge, ChallengeStep, AMPLIFICATION_FACTOR};
+use super::paths::{unvalidated_budget, Challenge, ChallengeStep};
 use crate::engine::route::{Routes, MAX_ROUTES};
 use core::time::Duration;
 use ctp_cc::time::Instant;
@@ -196,10 +196,7 @@ impl Multipath {
     pub fn budget(&self, i: usize) -> usize {
         match self.routes.get(i) {
             Some(r) if r.validated => usize::MAX,
-            Some(r) => {
-                let allowed = AMPLIFICATION_FACTOR * r.received;
-                usize::try_from(allowed.saturating_sub(r.sent)).unwrap_or(usize::MAX)
-            }
+            Some(r) => unvalidated_budget(r.received, r.sent),
             None => 0,
         }
     }

@@ -21,6 +21,13 @@ use std::net::SocketAddr;
 /// Bytes an unvalidated address may receive per byte received from it.
 pub const AMPLIFICATION_FACTOR: u64 = 3;
 
+/// The most bytes that may be sent to an address not validated yet, which sent us
+/// `received` and was sent `sent`.
+pub(crate) fn unvalidated_budget(received: u64, sent: u64) -> usize {
+    let allowed = AMPLIFICATION_FACTOR.saturating_mul(received);
+    usize::try_from(allowed.saturating_sub(sent)).unwrap_or(usize::MAX)
+}
+
 /// Challenges sent before the path is given up.
 const CHALLENGE_TRIES: u32 = 3;
 
@@ -176,8 +183,7 @@ impl Paths {
         if c.validated {
             return usize::MAX;
         }
-        let allowed = AMPLIFICATION_FACTOR * c.received;
-        usize::try_from(allowed.saturating_sub(c.sent)).unwrap_or(usize::MAX)
+        unvalidated_budget(c.received, c.sent)
     }
 
     /// Counts a datagram sent to the current address.

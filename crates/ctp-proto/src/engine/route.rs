@@ -27,11 +27,14 @@ pub struct Routes {
 }
 
 impl Routes {
+    /// Whether route `i` may carry data (validated, not given up).
+    pub fn is_usable(&self, i: usize) -> bool {
+        i < MAX_ROUTES && self.usable & (1 << i) != 0
+    }
+
     /// Whether route `i` may carry data in the packet being built.
     pub fn may_carry(&self, i: usize) -> bool {
-        i < MAX_ROUTES
-            && self.usable & (1 << i) != 0
-            && self.required.is_none_or(|r| usize::from(r) == i)
+        self.is_usable(i) && self.required.is_none_or(|r| usize::from(r) == i)
     }
 
     /// The highest usable route plus one (0 when none is usable).

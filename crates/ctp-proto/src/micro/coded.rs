@@ -254,7 +254,7 @@ impl Coded {
     /// Whether any path the connection lets carry data has a symbol to send.
     fn any_path_wants(&mut self, cx: &Cx<'_, '_>) -> bool {
         (0..self.sched.path_count())
-            .any(|p| cx.st.routes.usable & (1 << p) != 0 && self.sched.peek(p, cx.now).is_some())
+            .any(|p| cx.st.routes.is_usable(p) && self.sched.peek(p, cx.now).is_some())
     }
 
     /// The block path `p`'s next symbol belongs to, and the segment it is when it is a
@@ -281,7 +281,7 @@ impl Coded {
         let mut at = self.sched.poll_timeout();
         let mut consider = |t: Instant| at = Some(at.map_or(t, |a| a.min(t)));
         for p in 0..self.sched.path_count() {
-            if cx.st.routes.usable & (1 << p) == 0 {
+            if !cx.st.routes.is_usable(p) {
                 continue;
             }
             let rate = self.sched.pacing_rate(p);
