@@ -11,7 +11,8 @@
 //! 250 µs) that a runtime sends with one system call, and a wake-up up to 250 µs late costs
 //! no rate. Linux's TSO autosizing and FQ pacing settle on bursts of this size at these
 //! rates; one packet per wake-up would cost a system call and a timer per packet. Slower
-//! flows are spaced packet by packet.
+//! flows are spaced packet by packet. A sender whose control tolerates a longer burst may
+//! ask for longer trains ([`Spacing::TrainsOf`]).
 //!
 //! UDT's rate control wants its packets evenly spaced and wakes for every slot: with the
 //! same quantum of credit under the composed engine ([`Spacing::Packets`]), and with credit
@@ -34,10 +35,25 @@ pub const TRAIN_US: u64 = 250;
 pub enum Spacing {
     /// Trains of up to 250 µs at high rates, credit of one quantum.
     Trains,
+    /// Trains of up to this many microseconds (at least [`TRAIN_US`]), credit of two: for
+    /// a sender whose packets each cost a wake-up that longer trains save, and whose
+    /// control does not read a burst's queueing as congestion (the `coded` profile scales
+    /// its trains with the round trip).
+    TrainsOf(u64),
     /// A slot per packet, credit of one quantum.
     Packets,
     /// A slot per packet, credit of four packets (1 ms) at most.
     Strict,
+}
+
+impl Spacing {
+    /// The longest train, microseconds (the credit a quantum holds is two of them).
+    fn train_us(self) -> u64 {
+        match self {
+            Spacing::TrainsOf(us) => us.max(TRAIN_US),
+            _ => TRAIN_US,
+        }
+    }
 }
 
 /// When the next packet may leave, and the sub-microsecond remainder of the gaps so far.
@@ -75,7 +91,9 @@ impl PaceClock {
             return true;
         };
         let quantum = match spacing {
-            Spacing::Trains | Spacing::Packets => pair.max(2 * TRAIN_US),
+            Spacing::Trains | Spacing::Packets | Spacing::TrainsOf(_) => {
+                pair.max(2 * spacing.train_us())
+            }
             Spacing::Strict => (2 * pair).min(1000),
         };
         let floor = Instant::from_micros(now.as_micros().saturating_sub(quantum));
@@ -88,9 +106,12 @@ impl PaceClock {
     /// When to wake to send again: the next slot, plus a train's worth of credit for a fast
     /// flow.
     pub fn wake_at(&self, rate: u64, packet: u64, spacing: Spacing) -> Instant {
+        let train = spacing.train_us();
         match Self::pair_us(rate, packet) {
-            Some(pair) if spacing == Spacing::Trains && pair <= TRAIN_US => {
-                self.next_at + Duration::from_micros(TRAIN_US)
+            Some(pair)
+                if matches!(spacing, Spacing::Trains | Spacing::TrainsOf(_)) && pair <= train =>
+            {
+                self.next_at + Duration::from_micros(train)
             }
             Some(_) => self.next_at,
             None => self.held_until,
@@ -192,6 +213,13 @@ mod tests {
             3
         );
         assert_eq!(slow.wake_at(1_000_000, 1000, Spacing::Trains), t(1000));
+        // Longer trains: a millisecond's credit after the idle time, then a train's wait.
+        let mut long = PaceClock::new();
+        let ms = Spacing::TrainsOf(1000);
+        assert_eq!(send_all(&mut long, t(0), gbit, 1414, ms), 177);
+        assert_eq!(long.wake_at(gbit, 1414, ms), t(2 + 1000));
+        // Never shorter than the ordinary train.
+        assert_eq!(Spacing::TrainsOf(10).train_us(), TRAIN_US);
         // Strict spacing at 1 Gb/s: four packet times (45 µs) of credit, a wake-up for the
         // next slot.
         let mut spaced = PaceClock::new();

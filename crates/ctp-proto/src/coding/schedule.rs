@@ -157,6 +157,9 @@ pub struct DofAck {
     pub current_block: u64,
     /// Dofs the receiver holds of that block (`ack_currdof`).
     pub current_dofs: u32,
+    /// How long the receiver held the acknowledgement before sending it: taken out of the
+    /// round-trip sample, as QUIC does, unless that would take it below the path's minimum.
+    pub ack_delay: Duration,
 }
 
 /// A path's figures.
@@ -585,13 +588,18 @@ impl Scheduler {
         let Some(acked) = p.flights.pop_front() else {
             return;
         };
-        let rtt_us = now.saturating_since(acked.sent_at).as_micros() as u64;
+        let raw_us = now.saturating_since(acked.sent_at).as_micros() as u64;
+        p.min_rtt_us = p.min_rtt_us.min(raw_us);
+        let held_us = ack.ack_delay.as_micros() as u64;
+        let rtt_us = match raw_us.checked_sub(held_us) {
+            Some(rtt) if rtt >= p.min_rtt_us => rtt,
+            _ => raw_us,
+        };
         let srtt = match p.srtt_us {
             None => rtt_us,
             Some(s) => (7 * s + rtt_us) / 8,
         };
         p.srtt_us = Some(srtt);
-        p.min_rtt_us = p.min_rtt_us.min(rtt_us);
         p.last_ack = now;
         p.timeouts_in_row = 0;
         if p.state == PathState::Failed {
@@ -842,6 +850,7 @@ mod tests {
                         .get(self.rx_current as usize)
                         .copied()
                         .unwrap_or(0),
+                    ack_delay: Duration::ZERO,
                 };
                 let t = self.now + l.delay_us;
                 self.push(t, Ev::Ack { path, ack });
@@ -957,6 +966,31 @@ mod tests {
             m.links.iter().map(|l| l.delivered).collect::<Vec<_>>(),
             m.repairs.iter().sum::<u32>(),
         );
+    }
+
+    #[test]
+    fn an_acknowledgements_hold_comes_out_of_the_round_trip_but_never_below_the_minimum() {
+        let mut s = Scheduler::new(cfg());
+        s.add_path(Instant::ZERO);
+        let block = s.open_block(K).unwrap();
+        for _ in 0..3 {
+            s.send_from(0, Instant::ZERO, block).unwrap();
+        }
+        let ack = |seqno, held_ms| DofAck {
+            seqno,
+            current_block: block,
+            current_dofs: seqno as u32 + 1,
+            ack_delay: Duration::from_millis(held_ms),
+        };
+        let srtt = |s: &Scheduler| s.path_stats(0).unwrap().srtt.unwrap();
+        s.on_ack(0, Instant::from_micros(20_000), ack(0, 0));
+        assert_eq!(srtt(&s), Duration::from_millis(20));
+        // Held 5 ms at the receiver: the path's round trip is still 20 ms.
+        s.on_ack(0, Instant::from_micros(25_000), ack(1, 5));
+        assert_eq!(srtt(&s), Duration::from_millis(20));
+        // A hold that would make the round trip shorter than ever seen is not believed.
+        s.on_ack(0, Instant::from_micros(36_000), ack(2, 30));
+        assert_eq!(srtt(&s), Duration::from_micros((7 * 20_000 + 36_000) / 8));
     }
 
     #[test]

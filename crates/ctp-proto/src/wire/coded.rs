@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! CODED     = type path seqno block k symbol [len payload]
-//! CODED_ACK = type path current_block current_dofs count lo len (gap len)*
+//! CODED_ACK = type path current_block current_dofs ack_delay count lo len (gap len)*
 //! ```
 //!
 //! Every field is a varint. `symbol < k` is source symbol `symbol`, carried by the packet's
@@ -12,7 +12,9 @@
 //! from seed `symbol − k`, and its payload follows. `seqno` numbers the coded packets on
 //! path `path` (the sender's numbering; the receiver echoes both). `CODED_ACK`'s ranges of
 //! sequence numbers go lowest first: the first is `lo ..= lo + len`, each next one starts
-//! `gap + 2` after the previous one's end (so two ranges never touch).
+//! `gap + 2` after the previous one's end (so two ranges never touch). `ack_delay` is how long,
+//! in microseconds, the receiver held the acknowledgement after the newest packet in it
+//! arrived (QUIC's ACK Delay): the sender takes it out of its round-trip samples.
 
 use super::{varint, Reader, WireError};
 
@@ -129,6 +131,8 @@ pub struct CodedAckFrame<'a> {
     pub current_block: u64,
     /// Degrees of freedom it holds of that block.
     pub current_dofs: u64,
+    /// Microseconds the receiver held this acknowledgement after its newest packet arrived.
+    pub ack_delay_us: u64,
     count: u64,
     raw: &'a [u8],
 }
@@ -151,12 +155,13 @@ impl<'a> CodedAckFrame<'a> {
     }
 
     /// Appends a frame acknowledging `ranges` (lowest first, not touching, at most
-    /// [`MAX_RANGES`] are used); nothing when there is no range.
+    /// [`MAX_RANGES`] are used) with the receiver's block report `(current_block,
+    /// current_dofs)`; nothing when there is no range.
     pub fn emit(
         out: &mut Vec<u8>,
         path: u64,
-        current_block: u64,
-        current_dofs: u64,
+        report: (u64, u64),
+        ack_delay_us: u64,
         ranges: &[SeqnoRange],
     ) {
         let ranges = &ranges[..ranges.len().min(MAX_RANGES)];
@@ -164,7 +169,9 @@ impl<'a> CodedAckFrame<'a> {
             return;
         }
         varint::put(out, CODED_ACK);
-        for v in [path, current_block, current_dofs, ranges.len() as u64] {
+        let (current_block, current_dofs) = report;
+        let fields = [path, current_block, current_dofs, ack_delay_us];
+        for v in fields.into_iter().chain([ranges.len() as u64]) {
             varint::put(out, v);
         }
         let mut prev_hi: Option<u64> = None;
@@ -181,7 +188,7 @@ impl<'a> CodedAckFrame<'a> {
 
     /// The most a frame of `ranges` ranges takes.
     pub const fn max_len(ranges: usize) -> usize {
-        1 + 4 * 8 + ranges * 16
+        1 + 5 * 8 + ranges * 16
     }
 
     /// Parses the body (after the type).
@@ -192,6 +199,7 @@ impl<'a> CodedAckFrame<'a> {
         if current_dofs > MAX_CODED_K {
             return Err(WireError::Invalid("coded ack dofs"));
         }
+        let ack_delay_us = r.varint()?;
         let count = r.varint()?;
         if count == 0 || count > MAX_RANGES as u64 {
             return Err(WireError::TooLarge("coded ack range count"));
@@ -207,6 +215,7 @@ impl<'a> CodedAckFrame<'a> {
             path,
             current_block,
             current_dofs,
+            ack_delay_us,
             count,
             raw: raw.bytes(used)?,
         })
@@ -304,29 +313,30 @@ mod tests {
             SeqnoRange { lo: 400, hi: 1000 },
         ];
         let mut out = Vec::new();
-        CodedAckFrame::emit(&mut out, 2, 17, 30, &ranges);
+        CodedAckFrame::emit(&mut out, 2, (17, 30), 1234, &ranges);
         assert!(out.len() <= CodedAckFrame::max_len(ranges.len()));
         let Ok(Frame::CodedAck(a)) = parse(&out) else {
             panic!("not a coded ack: {:?}", parse(&out));
         };
         assert_eq!((a.path, a.current_block, a.current_dofs), (2, 17, 30));
+        assert_eq!(a.ack_delay_us, 1234);
         assert_eq!(a.ranges().collect::<Vec<_>>(), ranges);
     }
 
     #[test]
     fn bad_acks_are_refused() {
         let mut zero = Vec::new();
-        for v in [CODED_ACK, 0, 0, 0, 0] {
+        for v in [CODED_ACK, 0, 0, 0, 0, 0] {
             varint::put(&mut zero, v);
         }
         assert!(parse(&zero).is_err(), "no range");
         let mut overflow = Vec::new();
-        for v in [CODED_ACK, 0, 0, 0, 2, varint::MAX - 1, 0, 5, 0] {
+        for v in [CODED_ACK, 0, 0, 0, 0, 2, varint::MAX - 1, 0, 5, 0] {
             varint::put(&mut overflow, v);
         }
         assert!(parse(&overflow).is_err(), "a range past the largest number");
         let mut dofs = Vec::new();
-        for v in [CODED_ACK, 0, 0, MAX_CODED_K + 1, 1, 0, 0] {
+        for v in [CODED_ACK, 0, 0, MAX_CODED_K + 1, 0, 1, 0, 0] {
             varint::put(&mut dofs, v);
         }
         assert!(parse(&dofs).is_err(), "more dofs than a block has");
