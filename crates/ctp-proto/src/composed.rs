@@ -658,10 +658,12 @@ impl Engine {
                     stats.retransmissions += 1;
                 }
                 s.holds.send = rearm;
-                if s.holds.done == 0 && first {
+                let (done, free) = (s.holds.done == 0 && first, s.holds.dealloc == 0);
+                if done {
+                    self.st.segs.done(seg);
                     self.owned.push(Event::SegmentDone(seg));
                 }
-                if s.holds.dealloc == 0 {
+                if free {
                     self.st.segs.free(seg);
                 }
                 if first && self.st.wants_cut(self.st.cut_ahead() / 2 + 1) {

@@ -215,6 +215,13 @@ pub trait ConnectionCore {
     fn unacked_bytes(&self) -> u64;
     /// True when everything written was acknowledged (or, unreliably, sent).
     fn is_flushed(&self) -> bool;
+    /// Every message queued on the connection's own message stream with a smaller id (the
+    /// ids [`ConnectionCore::send_msg_after`] returns) passed the done barrier whole —
+    /// acknowledged, with a reliable profile. `None` where messages have no such ids (the
+    /// UDT4 wire).
+    fn messages_done_below(&self) -> Option<u64> {
+        None
+    }
     /// True when the peer ended its byte stream and the end was read in order.
     fn peer_finished(&self) -> bool;
     /// Hands a custom control message to the congestion controller; false when there is

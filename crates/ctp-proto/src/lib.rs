@@ -18,6 +18,7 @@ pub mod conn_state;
 pub mod connection;
 pub mod endpoint;
 pub mod engine;
+pub mod group;
 pub mod handshake;
 pub mod micro;
 pub mod packet;

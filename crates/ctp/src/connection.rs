@@ -145,6 +145,12 @@ impl Connection {
                 }
                 Poll::Pending
             }
+            Op::Watch(v) => {
+                if let (Some(cx), Some(s)) = (cx, st.slot(h)) {
+                    register(&mut s.wakers, cx.waker());
+                }
+                Poll::Ready(Ok(v))
+            }
         }
     }
 
@@ -488,6 +494,17 @@ impl Connection {
             .map_or(0, |c| c.unacked_bytes())
     }
 
+    /// Every message with a smaller id (as [`Connection::send_msg_after`] returns them) was
+    /// acknowledged whole by the peer (with a reliable profile); `None` on the UDT4 wire
+    /// or once the connection is gone. See
+    /// [`ctp_proto::connection::Connection::messages_done_below`].
+    pub fn messages_done_below(&self) -> Option<u64> {
+        let st = self.inner.shared.lock();
+        st.ep
+            .connection(self.inner.handle)
+            .and_then(|c| c.messages_done_below())
+    }
+
     /// The performance monitor (UDT's `perfmon(u, &perf, clear)`): UDT's counters as
     /// totals, since the last clearing query and the values of the moment; with `clear`
     /// the next interval starts now. See [`ctp_proto::connection::Connection::perfmon`].
@@ -556,6 +573,8 @@ pub(crate) enum Op<T> {
     Done(Result<T, ConnectionError>, bool),
     /// Not possible yet; wait for activity on the connection.
     Wait,
+    /// A reading that is ready now, with a wake-up on the connection's next activity.
+    Watch(T),
 }
 
 impl std::fmt::Debug for Connection {

@@ -189,6 +189,16 @@ impl Endpoint {
         Ok(self.inner.shared.local_addr)
     }
 
+    /// The endpoint's clock.
+    pub(crate) fn now(&self) -> ctp_proto::Instant {
+        self.inner.shared.now()
+    }
+
+    /// The runtime's deadline for the endpoint's time `t`.
+    pub(crate) fn deadline(&self, t: ctp_proto::Instant) -> Option<tokio::time::Instant> {
+        self.inner.shared.deadline(t)
+    }
+
     /// Connects to `addr` with `profile`; resolves once the connection is established.
     ///
     /// The attempt starts at the call (the profile is checked and the first handshake

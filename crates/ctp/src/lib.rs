@@ -43,6 +43,7 @@ mod driver;
 mod endpoint;
 mod error;
 mod file;
+mod group;
 mod icmp;
 mod mapped;
 mod memory;
@@ -52,9 +53,13 @@ mod shared;
 mod stream;
 
 pub use connection::Connection;
+pub use ctp_proto::group::{
+    GroupConfig, GroupError, GroupEvent, LoadMetric, MemberLoad, MemberReport, MemberState, Mode,
+};
 pub use endpoint::{set_socket_buffers, Endpoint, EndpointOptions, DEFAULT_SOCKET_BUFFER};
 pub use error::{ConnectError, ConnectionError, FileError};
 pub use file::FILE_BLOCK;
+pub use group::{Group, GroupConnectError};
 pub use memory::retain_freed_memory;
 pub use stream::Stream;
 

@@ -1299,6 +1299,12 @@ impl ConnectionCore for ComposedConnection {
         self.engine.as_ref().map_or(0, |e| e.state().app.tx_bytes)
     }
 
+    fn messages_done_below(&self) -> Option<u64> {
+        self.engine
+            .as_ref()
+            .map(|e| e.state().messages_done_below())
+    }
+
     /// True when the peer ended its byte stream ([`ConnectionCore::stream_finish`]) and the
     /// end reached the receive queue in order, after every byte before it. A graceful close
     /// without it reads as the end of the stream too, but proves nothing about the stream

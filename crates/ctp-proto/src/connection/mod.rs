@@ -252,6 +252,13 @@ impl Connection {
         self.core_mut().send_msg_after(now, data, after)
     }
 
+    /// Every message with a smaller id (as [`Connection::send_msg_after`] returns them)
+    /// passed the done barrier whole: acknowledged by the peer, with a reliable profile.
+    /// What a group connection counts a copy done by; `None` on the UDT4 wire.
+    pub fn messages_done_below(&self) -> Option<u64> {
+        self.core().messages_done_below()
+    }
+
     /// Queues one urgent (out-of-band) message: with the `urgent` microprotocol the receiver
     /// delivers it as soon as it is complete, ahead of the ordering in force.
     pub fn send_urgent(&mut self, now: Instant, data: Bytes) -> Result<(), WriteError> {

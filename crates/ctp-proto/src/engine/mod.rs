@@ -153,6 +153,15 @@ impl State {
         !self.app.tx.is_empty() && !self.segs.is_full() && self.segs.unsent() < below
     }
 
+    /// Every stream-0 message with a smaller id has passed the done barrier whole (every
+    /// segment holding a piece of it is done): acknowledged, with a reliable profile.
+    pub fn messages_done_below(&self) -> u64 {
+        [self.segs.oldest_open_msg(), self.app.tx.first_queued_msg()]
+            .into_iter()
+            .flatten()
+            .fold(self.session.next_msg_seq, u64::min)
+    }
+
     /// How many segments may wait to be sent, cut ahead of the packets that carry them:
     /// what the pacer releases within [`CUT_HORIZON_US`] at the path's pacing rate, at
     /// least [`CUT_AHEAD_MIN`] and at most [`CUT_AHEAD`] ([`CUT_AHEAD`] unpaced). Data
@@ -254,7 +263,10 @@ impl<'a> Cx<'_, 'a> {
         match (released, barrier) {
             (Release::Complete, Barrier::Send) => self.st.segs.sendable.push_back(seg),
             (Release::LastLeft(b), Barrier::Send) => self.raise(Event::HoldLast { seg, bit: b }),
-            (Release::Complete, Barrier::Done) => self.raise(Event::SegmentDone(seg)),
+            (Release::Complete, Barrier::Done) => {
+                self.st.segs.done(seg);
+                self.raise(Event::SegmentDone(seg));
+            }
             (Release::Complete, Barrier::Deallocate) => self.st.segs.free(seg),
             _ => {}
         }

@@ -3,7 +3,7 @@
 
 use super::hold::{HoldRegistry, Holds};
 use bytes::Bytes;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 /// Initial capacity of a segment's payload buffer.
 const HEADER_ROOM: usize = 32;
@@ -37,6 +37,9 @@ pub struct Segment {
     pub acked: bool,
     /// The payload is an inflated length and an LZ4 block of the pieces (sent as `DATA_Z`).
     pub compressed: bool,
+    /// The oldest of the connection's own messages (stream 0) with a piece in it, while
+    /// the segment is not done ([`SegmentStore::done_below`]).
+    first_msg: Option<u64>,
     gen: u32,
     live: bool,
 }
@@ -86,6 +89,8 @@ pub struct SegmentStore {
     /// Live segments never put in a packet.
     unsent: usize,
     limit: usize,
+    /// Segments not done yet, counted by the oldest stream-0 message they hold a piece of.
+    open_msgs: BTreeMap<u64, u32>,
 }
 
 impl SegmentStore {
@@ -130,6 +135,37 @@ impl SegmentStore {
         Some((s, first))
     }
 
+    /// Records that segment `id` holds a piece of stream-0 message `msg` (called for each
+    /// such piece as the segment is cut; the oldest counts).
+    pub fn holds_msg(&mut self, id: SegId, msg: u64) {
+        let Some(s) = live_slot(&mut self.slots, id) else {
+            return;
+        };
+        match s.first_msg {
+            Some(m) if m <= msg => {}
+            old => {
+                s.first_msg = Some(msg);
+                if let Some(m) = old {
+                    release_msg(&mut self.open_msgs, m);
+                }
+                *self.open_msgs.entry(msg).or_default() += 1;
+            }
+        }
+    }
+
+    /// The segment behind `id` passed its done barrier: its messages no longer wait for it.
+    pub fn done(&mut self, id: SegId) {
+        if let Some(m) = live_slot(&mut self.slots, id).and_then(|s| s.first_msg.take()) {
+            release_msg(&mut self.open_msgs, m);
+        }
+    }
+
+    /// The oldest stream-0 message that still has a piece in a segment not done (`None`:
+    /// no segment holds one).
+    pub fn oldest_open_msg(&self) -> Option<u64> {
+        self.open_msgs.keys().next().copied()
+    }
+
     /// True when no further segment may be allocated.
     pub fn is_full(&self) -> bool {
         self.live >= self.limit
@@ -165,6 +201,7 @@ impl SegmentStore {
         s.transmissions = 0;
         s.acked = false;
         s.compressed = false;
+        s.first_msg = None;
         self.live += 1;
         self.unsent += 1;
         Some(SegId { idx, gen: s.gen })
@@ -182,10 +219,14 @@ impl SegmentStore {
         live_slot(&mut self.slots, id)
     }
 
-    /// Frees a segment and keeps its buffer for reuse.
+    /// Frees a segment and keeps its buffer for reuse (a segment freed before it was done
+    /// — its stream reset, the connection aborted — holds no message back any more).
     pub fn free(&mut self, id: SegId) {
-        if let Some(s) = self.get_mut(id) {
+        if let Some(s) = live_slot(&mut self.slots, id) {
             s.live = false;
+            if let Some(m) = s.first_msg.take() {
+                release_msg(&mut self.open_msgs, m);
+            }
             let buf = std::mem::take(&mut s.payload);
             // Lets go of the application's buffer at once (a writer may be waiting to reuse it).
             s.inner = None;
@@ -197,6 +238,16 @@ impl SegmentStore {
             if never_sent {
                 self.unsent -= 1;
             }
+        }
+    }
+}
+
+/// Takes one segment off message `msg`'s count.
+fn release_msg(open: &mut BTreeMap<u64, u32>, msg: u64) {
+    if let Some(n) = open.get_mut(&msg) {
+        *n -= 1;
+        if *n == 0 {
+            open.remove(&msg);
         }
     }
 }
@@ -230,5 +281,26 @@ mod tests {
         assert_eq!(st.get(b).unwrap().seq, 2);
         st.free(a); // double free through a stale handle is harmless
         assert_eq!(st.live(), 2);
+    }
+
+    #[test]
+    fn the_oldest_open_message_follows_segments_done_in_any_order() {
+        let reg = HoldRegistry::default();
+        let mut st = SegmentStore::new(8);
+        let a = st.alloc(1, &reg).unwrap();
+        st.holds_msg(a, 4);
+        st.holds_msg(a, 5); // a later piece in the same segment changes nothing
+        let b = st.alloc(2, &reg).unwrap();
+        st.holds_msg(b, 5);
+        let c = st.alloc(3, &reg).unwrap();
+        st.holds_msg(c, 7);
+        assert_eq!(st.oldest_open_msg(), Some(4));
+        st.done(b);
+        assert_eq!(st.oldest_open_msg(), Some(4), "a later segment done first");
+        st.done(a);
+        st.done(a); // once only
+        assert_eq!(st.oldest_open_msg(), Some(7));
+        st.free(c); // freed before it was done (a reset)
+        assert_eq!(st.oldest_open_msg(), None);
     }
 }

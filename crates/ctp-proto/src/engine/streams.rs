@@ -314,6 +314,11 @@ impl SendQueue {
         self.slot_of.get(&id).map(|&s| &self.streams[s as usize])
     }
 
+    /// The id of the oldest message still queued (whole or partly cut) on stream 0.
+    pub fn first_queued_msg(&self) -> Option<u64> {
+        self.stream(0)?.queue.front()?.msg
+    }
+
     /// Opens stream `id` with `priority` (or changes the priority of an open one).
     pub fn open(&mut self, id: StreamId, priority: u8) {
         let s = self.slot(id, priority);

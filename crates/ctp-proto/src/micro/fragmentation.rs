@@ -170,6 +170,7 @@ impl Fragmentation {
             let room_total = cx.st.session.max_segment_payload;
             let st = &mut *cx.st;
             let s = st.segs.get_mut(seg).expect("just allocated");
+            let mut first_msg = None;
             // A stream other than 0 starts a chunk only below its barrier (its peer's
             // per-stream flow control): the queue never offers one at it.
             while let Some(out) = st.app.tx.front_mut() {
@@ -244,6 +245,9 @@ impl Fragmentation {
                 } else {
                     piece.emit(&mut s.payload);
                 }
+                if out.stream_id == 0 {
+                    first_msg = first_msg.or(Some(msg));
+                }
                 out.cut += take;
                 st.app.tx_bytes -= take;
                 st.stats.app_bytes_sent += take as u64;
@@ -253,6 +257,9 @@ impl Fragmentation {
                 if to_end || !last {
                     break;
                 }
+            }
+            if let Some(m) = first_msg {
+                cx.st.segs.holds_msg(seg, m);
             }
             cx.submit(seg);
         }

@@ -1,0 +1,323 @@
+//! Group connections over real UDP sockets on 127.0.0.1: one sender, three destinations,
+//! each mode's delivery rule, a slow and a dead destination, load balancing, and members
+//! joining and leaving while messages flow.
+//!
+//! Every test is bounded by `tokio::time::timeout`; the slow destinations are slower than
+//! the others by orders of magnitude, so no assertion rests on a close race.
+
+use bytes::Bytes;
+use ctp::{
+    Endpoint, EndpointOptions, Group, GroupConfig, GroupError, GroupEvent, MemberState, Mode,
+    Profile,
+};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::timeout;
+
+/// A destination: an endpoint that accepts connections and reads their messages, waiting
+/// `pause` after each; what it read, in order, and how many. A slow one (a pause) has a
+/// small receive buffer, so that its slowness reaches the sender soon.
+struct Destination {
+    addr: SocketAddr,
+    ep: Endpoint,
+    read: Arc<AtomicU64>,
+    got: tokio::task::JoinHandle<Vec<Bytes>>,
+}
+
+async fn destination(pause: Duration) -> Destination {
+    let mut params = ctp::Params::default();
+    if !pause.is_zero() {
+        params.recv_buffer = 256 << 10;
+    }
+    let ep = Endpoint::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        EndpointOptions {
+            accept: true,
+            params,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let addr = ep.local_addr().unwrap();
+    let read = Arc::new(AtomicU64::new(0));
+    let (server, count) = (ep.clone(), read.clone());
+    let got = tokio::spawn(async move {
+        let mut got = Vec::new();
+        let Some(c) = server.accept().await else {
+            return got;
+        };
+        while let Ok(m) = c.recv_msg().await {
+            got.push(m);
+            count.fetch_add(1, Ordering::SeqCst);
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+            }
+        }
+        got
+    });
+    Destination {
+        addr,
+        ep,
+        read,
+        got,
+    }
+}
+
+async fn sender() -> Endpoint {
+    Endpoint::bind("127.0.0.1:0".parse().unwrap(), EndpointOptions::default())
+        .await
+        .unwrap()
+}
+
+fn msg(i: u32, len: usize) -> Bytes {
+    let mut v = vec![(i % 251) as u8; len.max(4)];
+    v[..4].copy_from_slice(&i.to_be_bytes());
+    Bytes::from(v)
+}
+
+fn index(m: &Bytes) -> u32 {
+    u32::from_be_bytes(m[..4].try_into().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_delivers_every_message_to_every_destination_exactly_once_in_order() {
+    timeout(Duration::from_secs(60), async {
+        let dests = [
+            destination(Duration::ZERO).await,
+            destination(Duration::ZERO).await,
+            destination(Duration::ZERO).await,
+        ];
+        let addrs: Vec<_> = dests.iter().map(|d| d.addr).collect();
+        let ep = sender().await;
+        let mut g = Group::connect(
+            &ep,
+            &addrs,
+            &Profile::reliable(),
+            Mode::All,
+            GroupConfig::default(),
+        )
+        .await
+        .unwrap();
+        for i in 0..2000 {
+            assert_eq!(g.send(msg(i, 1000)).await.unwrap(), u64::from(i));
+        }
+        g.close().await.unwrap();
+        for d in dests {
+            let got = d.got.await.unwrap();
+            let order: Vec<u32> = got.iter().map(index).collect();
+            assert_eq!(order, (0..2000).collect::<Vec<_>>(), "{}", d.addr);
+            assert!(got
+                .iter()
+                .enumerate()
+                .all(|(i, m)| *m == msg(i as u32, 1000)));
+        }
+    })
+    .await
+    .expect("bounded");
+}
+
+/// Sends `n` messages of 16 KiB to two quick destinations and one that reads one message
+/// every 10 ms under `mode`; how many messages the slow one had read when the group had
+/// every message done.
+async fn slow_one_read_when_done(mode: Mode, n: u32) -> u64 {
+    let dests = [
+        destination(Duration::ZERO).await,
+        destination(Duration::ZERO).await,
+        destination(Duration::from_millis(10)).await,
+    ];
+    let addrs: Vec<_> = dests.iter().map(|d| d.addr).collect();
+    let ep = sender().await;
+    let mut g = Group::connect(
+        &ep,
+        &addrs,
+        &Profile::reliable(),
+        mode,
+        GroupConfig::default(),
+    )
+    .await
+    .unwrap();
+    for i in 0..n {
+        g.send(msg(i, 16 << 10)).await.unwrap();
+    }
+    g.flush().await.unwrap();
+    let slow_read = dests[2].read.load(Ordering::SeqCst);
+    assert!(g.events().is_empty(), "nobody failed");
+    for d in &dests {
+        d.ep.close();
+    }
+    slow_read
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_destination_holds_all_back_but_not_any_or_two_of_three() {
+    timeout(Duration::from_secs(120), async {
+        // 400 messages of 16 KiB (6.4 MB): far more than the slow destination's receive
+        // buffer (256 KiB), which it drains at 100 messages a second.
+        let n = 400;
+        let all = slow_one_read_when_done(Mode::All, n).await;
+        let any = slow_one_read_when_done(Mode::Any, n).await;
+        let two = slow_one_read_when_done(Mode::AtLeast(2), n).await;
+        // Under All the slow one acknowledged every message, so it read all but what its
+        // buffer holds; under the others the group was done long before.
+        assert!(all > u64::from(n) * 3 / 4, "all: the slow one had read {all}");
+        assert!(any < u64::from(n) / 4, "any: the slow one had read {any}");
+        assert!(
+            two < u64::from(n) / 4,
+            "at-least=2: the slow one had read {two}"
+        );
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_destination_fails_all_with_a_reason_and_leaves_two_of_three_running() {
+    timeout(Duration::from_secs(60), async {
+        for mode in [Mode::All, Mode::AtLeast(2)] {
+            let dests = [
+                destination(Duration::ZERO).await,
+                destination(Duration::ZERO).await,
+                destination(Duration::ZERO).await,
+            ];
+            let addrs: Vec<_> = dests.iter().map(|d| d.addr).collect();
+            let ep = sender().await;
+            let cfg = GroupConfig {
+                fail_after: Duration::from_secs(2),
+                ..GroupConfig::default()
+            };
+            let mut g = Group::connect(&ep, &addrs, &Profile::reliable(), mode, cfg)
+                .await
+                .unwrap();
+            for i in 0..100 {
+                g.send(msg(i, 1000)).await.unwrap();
+            }
+            g.flush().await.unwrap();
+            // The third destination's machine dies: it stops answering at all.
+            dests[2].ep.close_with("machine off");
+            let mut outcome = Ok(());
+            for i in 100..400 {
+                if let Err(e) = g.send(msg(i, 1000)).await {
+                    outcome = Err(e);
+                    break;
+                }
+            }
+            if outcome.is_ok() {
+                outcome = g.flush().await;
+                // The group is done with every message; the dead destination's copies
+                // are still out until it is failed.
+                g.settled().await;
+            }
+            let events = g.events();
+            assert!(
+                events.iter().any(
+                    |e| matches!(e, GroupEvent::MemberFailed { member, .. } if *member == addrs[2])
+                ),
+                "{mode}: {events:?}"
+            );
+            match mode {
+                Mode::All => {
+                    let Err(GroupError::Failed(why)) = outcome else {
+                        panic!("all goes on without a destination: {outcome:?}");
+                    };
+                    assert!(why.contains(&addrs[2].to_string()), "{why}");
+                }
+                _ => {
+                    outcome.unwrap();
+                    let r = g.members();
+                    assert!(matches!(r[2].state, MemberState::Failed(_)), "{r:?}");
+                    assert_eq!((r[0].copies_done, r[1].copies_done), (400, 400));
+                }
+            }
+        }
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn balanced_sends_more_to_the_faster_destination() {
+    timeout(Duration::from_secs(60), async {
+        let dests = [
+            destination(Duration::ZERO).await,
+            destination(Duration::from_millis(5)).await,
+            destination(Duration::from_millis(5)).await,
+        ];
+        let addrs: Vec<_> = dests.iter().map(|d| d.addr).collect();
+        let ep = sender().await;
+        let mode = Mode::Balanced { k: 1, p: 1 };
+        let mut g = Group::connect(
+            &ep,
+            &addrs,
+            &Profile::reliable(),
+            mode,
+            GroupConfig::default(),
+        )
+        .await
+        .unwrap();
+        let n = 3000;
+        for i in 0..n {
+            g.send(msg(i, 8 << 10)).await.unwrap();
+        }
+        g.flush().await.unwrap();
+        let shares: Vec<u64> = g.members().iter().map(|r| r.copies_done).collect();
+        assert_eq!(shares.iter().sum::<u64>(), u64::from(n), "one copy each");
+        assert!(
+            shares[0] > shares[1] + shares[2],
+            "the quick destination took most: {shares:?}"
+        );
+        assert!(
+            shares[1] > 0 && shares[2] > 0,
+            "every destination was used: {shares:?}"
+        );
+    })
+    .await
+    .expect("bounded");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn destinations_join_and_leave_while_messages_flow() {
+    timeout(Duration::from_secs(60), async {
+        let dests = [
+            destination(Duration::ZERO).await,
+            destination(Duration::ZERO).await,
+            destination(Duration::ZERO).await,
+        ];
+        let a: Vec<_> = dests.iter().map(|d| d.addr).collect();
+        let ep = sender().await;
+        let mut g = Group::connect(
+            &ep,
+            &a[..2],
+            &Profile::reliable(),
+            Mode::All,
+            GroupConfig::default(),
+        )
+        .await
+        .unwrap();
+        for i in 0..100 {
+            g.send(msg(i, 500)).await.unwrap();
+        }
+        g.add(a[2]).await.unwrap();
+        assert!(g.add(a[2]).await.is_err(), "a destination twice");
+        for i in 100..200 {
+            g.send(msg(i, 500)).await.unwrap();
+        }
+        g.flush().await.unwrap();
+        g.remove(a[0]).unwrap();
+        for i in 200..300 {
+            g.send(msg(i, 500)).await.unwrap();
+        }
+        g.close().await.unwrap();
+        let mut got = Vec::new();
+        for d in dests {
+            got.push(d.got.await.unwrap().iter().map(index).collect::<Vec<_>>());
+        }
+        assert_eq!(got[0], (0..200).collect::<Vec<_>>(), "left after 200");
+        assert_eq!(got[1], (0..300).collect::<Vec<_>>(), "there throughout");
+        assert_eq!(got[2], (100..300).collect::<Vec<_>>(), "joined at 100");
+    })
+    .await
+    .expect("bounded");
+}
