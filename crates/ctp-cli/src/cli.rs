@@ -393,14 +393,31 @@ pub struct RouteArgs {
 /// `ctp send`.
 #[derive(Debug, Args)]
 pub struct SendArgs {
-    /// Files and directories to send, on one connection. A directory is sent with
-    /// everything under it (empty directories too); symbolic links inside it are skipped
-    /// with a warning, one named here is followed. Each keeps its own name on the receiver.
-    #[arg(required = true, value_name = "PATH")]
+    /// Files and directories to send, on one connection, then the receiver's address,
+    /// HOST:PORT (e.g. localhost:9000, 192.0.2.7:9000, [::1]:9000), unless `--to` names
+    /// the receivers. A directory is sent with everything under it (empty directories
+    /// too); symbolic links inside it are skipped with a warning, one named here is
+    /// followed. Each keeps its own name on the receiver.
+    #[arg(required = true, value_name = "PATH... HOST:PORT")]
+    pub operands: Vec<String>,
+    /// The files and directories of `operands`.
+    #[arg(skip)]
     pub paths: Vec<PathBuf>,
-    /// Receiver address, HOST:PORT (e.g. localhost:9000, 192.0.2.7:9000, [::1]:9000).
-    #[arg(value_parser = crate::addr::parse_target)]
-    pub addr: Target,
+    /// The receiver of `operands` (`None` with `--to`).
+    #[arg(skip)]
+    pub addr: Option<Target>,
+    /// Send to several receivers at once, comma-separated HOST:PORT (each its own
+    /// connection, keys, congestion and flow control); `--mode` says when the transfer is
+    /// done.
+    #[arg(long, value_delimiter = ',', value_parser = crate::addr::parse_target, value_name = "HOST:PORT,...")]
+    pub to: Vec<Target>,
+    /// With `--to`: `all` (every receiver gets everything; the default), `any` (done once
+    /// one receiver has it), `at-least=P` (once P have it), `spread=kKpP` (each PATH to K
+    /// receivers in turn, done once P have it) or `balanced=kKpP` (each PATH to the K
+    /// least loaded receivers). Transfers still running when the mode holds are stopped,
+    /// and their receivers keep nothing of them.
+    #[arg(long, requires = "to", value_name = "MODE", value_parser = parse_mode)]
+    pub mode: Option<ctp::Mode>,
     /// Congestion control: bbr-fair (the default with the `reliable` profile), newreno,
     /// cubic, bbr, udt, udt-noisy, scalable, highspeed, bic, westwood, vegas, fast, blast,
     /// group, ctcp (replaces the profile's; the receiver adopts it).
@@ -432,6 +449,36 @@ pub struct SendArgs {
     /// Transport options.
     #[command(flatten)]
     pub transport: TransportArgs,
+}
+
+impl SendArgs {
+    /// Splits `operands` into the paths and the receiver (the last operand, unless `--to`
+    /// names the receivers); says what is wrong otherwise.
+    pub fn resolve_operands(&mut self) -> Result<(), String> {
+        let mut operands = self.operands.clone();
+        if self.to.is_empty() {
+            if operands.len() < 2 {
+                return Err(
+                    "name what to send and the receiver: ctp send PATH... HOST:PORT (or --to HOST:PORT,...)"
+                        .into(),
+                );
+            }
+            let last = operands.pop().unwrap_or_default();
+            self.addr = Some(crate::addr::parse_target(&last)?);
+        } else if let Some(last) = operands.last() {
+            if crate::addr::parse(last).is_ok() && !std::path::Path::new(last).exists() {
+                return Err(format!(
+                    "{last} looks like a receiver: give the receivers either after the paths or with --to, not both"
+                ));
+            }
+        }
+        self.paths = operands.into_iter().map(PathBuf::from).collect();
+        Ok(())
+    }
+}
+
+fn parse_mode(s: &str) -> Result<ctp::Mode, String> {
+    s.parse::<ctp::Mode>().map_err(|e| e.to_string())
 }
 
 /// The keys and encryption options of `ctp send`.

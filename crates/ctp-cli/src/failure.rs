@@ -16,3 +16,13 @@ impl From<anyhow::Error> for Failure {
         Failure::Transfer(e)
     }
 }
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Usage(m) => f.write_str(m),
+            Failure::Transfer(e) => write!(f, "{e:#}"),
+            Failure::Interrupted => f.write_str("interrupted"),
+        }
+    }
+}

@@ -6,6 +6,7 @@ mod cli;
 mod connect;
 mod demo;
 mod failure;
+mod group_send;
 mod keygen;
 mod keys;
 mod output;
@@ -30,6 +31,7 @@ use connect::{
 use ctp::{Connection, Endpoint};
 use failure::Failure;
 use output::outln;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -195,7 +197,8 @@ async fn run(cmd: Command) -> Result<(), Failure> {
     }
 }
 
-async fn send(a: SendArgs) -> Result<(), Failure> {
+async fn send(mut a: SendArgs) -> Result<(), Failure> {
+    a.resolve_operands().map_err(Failure::Usage)?;
     let t = &a.transport;
     let mut profile = profiles::sender_cc(reliable_profile(t)?, &t.profile, a.cc.as_deref())?;
     let raw_refusal = || {
@@ -223,9 +226,12 @@ async fn send(a: SendArgs) -> Result<(), Failure> {
             .transpose()
             .map_err(|e| Failure::Usage(format!("--limit-rate: {e}")))?,
     };
-    let channel = security(a.security.for_peer(&a.addr), &mut profile)?.channel();
-    let ep = client_endpoint(a.addr.resolved, a.bind, t, &profile, channel).await?;
-    let work = send_over(&ep, &a, &profile, &sources, &opts);
+    let Some(target) = a.addr.clone() else {
+        return group_send::send(&a, profile, sources, &opts).await;
+    };
+    let channel = security(a.security.for_peer(&target), &mut profile)?.channel();
+    let ep = client_endpoint(target.resolved, a.bind, t, &profile, channel).await?;
+    let work = send_over(&ep, &a, target.resolved, &profile, &sources, &opts);
     until_interrupted(&ep, "the sender", work).await
 }
 
@@ -256,6 +262,7 @@ async fn interrupt(ep: &Endpoint, who: &str, signal: &str) -> Failure {
 async fn send_over(
     ep: &Endpoint,
     a: &SendArgs,
+    to: SocketAddr,
     profile: &ctp::Profile,
     sources: &transfer::source::Sources,
     opts: &transfer::send::SendOptions,
@@ -263,7 +270,7 @@ async fn send_over(
     let t = &a.transport;
     let start = Instant::now();
     let routes = &a.routes.routes;
-    let mut conn = open_connection(ep, a.addr.resolved, a.rendezvous, profile, routes).await?;
+    let mut conn = open_connection(ep, to, a.rendezvous, profile, routes).await?;
     let manifest = &sources.manifest;
     let total = manifest.total_bytes();
     let pb = progress::Sending::new(progress::bar(total, "send", t.json));
@@ -289,7 +296,7 @@ async fn send_over(
         .await;
     drop(watched);
     let (digest, sent, verified) =
-        sending.with_context(|| format!("sending {what} to {} failed", a.addr.resolved))?;
+        sending.with_context(|| format!("sending {what} to {to} failed"))?;
     pb.finish_and_clear();
     let secs = start.elapsed().as_secs_f64();
     let stats = conn.stats();
@@ -301,7 +308,7 @@ async fn send_over(
     Summary::new(
         "send",
         Path::new(&what),
-        a.addr.resolved.to_string(),
+        to.to_string(),
         &t.profile,
         Measured {
             bytes: total,

@@ -2383,3 +2383,167 @@ fn a_tree_sent_again_with_resume_sends_only_what_the_receiver_lacks() {
         write_random(&src.join("sub/d.bin"), added as usize);
     }
 }
+
+/// Starts `n` receivers (`ctp recv`, each into a directory of its own); their addresses and
+/// directories (the guards keep them running).
+fn receivers(dir: &Path, n: usize) -> (Vec<Guard>, Vec<String>, Vec<std::path::PathBuf>) {
+    let mut guards = Vec::new();
+    let mut addrs = Vec::new();
+    let mut outs = Vec::new();
+    for i in 0..n {
+        let out = dir.join(format!("rx{i}"));
+        std::fs::create_dir(&out).unwrap();
+        let listen = format!("127.0.0.1:{}", free_udp_port());
+        guards.push(spawn(&[
+            "recv",
+            "--listen",
+            &listen,
+            "--out",
+            out.to_str().unwrap(),
+        ]));
+        addrs.push(listen);
+        outs.push(out);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    (guards, addrs, outs)
+}
+
+/// `ctp send PATH... --to A,B,C` with `--mode` and `--json`: its output and parsed report.
+fn group_send(paths: &[&Path], to: &[String], mode: &str) -> (Output, serde_json::Value) {
+    let mut args: Vec<String> = vec!["send".into()];
+    args.extend(paths.iter().map(|p| p.to_str().unwrap().to_string()));
+    args.extend([
+        "--to".into(),
+        to.join(","),
+        "--mode".into(),
+        mode.into(),
+        "--json".into(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = wait_output(spawn(&args), Duration::from_secs(120));
+    let v = serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null);
+    (o, v)
+}
+
+#[test]
+fn send_to_three_receivers_under_all_gives_each_every_file_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_rx, addrs, outs) = receivers(dir.path(), 3);
+    let (a, b) = (dir.path().join("a.bin"), dir.path().join("b.bin"));
+    write_random(&a, 3 << 20);
+    write_random(&b, 1 << 20);
+    let (o, v) = group_send(&[&a, &b], &addrs, "all");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(v["group"]["mode"], "all");
+    assert_eq!(v["group"]["done"], true);
+    for (i, out) in outs.iter().enumerate() {
+        assert_eq!(v["group"]["receivers"][i]["state"], "done", "{v}");
+        assert_eq!(blake3_file(&out.join("a.bin")), blake3_file(&a));
+        assert_eq!(blake3_file(&out.join("b.bin")), blake3_file(&b));
+    }
+}
+
+#[test]
+fn balanced_puts_each_path_at_one_receiver_and_uses_them_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_rx, addrs, outs) = receivers(dir.path(), 3);
+    let files: Vec<_> = (0..9)
+        .map(|i| {
+            let f = dir.path().join(format!("f{i}.bin"));
+            write_random(&f, 512 << 10);
+            f
+        })
+        .collect();
+    let paths: Vec<&Path> = files.iter().map(|f| f.as_path()).collect();
+    let (o, v) = group_send(&paths, &addrs, "balanced=k1p1");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut held = vec![0; 3];
+    for f in &files {
+        let name = f.file_name().unwrap();
+        let at: Vec<usize> = (0..3).filter(|&i| outs[i].join(name).exists()).collect();
+        assert_eq!(at.len(), 1, "{name:?} at exactly one receiver: {at:?}");
+        assert_eq!(blake3_file(&outs[at[0]].join(name)), blake3_file(f));
+        held[at[0]] += 1;
+    }
+    let transfers: Vec<u64> = (0..3)
+        .map(|i| v["group"]["receivers"][i]["transfers"].as_u64().unwrap())
+        .collect();
+    assert_eq!(transfers, held, "{v}");
+    assert!(
+        held.iter().all(|&n| n > 0),
+        "every receiver took some: {held:?}"
+    );
+}
+
+#[test]
+fn a_dead_receiver_fails_all_with_its_address_and_leaves_two_of_three_done() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_rx, mut addrs, outs) = receivers(dir.path(), 2);
+    // Nothing listens there.
+    let dead = format!("127.0.0.1:{}", free_udp_port());
+    addrs.push(dead.clone());
+    let src = dir.path().join("f.bin");
+    write_random(&src, 1 << 20);
+    let (o, v) = group_send(&[&src], &addrs, "at-least=2");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The dead one is failed, or stopped unneeded if the other two were quicker than
+    // its connection attempt's failure.
+    let r = &v["group"]["receivers"];
+    let dead_state = r[2]["state"].as_str().unwrap();
+    assert!(
+        dead_state.starts_with("failed:") || dead_state.starts_with("stopped"),
+        "{v}"
+    );
+    assert_eq!(
+        (&r[0]["state"], &r[1]["state"]),
+        (&"done".into(), &"done".into())
+    );
+    for out in &outs {
+        assert_eq!(blake3_file(&out.join("f.bin")), blake3_file(&src));
+    }
+    let other = dir.path().join("g.bin");
+    write_random(&other, 1 << 20);
+    let (o, _) = group_send(&[&other], &addrs, "all");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains(&dead), "the dead receiver is named: {err}");
+}
+
+#[test]
+fn group_send_usage_errors_say_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("f.bin");
+    write_random(&src, 1000);
+    let f = src.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec![
+                "send",
+                f,
+                "--to",
+                "127.0.0.1:9,127.0.0.1:10",
+                "--mode",
+                "at-least=3",
+            ],
+            "between 1 and 2",
+        ),
+        (
+            vec!["send", f, "--to", "127.0.0.1:9", "--mode", "most"],
+            "balanced=k2p1",
+        ),
+        (
+            vec!["send", f, "127.0.0.1:11", "--to", "127.0.0.1:9"],
+            "not both",
+        ),
+        (vec!["send", f, "--mode", "all"], "--to"),
+        (
+            vec!["send", f, "--to", "127.0.0.1:9", "--raw"],
+            "applies to one receiver",
+        ),
+    ] {
+        let o = wait_output(spawn(&args), Duration::from_secs(20));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -162,7 +162,10 @@ async fn a_slow_destination_holds_all_back_but_not_any_or_two_of_three() {
         let two = slow_one_read_when_done(Mode::AtLeast(2), n).await;
         // Under All the slow one acknowledged every message, so it read all but what its
         // buffer holds; under the others the group was done long before.
-        assert!(all > u64::from(n) * 3 / 4, "all: the slow one had read {all}");
+        assert!(
+            all > u64::from(n) * 3 / 4,
+            "all: the slow one had read {all}"
+        );
         assert!(any < u64::from(n) / 4, "any: the slow one had read {any}");
         assert!(
             two < u64::from(n) / 4,
