@@ -65,6 +65,13 @@ pub enum Command {
     /// the far end that connects to their targets (`proxy server`), one stream per TCP
     /// connection on one ctp connection.
     Proxy(ProxyArgs),
+    /// Serve the files under a directory to `ctp get`: each file's BLAKE3 segment tree and
+    /// its segments, on request.
+    Serve(ServeArgs),
+    /// Fetch one file from several `ctp serve` mirrors at once, every segment checked
+    /// against the file's BLAKE3 tree: a bad mirror is named and its segments fetched from
+    /// the others.
+    Get(GetArgs),
     /// Print a shell completion script (e.g. `ctp completions bash > ~/.local/share/bash-completion/completions/ctp`).
     Completions(CompletionsArgs),
     /// Print the manual page, in roff (e.g. `ctp man > ctp.1; man ./ctp.1`).
@@ -89,6 +96,8 @@ impl Command {
                 ProxySide::Client(c) => c.transport.json,
                 ProxySide::Server(s) => s.transport.json,
             },
+            Command::Serve(a) => a.transport.json,
+            Command::Get(a) => a.transport.json,
             Command::Completions(_) | Command::Man => false,
         }
     }
@@ -479,6 +488,50 @@ impl SendArgs {
 
 fn parse_mode(s: &str) -> Result<ctp::Mode, String> {
     s.parse::<ctp::Mode>().map_err(|e| e.to_string())
+}
+
+/// `ctp serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The directory whose files are served (nothing outside it is).
+    #[arg(long, value_name = "DIR")]
+    pub root: PathBuf,
+    /// Address to listen on, e.g. 0.0.0.0:9000.
+    #[arg(value_parser = crate::addr::parse, short, long)]
+    pub listen: SocketAddr,
+    /// Encryption and keys.
+    #[command(flatten)]
+    pub security: RecvSecurityArgs,
+    /// Transport options.
+    #[command(flatten)]
+    pub transport: TransportArgs,
+}
+
+/// `ctp get`.
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    /// The file's name under the mirrors' `--root` (e.g. images/disk.iso).
+    pub name: String,
+    /// The mirrors, comma-separated HOST:PORT (each a `ctp serve`).
+    #[arg(long, required = true, value_delimiter = ',', value_parser = crate::addr::parse_target, value_name = "HOST:PORT,...")]
+    pub from: Vec<Target>,
+    /// Where to put the file: a path, or an existing directory to keep its name in.
+    #[arg(short, long)]
+    pub out: PathBuf,
+    /// The file's BLAKE3 hash (64 hexadecimal digits, as `b3sum` prints): only a file with
+    /// it is accepted, whatever the mirrors say. Without it, the hash most mirrors agree on
+    /// is trusted.
+    #[arg(long, value_name = "HEX")]
+    pub hash: Option<String>,
+    /// Replace a file that exists at `--out`.
+    #[arg(long)]
+    pub overwrite: bool,
+    /// Encryption and keys.
+    #[command(flatten)]
+    pub security: SendSecurityArgs,
+    /// Transport options.
+    #[command(flatten)]
+    pub transport: TransportArgs,
 }
 
 /// The keys and encryption options of `ctp send`.

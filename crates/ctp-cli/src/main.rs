@@ -9,6 +9,7 @@ mod failure;
 mod group_send;
 mod keygen;
 mod keys;
+mod mirror;
 mod output;
 mod perf;
 mod profiles;
@@ -166,6 +167,8 @@ async fn run(cmd: Command) -> Result<(), Failure> {
     match cmd {
         Command::Send(a) => send(a).await,
         Command::Recv(a) => recv(a).await,
+        Command::Serve(a) => mirror::serve::serve(a).await,
+        Command::Get(a) => mirror::get::get(a).await,
         Command::Keygen(a) => keygen::run(a),
         Command::Profiles(a) => match a.explain {
             Some(p) => profiles::explain_one(&p, a.json),

@@ -2547,3 +2547,133 @@ fn group_send_usage_errors_say_what_is_wrong() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// Starts `ctp serve` on each of `roots`; the guards and addresses.
+fn mirrors(roots: &[&Path]) -> (Vec<Guard>, Vec<String>) {
+    let mut guards = Vec::new();
+    let mut addrs = Vec::new();
+    for root in roots {
+        let listen = format!("127.0.0.1:{}", free_udp_port());
+        guards.push(spawn(&[
+            "serve",
+            "--root",
+            root.to_str().unwrap(),
+            "--listen",
+            &listen,
+        ]));
+        addrs.push(listen);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    (guards, addrs)
+}
+
+fn get(name: &str, from: &[String], out: &Path, extra: &[&str]) -> (Output, serde_json::Value) {
+    let from = from.join(",");
+    let mut args = vec![
+        "get",
+        name,
+        "--from",
+        &from,
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let o = wait_output(spawn(&args), Duration::from_secs(120));
+    let v = serde_json::from_slice(&o.stdout).unwrap_or(serde_json::Value::Null);
+    (o, v)
+}
+
+#[test]
+fn get_from_three_mirrors_one_corrupted_arrives_exact_and_names_the_bad_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let roots: Vec<_> = (0..3).map(|i| dir.path().join(format!("m{i}"))).collect();
+    let src = dir.path().join("image.bin");
+    write_random(&src, (24 << 20) + 12345);
+    for r in &roots {
+        std::fs::create_dir(r).unwrap();
+        std::fs::copy(&src, r.join("image.bin")).unwrap();
+    }
+    let paths: Vec<&Path> = roots.iter().map(|r| r.as_path()).collect();
+    let (_m, addrs) = mirrors(&paths);
+    // A first fetch makes every mirror compute the file's tree from good data.
+    let out = dir.path().join("first.bin");
+    let (o, _) = get("image.bin", &addrs, &out, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Then the third mirror's copy rots: a byte of every segment flipped, the size and
+    // modification time unchanged, so it serves the tree of the good file and bad data.
+    let bad = roots[2].join("image.bin");
+    let mtime = std::fs::metadata(&bad).unwrap().modified().unwrap();
+    let mut data = std::fs::read(&bad).unwrap();
+    for at in (1000..data.len()).step_by(1 << 20) {
+        data[at] ^= 0x5a;
+    }
+    std::fs::write(&bad, &data).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&bad)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    let out = dir.path().join("got.bin");
+    let (o, v) = get("image.bin", &addrs, &out, &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(blake3_file(&out), blake3_file(&src), "byte-exact");
+    assert_eq!(v["get"]["blake3"], blake3_file(&src));
+    let m = &v["get"]["mirrors"];
+    assert!(
+        m[2]["state"]
+            .as_str()
+            .unwrap()
+            .starts_with("bad: served corrupted data"),
+        "{v}"
+    );
+    assert!(
+        err.contains(&addrs[2]) && err.contains("corrupted"),
+        "{err}"
+    );
+    let total: u64 = (0..3).map(|i| m[i]["segments"].as_u64().unwrap()).sum();
+    assert_eq!(total, 25, "every segment once: {v}");
+    assert!(leftovers_of(dir.path()).is_empty());
+}
+
+#[test]
+fn get_trusts_hash_over_the_mirrors_majority_and_refuses_to_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let roots: Vec<_> = (0..3).map(|i| dir.path().join(format!("m{i}"))).collect();
+    let (right, wrong) = (dir.path().join("right.bin"), dir.path().join("wrong.bin"));
+    write_random(&right, 3 << 20);
+    write_random(&wrong, 2 << 20);
+    for (i, r) in roots.iter().enumerate() {
+        std::fs::create_dir(r).unwrap();
+        let from = if i == 0 { &right } else { &wrong };
+        std::fs::copy(from, r.join("f.bin")).unwrap();
+    }
+    let paths: Vec<&Path> = roots.iter().map(|r| r.as_path()).collect();
+    let (_m, addrs) = mirrors(&paths);
+    let out = dir.path().join("got.bin");
+    let hash = blake3_file(&right);
+    let (o, v) = get("f.bin", &addrs, &out, &["--hash", &hash]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(blake3_file(&out), hash);
+    for i in [1, 2] {
+        let state = v["get"]["mirrors"][i]["state"].as_str().unwrap();
+        assert!(state.contains("another file"), "{v}");
+    }
+    let (o, _) = get("f.bin", &addrs, &out, &["--hash", &hash]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--overwrite"));
+    let (o, _) = get("f.bin", &addrs, &dir.path().join("x"), &["--hash", "abc"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("64 hexadecimal digits"));
+}
+
+/// Temporary files of `ctp get` left in `dir`.
+fn leftovers_of(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("ctp-get-partial"))
+        .collect()
+}
