@@ -7,7 +7,9 @@
 //! `--hash` (what `b3sum` prints), or else the one most mirrors agree on (more than half of
 //! those that answered: otherwise the command says they disagree and asks for `--hash`).
 //! Each mirror has [`PIPELINE`] segments under way at a time and gets the next as one
-//! arrives, so a faster mirror serves more. The file is written under a hidden temporary
+//! arrives, so a faster mirror serves more; once none is left to hand out, an idle mirror
+//! also asks for a segment under way elsewhere (the end game), so a mirror that died
+//! silently or crawls holds nothing back. The file is written under a hidden temporary
 //! name beside `--out` and appears under its name only whole and verified.
 
 use super::tree::{self, SEGMENT};
@@ -217,14 +219,26 @@ async fn fetch(
     let mut have = vec![false; count as usize];
     let mut done = 0;
     let mut tasks = JoinSet::new();
+    // Which mirrors each segment is under way at.
+    let mut asked: Vec<Vec<usize>> = vec![Vec::new(); count as usize];
     while done < count {
         for (m, mirror) in mirrors.iter_mut().enumerate() {
             while mirror.state == State::Good && mirror.in_flight < PIPELINE {
-                let Some(seg) = queue.pop_front() else { break };
+                // The queue first; once it is empty, a segment under way at one other
+                // mirror only (the end game: a mirror that died or crawls holds nothing
+                // back).
+                let next = queue.pop_front().or_else(|| {
+                    (0..count).find(|&s| {
+                        let at = &asked[s as usize];
+                        !have[s as usize] && at.len() == 1 && at[0] != m
+                    })
+                });
+                let Some(seg) = next else { break };
                 let Some(conn) = mirror.conn.clone() else {
                     break;
                 };
                 mirror.in_flight += 1;
+                asked[seg as usize].push(m);
                 let req = Request::Get(name.to_string(), seg);
                 tasks.spawn(async move { (m, seg, request(&conn, &req).await) });
             }
@@ -243,6 +257,7 @@ async fn fetch(
         let (m, seg, answer) = joined.map_err(|e| format!("a segment task failed: {e}"))?;
         let mirror = &mut mirrors[m];
         mirror.in_flight -= 1;
+        asked[seg as usize].retain(|&x| x != m);
         let len = tree::segment_len(info.size, seg);
         let checked = answer.and_then(|a| {
             let (n, data) = wire::header(&a).map(|(n, d)| (n, d.to_vec()))?;
@@ -278,7 +293,9 @@ async fn fetch(
                         state_text(&mirror.state)
                     );
                 }
-                queue.push_front(seg);
+                if !have[seg as usize] && asked[seg as usize].is_empty() {
+                    queue.push_front(seg);
+                }
             }
             Err(why) => {
                 if mirror.state == State::Good {
@@ -289,7 +306,7 @@ async fn fetch(
                         state_text(&mirror.state)
                     );
                 }
-                if !have[seg as usize] {
+                if !have[seg as usize] && asked[seg as usize].is_empty() {
                     queue.push_front(seg);
                 }
             }
