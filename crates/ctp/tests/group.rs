@@ -66,6 +66,26 @@ async fn destination(pause: Duration) -> Destination {
     }
 }
 
+/// Three destinations that read as fast as messages come.
+async fn quick_destinations() -> [Destination; 3] {
+    [
+        destination(Duration::ZERO).await,
+        destination(Duration::ZERO).await,
+        destination(Duration::ZERO).await,
+    ]
+}
+
+/// A group from `ep` to `addrs` (reliable profile).
+async fn group_with(ep: &Endpoint, addrs: &[SocketAddr], mode: Mode, cfg: GroupConfig) -> Group {
+    Group::connect(ep, addrs, &Profile::reliable(), mode, cfg)
+        .await
+        .expect("every destination reachable")
+}
+
+async fn group(ep: &Endpoint, addrs: &[SocketAddr], mode: Mode) -> Group {
+    group_with(ep, addrs, mode, GroupConfig::default()).await
+}
+
 async fn sender() -> Endpoint {
     Endpoint::bind("127.0.0.1:0".parse().unwrap(), EndpointOptions::default())
         .await
@@ -85,22 +105,10 @@ fn index(m: &Bytes) -> u32 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_delivers_every_message_to_every_destination_exactly_once_in_order() {
     timeout(Duration::from_secs(60), async {
-        let dests = [
-            destination(Duration::ZERO).await,
-            destination(Duration::ZERO).await,
-            destination(Duration::ZERO).await,
-        ];
+        let dests = quick_destinations().await;
         let addrs: Vec<_> = dests.iter().map(|d| d.addr).collect();
         let ep = sender().await;
-        let mut g = Group::connect(
-            &ep,
-            &addrs,
-            &Profile::reliable(),
-            Mode::All,
-            GroupConfig::default(),
-        )
-        .await
-        .unwrap();
+        let mut g = group(&ep, &addrs, Mode::All).await;
         for i in 0..2000 {
             assert_eq!(g.send(msg(i, 1000)).await.unwrap(), u64::from(i));
         }
@@ -130,15 +138,7 @@ async fn slow_one_read_when_done(mode: Mode, n: u32) -> u64 {
     ];
     let addrs: Vec<_> = dests.iter().map(|d| d.addr).collect();
     let ep = sender().await;
-    let mut g = Group::connect(
-        &ep,
-        &addrs,
-        &Profile::reliable(),
-        mode,
-        GroupConfig::default(),
-    )
-    .await
-    .unwrap();
+    let mut g = group(&ep, &addrs, mode).await;
     for i in 0..n {
         g.send(msg(i, 16 << 10)).await.unwrap();
     }
@@ -180,20 +180,14 @@ async fn a_slow_destination_holds_all_back_but_not_any_or_two_of_three() {
 async fn a_dead_destination_fails_all_with_a_reason_and_leaves_two_of_three_running() {
     timeout(Duration::from_secs(60), async {
         for mode in [Mode::All, Mode::AtLeast(2)] {
-            let dests = [
-                destination(Duration::ZERO).await,
-                destination(Duration::ZERO).await,
-                destination(Duration::ZERO).await,
-            ];
+            let dests = quick_destinations().await;
             let addrs: Vec<_> = dests.iter().map(|d| d.addr).collect();
             let ep = sender().await;
             let cfg = GroupConfig {
                 fail_after: Duration::from_secs(2),
                 ..GroupConfig::default()
             };
-            let mut g = Group::connect(&ep, &addrs, &Profile::reliable(), mode, cfg)
-                .await
-                .unwrap();
+            let mut g = group_with(&ep, &addrs, mode, cfg).await;
             for i in 0..100 {
                 g.send(msg(i, 1000)).await.unwrap();
             }
@@ -251,15 +245,7 @@ async fn balanced_sends_more_to_the_faster_destination() {
         let addrs: Vec<_> = dests.iter().map(|d| d.addr).collect();
         let ep = sender().await;
         let mode = Mode::Balanced { k: 1, p: 1 };
-        let mut g = Group::connect(
-            &ep,
-            &addrs,
-            &Profile::reliable(),
-            mode,
-            GroupConfig::default(),
-        )
-        .await
-        .unwrap();
+        let mut g = group(&ep, &addrs, mode).await;
         let n = 3000;
         for i in 0..n {
             g.send(msg(i, 8 << 10)).await.unwrap();
@@ -283,22 +269,10 @@ async fn balanced_sends_more_to_the_faster_destination() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn destinations_join_and_leave_while_messages_flow() {
     timeout(Duration::from_secs(60), async {
-        let dests = [
-            destination(Duration::ZERO).await,
-            destination(Duration::ZERO).await,
-            destination(Duration::ZERO).await,
-        ];
+        let dests = quick_destinations().await;
         let a: Vec<_> = dests.iter().map(|d| d.addr).collect();
         let ep = sender().await;
-        let mut g = Group::connect(
-            &ep,
-            &a[..2],
-            &Profile::reliable(),
-            Mode::All,
-            GroupConfig::default(),
-        )
-        .await
-        .unwrap();
+        let mut g = group(&ep, &a[..2], Mode::All).await;
         for i in 0..100 {
             g.send(msg(i, 500)).await.unwrap();
         }

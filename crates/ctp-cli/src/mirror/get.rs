@@ -280,26 +280,17 @@ async fn fetch(
                     pb.inc(len);
                 }
             }
-            Ok((false, _)) => {
-                if mirror.state == State::Good {
-                    mirror.state = State::Bad(format!(
+            Ok((false, _)) | Err(_) => {
+                let lost = match checked {
+                    Err(why) => State::Failed(why),
+                    Ok(_) => State::Bad(format!(
                         "served corrupted data (segment {seg}, bytes {}..{})",
                         seg * SEGMENT,
                         seg * SEGMENT + len
-                    ));
-                    eprintln!(
-                        "ctp: {}: {}; its segments come from the other mirrors",
-                        mirror.target.typed,
-                        state_text(&mirror.state)
-                    );
-                }
-                if !have[seg as usize] && asked[seg as usize].is_empty() {
-                    queue.push_front(seg);
-                }
-            }
-            Err(why) => {
+                    )),
+                };
                 if mirror.state == State::Good {
-                    mirror.state = State::Failed(why);
+                    mirror.state = lost;
                     eprintln!(
                         "ctp: {}: {}; its segments come from the other mirrors",
                         mirror.target.typed,
