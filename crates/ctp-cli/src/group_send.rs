@@ -98,6 +98,11 @@ pub async fn send(
     if t.json {
         bars.set_draw_target(ProgressDrawTarget::hidden());
     }
+    let whole = bars.add(progress::count_bar(
+        units.len() as u64,
+        &mode.to_string(),
+        t.json,
+    ));
     let mut tasks: JoinSet<Finished> = JoinSet::new();
     let mut next_unit = 0;
     let outcome = loop {
@@ -170,12 +175,14 @@ pub async fn send(
                     ..MemberProgress::default()
                 };
                 group.progress(now(), r.target.resolved, p);
+                whole.set_position(group.done_below());
             }
             Err(why) => {
                 let _ = group.fail_member(now(), r.target.resolved, &why);
             }
         }
     };
+    whole.finish_and_clear();
     // What is still running is not needed (or cannot help any more): its receivers are
     // told why.
     let why = match &outcome {

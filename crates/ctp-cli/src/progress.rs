@@ -27,6 +27,22 @@ pub fn bar(total: u64, label: &str, quiet: bool) -> ProgressBar {
     pb
 }
 
+/// A bar counting `total` things done (a group's transfers), labelled `label`; hidden as
+/// [`bar`] is.
+pub fn count_bar(total: u64, label: &str, quiet: bool) -> ProgressBar {
+    let pb = ProgressBar::new(total);
+    if quiet || !std::io::stderr().is_terminal() {
+        pb.set_draw_target(ProgressDrawTarget::hidden());
+        return pb;
+    }
+    let style = ProgressStyle::with_template("{prefix:>8} [{bar:30}] {pos}/{len} done {wide_msg}")
+        .map(|s| s.progress_chars("=> "))
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+    pb.set_style(style);
+    pb.set_prefix(label.to_string());
+    pb
+}
+
 /// A sender's progress: the bytes the receiver acknowledged, not the bytes handed to the
 /// connection. Those run ahead by the send buffer (megabytes): a bar driven by them shows
 /// the local write speed and reads 100 % while the data is still on its way.

@@ -108,6 +108,11 @@ struct PathAcks {
     newest_at: Instant,
     /// An acknowledgement is owed now, not only with the next packet that leaves.
     due: bool,
+    /// The largest number the last `CODED_ACK` carried: the history is kept below it, and
+    /// everything received since is kept until an acknowledgement carried it (a burst
+    /// longer than the history, taken before the next packet leaves, would otherwise read
+    /// as losses at the sender).
+    acked_largest: u64,
 }
 
 /// How far below the largest sequence number received acknowledgements are repeated.
@@ -629,6 +634,7 @@ impl Coded {
                     first_unacked_at: now,
                     newest_at: now,
                     due: false,
+                    acked_largest: 0,
                 });
                 self.acks.len() - 1
             }
@@ -646,8 +652,7 @@ impl Coded {
         a.due |= !in_order || a.unacked >= ACK_EVERY;
         let new_deadline = a.unacked == 1 && !a.due;
         // Forget what lies beyond the history (and beyond the ranges a frame carries).
-        let largest = a.ranges.last().map_or(0, |r| r.hi);
-        let floor = largest.saturating_sub(ACK_HISTORY);
+        let floor = a.acked_largest.saturating_sub(ACK_HISTORY);
         a.ranges.retain(|r| r.hi >= floor);
         if let Some(first) = a.ranges.first_mut() {
             first.lo = first.lo.max(floor);
@@ -696,6 +701,7 @@ impl Coded {
             }
             let held = now.saturating_since(a.newest_at).as_micros() as u64;
             CodedAckFrame::emit(w.buf, a.path, (self.rx_current, dofs), held, &a.ranges);
+            a.acked_largest = a.ranges.last().map_or(0, |r| r.hi);
             a.unacked = 0;
             a.due = false;
         }
