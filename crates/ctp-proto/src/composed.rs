@@ -576,6 +576,7 @@ impl Engine {
             seal_overhead,
             ack_eliciting: false,
             probe: false,
+            owed: !nothing_owed,
         };
         for (kind, token) in self.path_frames.iter_mut().enumerate() {
             if let Some(t) = token.take() {

@@ -367,6 +367,9 @@ pub struct FrameWriter<'b> {
     pub ack_eliciting: bool,
     /// Set by a writer that made the packet a path-MTU probe (PING and PADDING only).
     pub probe: bool,
+    /// Some writer owes frames, so the packet leaves: a writer may add frames it does not
+    /// owe yet (an acknowledgement it would otherwise hold back) only then.
+    pub owed: bool,
 }
 
 impl FrameWriter<'_> {

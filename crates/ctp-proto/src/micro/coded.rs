@@ -689,13 +689,20 @@ impl Coded {
         }
     }
 
-    /// Acknowledges, in this packet, whatever arrived since the last acknowledgement.
+    /// Acknowledges, in this packet, what arrived since the last acknowledgement: on every
+    /// path whose acknowledgement is due, and on every other one too when the packet
+    /// leaves anyway.
     fn write_acks(&mut self, w: &mut FrameWriter<'_>, now: Instant) {
         let dofs = self
             .rx
             .get(&self.rx_current)
             .map_or(0, |b| b.decoder.rank() as u64);
-        for a in self.acks.iter_mut().filter(|a| a.unacked > 0) {
+        let owed = w.owed;
+        for a in self
+            .acks
+            .iter_mut()
+            .filter(|a| a.due || (owed && a.unacked > 0))
+        {
             if w.room() < CodedAckFrame::max_len(a.ranges.len()) {
                 return;
             }
