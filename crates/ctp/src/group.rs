@@ -219,7 +219,8 @@ impl Group {
     /// Puts waiting copies on their members' connections, takes each member's progress,
     /// fails the members that stopped, and registers `cx` to be woken by any of it.
     fn pump(&mut self, cx: &mut Context<'_>) {
-        for (addr, c) in self.members.clone() {
+        for i in 0..self.members.len() {
+            let (addr, c) = (self.members[i].0, self.members[i].1.clone());
             if let Err(e) = self.pump_member(cx, addr, &c) {
                 let why = format!("connection ended: {e}");
                 let _ = self.state.fail_member(self.endpoint.now(), addr, &why);

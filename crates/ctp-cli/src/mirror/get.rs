@@ -20,7 +20,8 @@ use crate::connect::{client_endpoint, open_connection, reliable_profile, securit
 use crate::failure::Failure;
 use crate::outln;
 use crate::progress;
-use crate::summary::human_bytes;
+use crate::summary::{hex, human_bytes};
+use crate::transfer::tempname::hidden_path;
 use anyhow::anyhow;
 use ctp::{Connection, StreamKind};
 use std::collections::VecDeque;
@@ -208,7 +209,7 @@ async fn fetch(
     out: &Path,
     pb: &indicatif::ProgressBar,
 ) -> Result<(), String> {
-    let temp = temp_name(out);
+    let temp = hidden_path(out, ".ctp-get-partial");
     let file = std::fs::File::create(&temp)
         .and_then(|f| f.set_len(info.size).map(|()| f))
         .map_err(|e| format!("cannot write {}: {e}", temp.display()))?;
@@ -346,14 +347,6 @@ fn destination(out: &Path, name: &str, overwrite: bool) -> Result<PathBuf, Failu
     Ok(path)
 }
 
-fn temp_name(out: &Path) -> PathBuf {
-    let base = out
-        .file_name()
-        .map(|b| b.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    out.with_file_name(format!(".{base}.ctp-get-partial"))
-}
-
 /// Puts the finished temporary file at `out` (replacing what is there: `destination`
 /// refused an existing file unless asked to overwrite).
 fn place(temp: &Path, out: &Path) -> Result<(), String> {
@@ -371,21 +364,11 @@ impl Drop for RemoveOnDrop {
 }
 
 fn parse_hash(s: &str) -> Result<[u8; 32], String> {
-    let bytes: Vec<u8> = (0..s.len())
-        .step_by(2)
-        .map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
-        .collect::<Option<_>>()
-        .filter(|b: &Vec<u8>| b.len() == 32 && s.len() == 64)
-        .ok_or_else(|| {
+    blake3::Hash::from_hex(s)
+        .map(|h| *h.as_bytes())
+        .map_err(|_| {
             format!("--hash {s}: not a BLAKE3 hash (64 hexadecimal digits, as b3sum prints)")
-        })?;
-    let mut h = [0; 32];
-    h.copy_from_slice(&bytes);
-    Ok(h)
-}
-
-fn hex(h: &[u8; 32]) -> String {
-    h.iter().map(|b| format!("{b:02x}")).collect()
+        })
 }
 
 fn state_text(s: &State) -> String {

@@ -406,6 +406,11 @@ impl Scheduler {
         &self.blocks
     }
 
+    /// Path `path`'s smoothed round trip (`None` before its first sample).
+    pub fn srtt(&self, path: PathId) -> Option<Duration> {
+        self.paths.get(path)?.srtt_us.map(Duration::from_micros)
+    }
+
     /// A path's figures (`None` for an unknown path).
     pub fn path_stats(&self, path: PathId) -> Option<PathStats> {
         let p = self.paths.get(path)?;

@@ -303,7 +303,7 @@ impl Coded {
     /// two (sender CPU 22.0 → 16.1 s/GB on two 100 Mbit/s paths of 60 ms); the burst
     /// queues at most a 32nd of the path's delay, which the token control tolerates.
     fn spacing(&self, p: PathId) -> Spacing {
-        let srtt = self.sched.path_stats(p).and_then(|s| s.srtt);
+        let srtt = self.sched.srtt(p);
         let train = srtt.map_or(Duration::ZERO, |r| r / 32).min(MAX_TRAIN);
         Spacing::TrainsOf(train.as_micros() as u64)
     }
