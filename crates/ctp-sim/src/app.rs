@@ -10,7 +10,9 @@
 //!   latency of each round is recorded (the CTP paper's latency experiment);
 //! - **streams**: several streams over the one connection, each a constant-rate sequence of
 //!   messages or a bulk byte stream with its own priority, or the same data multiplexed on
-//!   stream 0 for comparison (see [`crate::streams`]).
+//!   stream 0 for comparison (see [`crate::streams`]);
+//! - **group**: one member of a group ([`crate::group`]): the group's messages, placed on
+//!   this flow's connection by the group's policy, checked by the group at the receiver.
 //!
 //! Every byte and message received is checked against the deterministic generator of
 //! [`crate::payload`]: a wrong, duplicated or corrupted delivery is recorded as a violation.
@@ -43,6 +45,11 @@ pub enum FlowKind {
         /// Every stream's data multiplexed on stream 0 instead, in the order written (an
         /// application without streams).
         single: bool,
+    },
+    /// A member of group `group` ([`crate::group`]): the group sends, the flow carries.
+    Group {
+        /// Index into [`crate::world::SimConfig::groups`].
+        group: usize,
     },
 }
 
@@ -86,7 +93,10 @@ impl FlowSpec {
     /// True when the flow sends discrete messages rather than the byte stream.
     pub fn uses_messages(&self) -> bool {
         !self.profile.is_reliable()
-            || matches!(self.kind, FlowKind::Cbr { .. } | FlowKind::PingPong { .. })
+            || matches!(
+                self.kind,
+                FlowKind::Cbr { .. } | FlowKind::PingPong { .. } | FlowKind::Group { .. }
+            )
     }
 }
 
@@ -338,6 +348,8 @@ impl FlowApp {
             return;
         }
         match self.spec.kind {
+            // The group's policy puts the messages on the connection.
+            FlowKind::Group { .. } => {}
             FlowKind::Streams { .. } => self.write_streams(now, c),
             FlowKind::Bulk if !self.spec.uses_messages() => self.write_stream(now, c),
             FlowKind::Bulk => {

@@ -141,6 +141,7 @@ pub fn config(seed: u64) -> SimConfig {
         stop_when_done: true,
         check_limits: true,
         attacker,
+        groups: Vec::new(),
     }
 }
 

@@ -11,6 +11,7 @@ pub mod attacker;
 pub mod chaos;
 pub mod clock;
 pub mod cpu_time;
+pub mod group;
 pub mod link;
 pub mod loss;
 pub mod metrics;

@@ -16,6 +16,9 @@ pub struct RunReport {
     pub cc: String,
     /// Sweep key and value.
     pub sweep: Option<(String, f64)>,
+    /// The group's delivery mode, if the scenario has a group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group_mode: Option<String>,
     /// Seed.
     pub seed: u64,
     /// Metrics.
@@ -57,6 +60,7 @@ pub fn run_scenario(
             profile: r.profile,
             cc: r.cc,
             sweep: r.sweep,
+            group_mode: r.group_mode,
             seed,
             metrics,
             result,
@@ -79,6 +83,9 @@ fn run_label(r: &RunReport) -> String {
     let mut s = format!("{}/{}", r.profile, r.cc);
     if let Some((k, v)) = &r.sweep {
         let _ = write!(s, " {k}={v}");
+    }
+    if let Some(m) = &r.group_mode {
+        let _ = write!(s, " group {m}");
     }
     s
 }
@@ -155,12 +162,47 @@ pub fn table(rep: &ScenarioReport) -> String {
                 streams_lines(&mut s, i, fr);
             }
         }
+        for g in &r.result.groups {
+            group_lines(&mut s, g);
+        }
         let _ = writeln!(s, "    trace {}", &m.trace_hash[..16]);
     }
     for k in &rep.skipped {
         let _ = writeln!(s, "not composable, skipped: {k}");
     }
     s
+}
+
+/// A group's lines: how many messages were done and when (or why it failed), then per
+/// member its copies and deliveries (or why it failed).
+fn group_lines(s: &mut String, g: &crate::group::GroupResult) {
+    let secs = g.completion_us.map(|us| us as f64 / 1e6);
+    let _ = write!(
+        s,
+        "    group {}: {}/{} messages done",
+        g.mode, g.done, g.messages
+    );
+    match (&g.failure, secs) {
+        (Some(why), _) => {
+            let _ = writeln!(s, "; FAILED: {why}");
+        }
+        (None, Some(t)) => {
+            let _ = writeln!(s, " in {t:.3} s");
+        }
+        (None, None) => {
+            let _ = writeln!(s, "; not finished");
+        }
+    }
+    for m in &g.members {
+        let _ = writeln!(
+            s,
+            "      member flow {}: {} copies, {} acknowledged, {} delivered  {}",
+            m.flow, m.copies, m.copies_done, m.delivered, m.state
+        );
+    }
+    for v in &g.violations {
+        let _ = writeln!(s, "      VIOLATION: {v}");
+    }
 }
 
 /// A `streams` flow's lines: messages held by another stream's retransmission, then one

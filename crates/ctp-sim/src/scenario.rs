@@ -11,9 +11,10 @@ use crate::metrics::Metric;
 use crate::streams::StreamSpec;
 use crate::topology::{FlowPlacement, Rebind, SourceChoice, Topology, DEFAULT_NIC_BPS};
 use crate::units::{Bandwidth, Dur};
-use crate::world::{FlowKind, FlowSpec, SimConfig};
+use crate::world::{FlowKind, FlowSpec, GroupSpec, SimConfig};
 use core::time::Duration;
 use ctp_proto::cc::CcKind;
+use ctp_proto::group::{GroupConfig, Mode, ModeError};
 use ctp_proto::profile::every_builtin;
 use ctp_proto::{Instant, Profile, ProfileError};
 use serde::Deserialize;
@@ -120,6 +121,8 @@ pub struct ScenarioFile {
     pub flows: Vec<FlowFile>,
     /// An optional sweep over one parameter.
     pub sweep: Option<SweepFile>,
+    /// A group: the flows of `kind = "group"` are its members.
+    pub group: Option<GroupFile>,
     /// Metrics the table reports (default: every one; see [`crate::metrics::Metric`]).
     #[serde(default)]
     pub metrics: Vec<Spanned<String>>,
@@ -316,7 +319,26 @@ pub struct EventFile {
 }
 
 /// Flow kinds a scenario can name.
-pub const FLOW_KINDS: &[&str] = &["bulk", "cbr", "ping-pong", "streams"];
+pub const FLOW_KINDS: &[&str] = &["bulk", "cbr", "ping-pong", "streams", "group"];
+
+/// A group (paper 002): one sender's messages to the flows of `kind = "group"`, each
+/// receiver behind its own path, under a delivery mode; the scenario runs once per mode.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupFile {
+    /// Delivery modes, one run each: `all`, `any`, `at-least=P`, `spread=kKpP`,
+    /// `balanced=kKpP`.
+    pub modes: Vec<Spanned<String>>,
+    /// Bytes of messages the group sends.
+    pub bytes: Spanned<u64>,
+    /// Bytes per message (default: the scenario's `message_size`).
+    pub message_size: Option<Spanned<u32>>,
+    /// When the group starts (its members connect then).
+    #[serde(default = "zero_dur")]
+    pub start: Spanned<Dur>,
+    /// A member whose copies make no progress for this long is failed (default 10s).
+    pub fail_after: Option<Spanned<Dur>>,
+}
 
 /// A sweep over one parameter.
 #[derive(Debug, Deserialize)]
@@ -352,6 +374,8 @@ pub struct RunSpec {
     pub cc: String,
     /// Sweep key and value.
     pub sweep: Option<(String, f64)>,
+    /// The group's delivery mode, if the scenario has a group.
+    pub group_mode: Option<String>,
     /// Bottleneck bandwidth, for efficiency.
     pub bottleneck_bps: u64,
     /// The simulation.
@@ -490,6 +514,7 @@ impl Scenario {
             }
             self.check_flow_kind(i, fl)?;
             self.check_streams(i, fl)?;
+            self.check_member(i, fl)?;
             if let Some(stop) = &fl.stop {
                 if stop.get_ref() <= fl.start.get_ref() {
                     return self.err(
@@ -542,6 +567,7 @@ impl Scenario {
                 );
             }
         }
+        self.check_group()?;
         // Build every run once so parameter errors surface now, with their line.
         self.runs(None)?;
         Ok(())
@@ -723,11 +749,18 @@ impl Scenario {
             None => vec![None],
         };
         let key = f.sweep.as_ref().map(|s| s.key.get_ref().as_str());
+        let modes: Vec<Option<&Spanned<String>>> = match &f.group {
+            Some(g) => g.modes.iter().map(Some).collect(),
+            None => vec![None],
+        };
         let mut out = Vec::new();
         let mut skipped = Vec::new();
-        for v in &sweep {
+        for (v, mode) in sweep
+            .iter()
+            .flat_map(|v| modes.iter().map(move |m| (v, *m)))
+        {
             for pname in &profiles {
-                for cc in &ccs {
+                'run: for cc in &ccs {
                     let base = Profile::builtin(pname).map_err(|e| ScenarioError(e.to_string()))?;
                     let base = if f.encrypt { base } else { base.insecure() };
                     let base = match with_cc(base, cc) {
@@ -740,7 +773,27 @@ impl Scenario {
                             continue;
                         }
                     };
-                    let config = self.build(&base, key.zip(*v), seed)?;
+                    let mut config = self.build(&base, key.zip(*v), seed)?;
+                    if let Some(m) = mode {
+                        let spec = self.group_spec(m)?;
+                        for fs in &mut config.flows {
+                            if let FlowKind::Group { .. } = fs.kind {
+                                if !fs.profile.is_reliable()
+                                    || fs.profile.wire() != ctp_proto::udt::WireFormat::Ctp
+                                {
+                                    let why = "a group counts a message done by its members' acknowledgements: it needs a reliable ctp profile (not a datagram or UDT4-wire one)";
+                                    let pair = format!("{pname}/{cc}: {why}");
+                                    if !skipped.contains(&pair) {
+                                        skipped.push(pair);
+                                    }
+                                    continue 'run;
+                                }
+                                fs.start = spec.start;
+                                fs.message_size = spec.message_size;
+                            }
+                        }
+                        config.groups = vec![spec];
+                    }
                     out.push(RunSpec {
                         profile: pname.clone(),
                         cc: if cc == PROFILE_CC {
@@ -749,6 +802,7 @@ impl Scenario {
                             cc.clone()
                         },
                         sweep: key.zip(*v).map(|(k, v)| (k.to_string(), *v.get_ref())),
+                        group_mode: mode.map(|m| m.get_ref().clone()),
                         bottleneck_bps: config.topology.links[0].bandwidth_bps,
                         config,
                     });
@@ -843,6 +897,7 @@ impl Scenario {
             Some("streams") => FlowKind::Streams {
                 single: fl.single_stream,
             },
+            Some("group") => FlowKind::Group { group: 0 },
             _ => FlowKind::Bulk,
         }
     }
@@ -957,7 +1012,97 @@ impl Scenario {
             stop_when_done: f.stop_when_done,
             check_limits: false,
             attacker: None,
+            groups: Vec::new(),
         })
+    }
+
+    /// The group of one run, in mode `mode` (checked by [`Scenario::check_group`]).
+    fn group_spec(&self, mode: &Spanned<String>) -> Result<GroupSpec, ScenarioError> {
+        let Some(g) = &self.file.group else {
+            return Err(ScenarioError(format!("{}: `group`: missing", self.origin)));
+        };
+        let parsed = mode
+            .get_ref()
+            .parse::<Mode>()
+            .or_else(|e: ModeError| self.err(mode.span(), "group.modes", &e.to_string()))?;
+        let size = g.message_size.as_ref().unwrap_or(&self.file.message_size);
+        Ok(GroupSpec {
+            mode: parsed,
+            bytes: *g.bytes.get_ref(),
+            message_size: *size.get_ref() as usize,
+            start: g.start.get_ref().0,
+            fail_after: g
+                .fail_after
+                .as_ref()
+                .map_or(GroupConfig::default().fail_after, |d| d.get_ref().0),
+        })
+    }
+
+    /// Checks the `[group]` table against its members: at least one, every mode fits them,
+    /// a positive size.
+    fn check_group(&self) -> Result<(), ScenarioError> {
+        let f = &self.file;
+        let members = f
+            .flows
+            .iter()
+            .filter(|fl| fl.kind.as_ref().is_some_and(|k| k.get_ref() == "group"))
+            .count();
+        let Some(g) = &f.group else {
+            if members > 0 {
+                let msg = "flows of `kind = \"group\"` need a [group] table (modes, bytes)";
+                return Err(ScenarioError(format!("{}: `group`: {msg}", self.origin)));
+            }
+            return Ok(());
+        };
+        if members == 0 {
+            let msg = "a [group] needs member flows: give one or more [[flow]]s `kind = \"group\"`";
+            return self.err(g.bytes.span(), "group", msg);
+        }
+        if g.modes.is_empty() {
+            return self.err(g.bytes.span(), "group.modes", "name at least one mode");
+        }
+        if *g.bytes.get_ref() == 0 {
+            return self.err(g.bytes.span(), "group.bytes", "must be positive");
+        }
+        if let Some(m) = &g.message_size {
+            if !(8..=1 << 20).contains(m.get_ref()) {
+                return self.err(m.span(), "group.message_size", "must be 8..=1048576");
+            }
+        }
+        if g.fail_after.as_ref().is_some_and(|d| d.get_ref().0.is_zero()) {
+            let span = g.fail_after.as_ref().map_or(0..0, |d| d.span());
+            return self.err(span, "group.fail_after", "must be positive");
+        }
+        for m in &g.modes {
+            let mode = self.group_spec(m)?.mode;
+            if let Err(e) = mode.check(members) {
+                return self.err(m.span(), "group.modes", &e.to_string());
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks a group member: its data is the group's, so it names no size, rate, rounds
+    /// or stop of its own.
+    fn check_member(&self, i: usize, fl: &FlowFile) -> Result<(), ScenarioError> {
+        if !fl.kind.as_ref().is_some_and(|k| k.get_ref() == "group") {
+            return Ok(());
+        }
+        let span = fl.kind.as_ref().map_or(0..0, |k| k.span());
+        let own = [
+            ("bytes", fl.bytes.is_some()),
+            ("stop", fl.stop.is_some()),
+            ("deadline", fl.deadline.is_some()),
+            ("message_size", fl.message_size.is_some()),
+            ("start", !fl.start.get_ref().0.is_zero()),
+        ];
+        if let Some((k, _)) = own.iter().find(|(_, set)| *set) {
+            let msg = format!(
+                "a group member sends the group's messages: `{k}` belongs in [group] (a receiver that dies is a path outage)"
+            );
+            return self.err(span, &format!("flow[{i}].{k}"), &msg);
+        }
+        Ok(())
     }
 
     /// The streams of flow `fl`, each `[[flow.streams]]` table expanded `count` times.

@@ -5,6 +5,8 @@ use crate::app::FlowApp;
 pub use crate::app::{FlowKind, FlowResult, FlowSpec, Sample};
 use crate::attacker::{AttackConfig, AttackStats, Attacker, Injection};
 use crate::clock::{EventQueue, WakeTimes};
+use crate::group::GroupApp;
+pub use crate::group::{GroupResult, GroupSpec};
 use crate::link::{Carried, DropKind, Link};
 use crate::net::{Net, NetStats, Routed};
 use crate::topology::{NodeNet, SourceChoice, Topology};
@@ -39,6 +41,9 @@ pub struct SimConfig {
     pub check_limits: bool,
     /// An adversarial third party injecting datagrams (none in scenarios).
     pub attacker: Option<AttackConfig>,
+    /// Groups ([`crate::group`]): their members are the flows of kind
+    /// [`FlowKind::Group`] naming them.
+    pub groups: Vec<GroupSpec>,
 }
 
 /// The outcome of a run.
@@ -46,6 +51,9 @@ pub struct SimConfig {
 pub struct RunResult {
     /// Per flow.
     pub flows: Vec<FlowResult>,
+    /// Per group, if the run has any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupResult>,
     /// Link counters, in topology order.
     pub links: Vec<crate::link::LinkStats>,
     /// Datagrams endpoints dropped for a failed integrity check (corruption caught).
@@ -201,6 +209,10 @@ pub struct World {
     attacker: Option<Attacker>,
     /// Addresses, routes and rebinds.
     net: Net,
+    /// The groups' sending and checking sides.
+    groups: Vec<GroupApp>,
+    /// Per flow, the group it is a member of.
+    flow_group: Vec<Option<usize>>,
 }
 
 impl World {
@@ -236,6 +248,26 @@ impl World {
                 stopped: false,
             });
         }
+        let flow_group: Vec<Option<usize>> = cfg
+            .flows
+            .iter()
+            .map(|s| match s.kind {
+                FlowKind::Group { group } => Some(group),
+                _ => None,
+            })
+            .collect();
+        // Drawn after everything else: a run without groups has the world it always had.
+        let groups = cfg
+            .groups
+            .iter()
+            .enumerate()
+            .map(|(g, spec)| {
+                let members = (0..flow_group.len())
+                    .filter(|&f| flow_group[f] == Some(g))
+                    .collect();
+                GroupApp::new(spec.clone(), master.next_u64(), members)
+            })
+            .collect();
         let next_sample = Instant::ZERO + cfg.interval;
         let n_flows = flows.len();
         let net = Net::new(&cfg.topology);
@@ -273,6 +305,8 @@ impl World {
             timeouts_due: Vec::new(),
             attacker,
             net,
+            groups,
+            flow_group,
         }
     }
 
@@ -527,6 +561,7 @@ impl World {
                     if slot.is_none() {
                         *slot = Some(r.to_string());
                     }
+
                     // A message flow is complete once its sender closed gracefully
                     // (everything it promised to deliver was delivered).
                     if is_sender(n)
@@ -537,6 +572,10 @@ impl World {
                     {
                         app.done_at = Some(self.now);
                         app.res.completed = true;
+                    }
+                    if let (true, Some(g)) = (is_sender(n), self.flow_group[n / 2]) {
+                        self.groups[g].member_closed(self.now, n / 2, &r.to_string());
+                        self.touch_group(g);
                     }
                 }
             }
@@ -551,7 +590,12 @@ impl World {
         let ep = &mut self.nodes[n];
         if !is_sender(n) {
             if let Some(c) = fl.server.and_then(|h| ep.connection_mut(h)) {
-                fl.app.drive_receiver(now, c);
+                match self.flow_group[n / 2] {
+                    Some(g) => {
+                        self.groups[g].receive(now, n / 2, &mut fl.app, c);
+                    }
+                    None => fl.app.drive_receiver(now, c),
+                }
                 if self.cfg.check_limits {
                     fl.app.check_memory(now, c, false);
                 }
@@ -575,7 +619,8 @@ impl World {
                 }
             }
         }
-        if let Some(c) = fl.client.and_then(|h| ep.connection_mut(h)) {
+        let mut conn = fl.client.and_then(|h| ep.connection_mut(h));
+        if let Some(c) = conn.as_deref_mut() {
             if self.cfg.check_limits {
                 fl.app.check_limits(now, c);
                 fl.app.check_memory(now, c, true);
@@ -583,6 +628,11 @@ impl World {
             fl.app.drive_echoes(now, c);
             if !fl.stopped {
                 fl.app.drive_sender(now, c);
+            }
+        }
+        if let Some(g) = self.flow_group[n / 2] {
+            if self.groups[g].pump(now, n / 2, &mut fl.app, conn) {
+                self.touch_group(g);
             }
         }
     }
@@ -751,6 +801,15 @@ impl World {
         self.touch(2 * f + 1);
     }
 
+    /// Marks the sending node of every member of group `g` for a step (the group has
+    /// something new for them: messages, a failed member, its end).
+    fn touch_group(&mut self, g: usize) {
+        for i in 0..self.groups[g].members.len() {
+            let f = self.groups[g].members[i];
+            self.touch(2 * f);
+        }
+    }
+
     /// Steps every touched node: endpoint events, its side of the application,
     /// transmissions, endpoint events again; then schedules each touched node's and its
     /// flow application's next wake. A node nothing happened to is not polled: only a
@@ -844,6 +903,9 @@ impl World {
                 consider(t);
             }
         }
+        if let Some(t) = self.flow_group[f].and_then(|g| self.groups[g].next_wake()) {
+            consider(t.max(self.now));
+        }
         if want != self.flow_wake.get(f) {
             self.flow_wake.set(f, want);
         }
@@ -884,6 +946,7 @@ impl World {
         }
         RunResult {
             flows: self.flows.into_iter().map(|f| f.app.res).collect(),
+            groups: self.groups.into_iter().map(GroupApp::finish).collect(),
             links: self.links.iter().map(|l| l.stats).collect(),
             bad_checksum,
             unknown_connection,

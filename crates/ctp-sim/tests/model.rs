@@ -47,6 +47,7 @@ fn one_bulk_flow(bn: LinkConfig, access: Duration, bytes: u64, seed: u64) -> ctp
         stop_when_done: true,
         check_limits: true,
         attacker: None,
+        groups: Vec::new(),
     }
 }
 

@@ -33,6 +33,10 @@ use bytes::Bytes;
 use core::time::Duration;
 use std::collections::VecDeque;
 
+/// Bytes `Balanced` lets any member hold unacknowledged before its rate is known (and at
+/// least ever after): what a connection's start needs to show its rate.
+pub const BALANCED_MIN_AHEAD: usize = 64 * 1024;
+
 /// A group's limits.
 #[derive(Clone, Copy, Debug)]
 pub struct GroupConfig {
@@ -154,6 +158,13 @@ struct Member<K> {
     waiting_bytes: usize,
     /// Copies on the connection, not acknowledged, in the connection's order.
     outstanding: VecDeque<Placed>,
+    outstanding_bytes: usize,
+    /// The smallest response time seen: the member's round trip with an empty queue.
+    min_response: Option<Duration>,
+    /// Smoothed bytes per second the member acknowledges (its delivery rate), and where
+    /// its current sample began.
+    rate: f64,
+    rate_mark: (Instant, u64),
     /// Since when the member's copies made no progress.
     last_progress: Instant,
     response: Option<Duration>,
@@ -172,6 +183,39 @@ impl<K> Member<K> {
 
     fn busy(&self) -> bool {
         !self.waiting.is_empty() || !self.outstanding.is_empty()
+    }
+
+    /// Whether `Balanced` may give the member another message: it holds less than twice
+    /// what it acknowledges in a round trip (its bandwidth-delay product, as BBR sizes its
+    /// window), and at least [`BALANCED_MIN_AHEAD`]. A message is placed when a member has
+    /// room for it, so a faster member, which frees room sooner, takes more — placement
+    /// follows each member's measured rate instead of dealing a burst round-robin before
+    /// anything was measured.
+    fn has_room(&self) -> bool {
+        let rtt = self.min_response.map_or(0.0, |r| r.as_secs_f64());
+        let cap = (2.0 * self.rate * rtt).max(BALANCED_MIN_AHEAD as f64);
+        ((self.waiting_bytes + self.outstanding_bytes) as f64) < cap
+    }
+
+    /// Takes a delivery-rate sample once a round trip (at least a millisecond) has passed
+    /// since the last: a rising rate is taken at once, a falling one smoothed.
+    fn sample_rate(&mut self, now: Instant) {
+        let (at, bytes) = self.rate_mark;
+        let since = now.saturating_since(at);
+        let round = self
+            .min_response
+            .unwrap_or(Duration::ZERO)
+            .max(Duration::from_millis(1));
+        if since < round {
+            return;
+        }
+        let sample = (self.bytes_done - bytes) as f64 / since.as_secs_f64();
+        self.rate = if sample > self.rate {
+            sample
+        } else {
+            0.875 * self.rate + 0.125 * sample
+        };
+        self.rate_mark = (now, self.bytes_done);
     }
 
     fn load(&self) -> MemberLoad {
@@ -254,11 +298,14 @@ impl<K: Copy + PartialEq + core::fmt::Debug> Group<K> {
         }
         let backlog = self.cfg.member_backlog;
         let skips = self.mode.may_skip();
+        let balanced = matches!(self.mode, Mode::Balanced { .. });
         let active = self.members.iter().filter(|m| m.is_active()).count();
         let mut usable: Vec<usize> = (0..self.members.len())
             .filter(|&j| {
                 let m = &self.members[j];
-                m.is_active() && !(skips && m.waiting_bytes > backlog)
+                m.is_active()
+                    && !(skips && m.waiting_bytes > backlog)
+                    && !(balanced && !m.has_room())
             })
             .collect();
         let fan = self.mode.fan_out(usable.len());
@@ -315,6 +362,7 @@ impl<K: Copy + PartialEq + core::fmt::Debug> Group<K> {
         let m = &mut self.members[i];
         if let Some((msg, data)) = m.waiting.pop_front() {
             m.waiting_bytes -= data.len();
+            m.outstanding_bytes += data.len();
             m.outstanding.push_back(Placed {
                 msg,
                 member_msg,
@@ -352,10 +400,13 @@ impl<K: Copy + PartialEq + core::fmt::Debug> Group<K> {
                 None => sample,
                 Some(r) => (r * 7 + sample) / 8,
             });
+            m.min_response = Some(m.min_response.map_or(sample, |r| r.min(sample)));
             m.copies_done += 1;
             m.bytes_done += c.len as u64;
+            m.outstanding_bytes -= c.len;
             acked.push(c.msg);
         }
+        m.sample_rate(now);
         if !acked.is_empty() || !m.busy() {
             m.last_progress = now;
         }
@@ -476,6 +527,10 @@ impl<K: Copy + PartialEq + core::fmt::Debug> Group<K> {
             waiting: VecDeque::new(),
             waiting_bytes: 0,
             outstanding: VecDeque::new(),
+            outstanding_bytes: 0,
+            min_response: None,
+            rate: 0.0,
+            rate_mark: (now, 0),
             last_progress: now,
             response: None,
             loss: 0.0,
@@ -543,6 +598,7 @@ impl<K: Copy + PartialEq + core::fmt::Debug> Group<K> {
             .chain(m.outstanding.drain(..).map(|p| p.msg))
             .collect();
         m.waiting_bytes = 0;
+        m.outstanding_bytes = 0;
         for id in lost {
             let all = self.mode == Mode::All;
             let Some(msg) = self.message_mut(id) else {
@@ -874,6 +930,27 @@ mod tests {
             "shares {shares:?} of {sent}"
         );
         assert!(shares[1] <= 4100 && shares[2] <= 2100, "shares {shares:?}");
+    }
+
+    #[test]
+    fn balanced_places_a_burst_as_members_free_room_not_round_robin() {
+        // Everything offered at once, before any member was measured: 20 KB messages, far
+        // more than the members' minimum room, so most are placed as acknowledgements
+        // free room — at each member's pace.
+        let mut m = Model::new(Mode::Balanced { k: 1, p: 1 }, &[8, 2, 1], GroupConfig::default());
+        let n = 1500u64;
+        let mut sent = 0u64;
+        for _ in 0..3000 {
+            while sent < n && m.g.submit(m.now, Bytes::from(vec![0; 20_000])).is_ok() {
+                sent += 1;
+            }
+            m.tick();
+        }
+        assert_eq!((sent, m.g.done_below()), (n, n));
+        let shares: Vec<u64> = m.g.members().iter().map(|r| r.copies_done).collect();
+        // Rates 8 : 2 : 1 — the fast member takes more than the other two together.
+        assert!(shares[0] > shares[1] + shares[2], "shares {shares:?}");
+        assert!(shares[1] > shares[2], "shares {shares:?}");
     }
 
     #[test]
