@@ -141,6 +141,8 @@ struct SeedOutcome {
     failures: Vec<String>,
     /// Flows a forger left hanging (counted, not failed: see `chaos::Verdict`).
     forger_hangs: usize,
+    /// Groups in the seed's world, and those of them that completed.
+    groups: (u64, u64),
 }
 
 fn one_seed(seed: u64) -> SeedOutcome {
@@ -151,6 +153,10 @@ fn one_seed(seed: u64) -> SeedOutcome {
             injected: v.run.attack.map_or(0, |a| a.injected),
             failures: v.failures,
             forger_hangs: v.forger_hangs.len(),
+            groups: (
+                v.run.groups.len() as u64,
+                v.run.groups.iter().filter(|g| g.completed).count() as u64,
+            ),
         },
         Err(p) => {
             let msg = p
@@ -164,6 +170,7 @@ fn one_seed(seed: u64) -> SeedOutcome {
                 injected: 0,
                 failures: vec![format!("panicked: {msg}")],
                 forger_hangs: 0,
+                groups: (0, 0),
             }
         }
     }
@@ -199,6 +206,7 @@ pub fn run_chaos(a: &SimArgs, stop: &AtomicBool) -> Result<(), Failure> {
     let mut failing = Vec::new();
     let mut injected = 0u64;
     let mut forger_hangs = 0u64;
+    let (mut groups, mut groups_completed) = (0u64, 0u64);
     let mut attacked = [0u64; 3];
     // Seeds done below this one, all of them (where a stopped campaign resumes).
     let mut resume = start;
@@ -228,6 +236,8 @@ pub fn run_chaos(a: &SimArgs, stop: &AtomicBool) -> Result<(), Failure> {
                     done += 1;
                     injected += o.injected;
                     forger_hangs += o.forger_hangs as u64;
+                    groups += o.groups.0;
+                    groups_completed += o.groups.1;
                     if let Some(m) = o.attack {
                         attacked[m as usize] += 1;
                     }
@@ -275,7 +285,7 @@ pub fn run_chaos(a: &SimArgs, stop: &AtomicBool) -> Result<(), Failure> {
         done - failed
     );
     summary += &format!(
-        " ({} off-path attackers, {} on-path observers, {} forgers; {injected} datagrams injected; {forger_hangs} flows left hanging by a forger, expected without authentication; {:.0} seeds/s)",
+        " ({} off-path attackers, {} on-path observers, {} forgers; {injected} datagrams injected; {forger_hangs} flows left hanging by a forger, expected without authentication; {groups} groups, {groups_completed} completed, the others failed with a reason; {:.0} seeds/s)",
         attacked[0],
         attacked[1],
         attacked[2],
@@ -291,6 +301,7 @@ pub fn run_chaos(a: &SimArgs, stop: &AtomicBool) -> Result<(), Failure> {
                 "seeds": done, "start": start, "failed": failed, "failing": failing,
                 "injected": injected, "off_path": attacked[0], "observers": attacked[1],
                 "forgers": attacked[2], "forger_hangs": forger_hangs,
+                "groups": groups, "groups_completed": groups_completed,
                 "interrupted": interrupted, "resume": resume,
                 "secs": secs,
             })

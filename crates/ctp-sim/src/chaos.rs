@@ -25,8 +25,9 @@ use crate::attacker::{AttackConfig, AttackMode};
 use crate::link::LinkConfig;
 use crate::loss::{uniform, LossModel};
 use crate::topology::Topology;
-use crate::world::{FlowSpec, RunResult, SimConfig, World};
+use crate::world::{FlowKind, FlowSpec, GroupSpec, RunResult, SimConfig, World};
 use core::time::Duration;
+use ctp_proto::group::Mode;
 use ctp_proto::{Instant, Profile};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
@@ -129,6 +130,8 @@ pub fn config(seed: u64) -> SimConfig {
             }
         })
         .collect();
+    let mut flows: Vec<FlowSpec> = flows;
+    let groups = group(seed, &mut flows, big_cap).into_iter().collect();
     let topology = Topology::dumbbell(fwd, rev, &access);
     let attacker = attacker(seed, topology.links.len());
     SimConfig {
@@ -141,8 +144,56 @@ pub fn config(seed: u64) -> SimConfig {
         stop_when_done: true,
         check_limits: true,
         attacker,
-        groups: Vec::new(),
+        groups,
     }
+}
+
+/// One seed in this many with two or more flows makes them one group.
+const GROUP_ONE_IN: u64 = 4;
+
+/// The group of a seed, if any, drawn from a stream of its own: one seed in
+/// [`GROUP_ONE_IN`] with two or more flows turns them into the members of one group (each
+/// `reliable`, a third `coded`) with a random mode, size, message size and failure time.
+fn group(seed: u64, flows: &mut [FlowSpec], big_cap: u64) -> Option<GroupSpec> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x6_2007);
+    if flows.len() < 2 || rng.next_u64() % GROUP_ONE_IN != 0 {
+        return None;
+    }
+    let n = flows.len() as u64;
+    let k = 1 + (rng.next_u64() % n) as u16;
+    let p = 1 + (rng.next_u64() % u64::from(k)) as u16;
+    let mode = match rng.next_u64() % 5 {
+        0 => Mode::All,
+        1 => Mode::Any,
+        2 => Mode::AtLeast(1 + (rng.next_u64() % n) as u16),
+        3 => Mode::Spread { k, p },
+        _ => Mode::Balanced { k, p },
+    };
+    let mut bytes = 1 + rng.next_u64() % 400_000;
+    if rng.next_u64() % BIG_ONE_IN == 0 {
+        bytes = bytes.max(big_flow(&mut rng, big_cap));
+    }
+    let spec = GroupSpec {
+        mode,
+        bytes,
+        message_size: 8 + (rng.next_u64() % 16_000) as usize,
+        start: ms(range(&mut rng, 0.0, 2000.0)),
+        fail_after: ms(range(&mut rng, 1000.0, 10_000.0)),
+    };
+    for f in flows.iter_mut() {
+        let name = if rng.next_u64() % 3 == 0 {
+            "coded"
+        } else {
+            "reliable"
+        };
+        *f = FlowSpec {
+            start: spec.start,
+            message_size: spec.message_size,
+            kind: FlowKind::Group { group: 0 },
+            ..FlowSpec::bulk(Profile::builtin(name).expect("a built-in profile"), None)
+        };
+    }
+    Some(spec)
 }
 
 /// One flow in this many is big.
@@ -241,7 +292,9 @@ pub fn run_seed(seed: u64) -> Verdict {
         for v in &f.violations {
             failures.push(format!("flow {i} ({}): {v}", f.profile));
         }
-        if spec.profile.is_reliable() {
+        if let FlowKind::Group { .. } = spec.kind {
+            // A member's data is the group's: checked with the group below.
+        } else if spec.profile.is_reliable() {
             if f.completed && Some(f.bytes_delivered) != spec.bytes {
                 failures.push(format!(
                     "flow {i}: completed with {} of {:?} bytes",
@@ -253,6 +306,24 @@ pub fn run_seed(seed: u64) -> Verdict {
                 "flow {i}: {} messages delivered, {} sent",
                 f.msgs_delivered, f.msgs_sent
             ));
+        }
+    }
+    for (i, g) in run.groups.iter().enumerate() {
+        if !g.completed && g.failure.is_none() {
+            let hang = format!(
+                "group {i} ({}): neither completed nor failed with a reason within {BOUND:?} ({} of {} messages done)",
+                g.mode, g.done, g.messages
+            );
+            if forged {
+                forger_hangs.push(hang);
+            } else {
+                failures.push(hang);
+            }
+        }
+        if !forged {
+            for v in &g.violations {
+                failures.push(format!("group {i} ({}): {v}", g.mode));
+            }
         }
     }
     Verdict {

@@ -372,7 +372,8 @@ impl GroupApp {
     pub fn finish(mut self) -> GroupResult {
         let needed = self.spec.mode.needed(self.members.len()).min(255) as u8;
         let done = self.policy.done_below();
-        if let Some(id) = (0..done).find(|&id| self.deliveries.get(id as usize).copied().unwrap_or(0) < needed)
+        if let Some(id) =
+            (0..done).find(|&id| self.deliveries.get(id as usize).copied().unwrap_or(0) < needed)
         {
             let had = self.deliveries.get(id as usize).copied().unwrap_or(0);
             self.violation(format!(

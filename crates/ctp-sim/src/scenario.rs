@@ -1069,7 +1069,10 @@ impl Scenario {
                 return self.err(m.span(), "group.message_size", "must be 8..=1048576");
             }
         }
-        if g.fail_after.as_ref().is_some_and(|d| d.get_ref().0.is_zero()) {
+        if g.fail_after
+            .as_ref()
+            .is_some_and(|d| d.get_ref().0.is_zero())
+        {
             let span = g.fail_after.as_ref().map_or(0..0, |d| d.span());
             return self.err(span, "group.fail_after", "must be positive");
         }

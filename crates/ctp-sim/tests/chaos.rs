@@ -1,4 +1,4 @@
-//! A few hundred chaos seeds must pass every invariant.
+//! A few hundred chaos seeds must pass every invariant (groups among them).
 
 use ctp_sim::attacker::AttackMode;
 use ctp_sim::chaos;
@@ -15,8 +15,17 @@ fn chaos_seeds_pass() {
     let mut coded_completed = 0;
     let mut attacked = [0u64; 3];
     let (mut injected, mut forged, mut replayed) = (0, 0, 0);
+    let (mut groups, mut groups_completed, mut group_modes) = (0, 0, Vec::new());
     for seed in 0..n {
         let v = chaos::run_seed(seed);
+        for g in &v.run.groups {
+            groups += 1;
+            groups_completed += u64::from(g.completed);
+            let kind = g.mode.split('=').next().unwrap_or_default().to_string();
+            if !group_modes.contains(&kind) {
+                group_modes.push(kind);
+            }
+        }
         for f in &v.run.flows {
             overshoot = overshoot.max(f.max_cwnd_overshoot);
             excess = excess.max(f.max_buffer_excess);
@@ -59,6 +68,16 @@ fn chaos_seeds_pass() {
     // claims.
     assert!(completed > flows / 2 && failed_with_reason > 0);
     eprintln!("{coded_completed} `coded` flows completed");
+    eprintln!("{groups} groups ({group_modes:?}): {groups_completed} completed");
+    if n >= 100 {
+        // Groups of every mode, most of them completing, each receiver checked (the
+        // violations, above).
+        assert!(group_modes.len() == 5, "modes seen: {group_modes:?}");
+        assert!(
+            groups_completed * 2 > groups,
+            "{groups_completed} of {groups}"
+        );
+    }
     assert!(coded_completed > 0, "the campaign runs the coded profile");
     if n >= 100 {
         assert!(attacked.iter().all(|&a| a > 0) && injected > 0);

@@ -10,7 +10,9 @@ fn shipped(name: &str) -> Vec<RunReport> {
         .join("../../scenarios")
         .join(format!("{name}.toml"));
     let sc = Scenario::load(&p).unwrap_or_else(|e| panic!("{e}"));
-    run_scenario(&sc, None, &mut |_, _, _| {}).expect("runs").runs
+    run_scenario(&sc, None, &mut |_, _, _| {})
+        .expect("runs")
+        .runs
 }
 
 fn by_mode<'a>(runs: &'a [RunReport], mode: &str) -> &'a RunReport {
@@ -55,12 +57,20 @@ fn a_slow_receiver_holds_all_back_but_not_any_two_of_three_or_balanced() {
     assert!(g.members.iter().all(|m| m.delivered == g.messages), "{g:?}");
     // Under `at-least=2` the two fast receivers have every message.
     let g = &by_mode(&runs, "at-least=2").result.groups[0];
-    let full = g.members.iter().filter(|m| m.delivered == g.messages).count();
+    let full = g
+        .members
+        .iter()
+        .filter(|m| m.delivered == g.messages)
+        .count();
     assert!(full >= 2, "{g:?}");
     // Balanced: each message once, the slow receiver a small share.
     let g = &by_mode(&runs, "balanced=k1p1").result.groups[0];
     let shares: Vec<u64> = g.members.iter().map(|m| m.delivered).collect();
-    assert_eq!(shares.iter().sum::<u64>(), g.messages, "one copy each: {shares:?}");
+    assert_eq!(
+        shares.iter().sum::<u64>(),
+        g.messages,
+        "one copy each: {shares:?}"
+    );
     assert!(
         shares[2] * 5 < shares[0] && shares[2] * 5 < shares[1],
         "shares {shares:?}"
@@ -90,7 +100,10 @@ fn a_dead_receiver_fails_all_with_a_reason_and_leaves_the_others_running() {
         let g = &r.result.groups[0];
         assert!(g.completed && g.failure.is_none(), "{m}: {g:?}");
         assert!(g.members[2].state.starts_with("failed"), "{m}: {g:?}");
-        assert!(g.members[..2].iter().all(|s| s.state == "active"), "{m}: {g:?}");
+        assert!(
+            g.members[..2].iter().all(|s| s.state == "active"),
+            "{m}: {g:?}"
+        );
     }
 }
 
@@ -114,7 +127,10 @@ bandwidth = "10Mbps"
     let e = err("[group]\nmodes = [\"most\"]\nbytes = 10\n[[flow]]\nkind = \"group\"\n");
     assert!(e.contains("group.modes"), "{e}");
     let e = err("[group]\nmodes = [\"all\"]\nbytes = 10\n[[flow]]\nkind = \"group\"\nbytes = 5\n");
-    assert!(e.contains("flow[0].bytes") && e.contains("belongs in [group]"), "{e}");
+    assert!(
+        e.contains("flow[0].bytes") && e.contains("belongs in [group]"),
+        "{e}"
+    );
     // A profile without acknowledgements cannot be a group's: skipped with why.
     let text = base.replacen(
         "duration = \"1s\"\n",
@@ -124,5 +140,10 @@ bandwidth = "10Mbps"
     let sc = Scenario::parse(&text, "t.toml").expect("valid");
     let (runs, skipped) = sc.plan(None).expect("plan");
     assert_eq!(runs.len(), 1, "only reliable runs");
-    assert!(skipped.iter().any(|s| s.starts_with("datagram/") && s.contains("reliable")), "{skipped:?}");
+    assert!(
+        skipped
+            .iter()
+            .any(|s| s.starts_with("datagram/") && s.contains("reliable")),
+        "{skipped:?}"
+    );
 }

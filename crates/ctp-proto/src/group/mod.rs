@@ -937,7 +937,11 @@ mod tests {
         // Everything offered at once, before any member was measured: 20 KB messages, far
         // more than the members' minimum room, so most are placed as acknowledgements
         // free room — at each member's pace.
-        let mut m = Model::new(Mode::Balanced { k: 1, p: 1 }, &[8, 2, 1], GroupConfig::default());
+        let mut m = Model::new(
+            Mode::Balanced { k: 1, p: 1 },
+            &[8, 2, 1],
+            GroupConfig::default(),
+        );
         let n = 1500u64;
         let mut sent = 0u64;
         for _ in 0..3000 {
