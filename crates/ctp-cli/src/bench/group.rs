@@ -702,7 +702,7 @@ fn print_rows(title: &str, rows: &[GroupRow]) {
         "contender",
         "time",
         "goodput/rcv",
-        "snd CPU",
+        "CPU",
         "CPU/GB"
     );
     for r in rows {
