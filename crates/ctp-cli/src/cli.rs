@@ -243,18 +243,18 @@ pub struct BenchArgs {
     /// `mp-NxRATE[-RTT][-lossPERCENT]` (e.g. mp-2x100m, mp-2x100m-loss5): N such links
     /// (RTT 60 ms unless given), the loss on all but the first; peers use the first link,
     /// the `coded` profile every link at once.
-    #[arg(long, alias = "path", default_value = "loopback")]
+    #[arg(long, alias = "path", default_value = BenchArgs::PATHS)]
     pub paths: String,
-    /// Bytes per run (e.g. 1GiB, 64MiB).
-    #[arg(long, default_value = "1GiB")]
-    pub bytes: String,
+    /// Bytes per run (e.g. 1GiB, 64MiB) [default: 1GiB; 100MiB with --group].
+    #[arg(long)]
+    pub bytes: Option<String>,
     /// ctp profiles to run, comma-separated; `PROFILE:CC` pins a congestion control (e.g.
     /// `reliable,ctp-bulk:bbr`). The first ctp contender is the reference of the ratios.
-    #[arg(long, default_value = "reliable")]
+    #[arg(long, default_value = BenchArgs::PROFILES)]
     pub profiles: String,
     /// Congestion controls for each profile given without one, comma-separated: `profile`
     /// (the profile's own) or any `ctp send --cc` name (e.g. `profile,bbr`).
-    #[arg(long, default_value = "profile")]
+    #[arg(long, default_value = BenchArgs::CC)]
     pub cc: String,
     /// Another ctp binary (e.g. a build of an earlier commit) to run beside this one: every
     /// ctp contender runs twice, the second time as `ctp@baseline …` with that binary, so a
@@ -277,7 +277,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1)]
     pub repeat: usize,
     /// Time cap of one run in seconds: a run still going then is stopped and reported as
-    /// capped, with the goodput it reached.
+    /// capped, with the goodput it reached (with `--group`: each `ctp send` and `ctp get`,
+    /// and a capped one is a failed row).
     #[arg(long, value_name = "SECS", default_value_t = 120)]
     pub timeout: u64,
     /// Also write a bar chart of goodput (one group per path) to this SVG file.
@@ -307,6 +308,37 @@ pub struct BenchArgs {
     /// The `--flood` receiver (started by the bench itself).
     #[arg(value_parser = crate::addr::parse, long, value_name = "ADDR", hide = true)]
     pub flood_server: Option<SocketAddr>,
+    /// Instead of the table: the group connections on loopback, each receiver and mirror
+    /// behind a `ctp relay` of its own (`--group-rate`, `--group-delay`): `ctp send --to`
+    /// three receivers against three `ctp send` in sequence and in parallel; `ctp get` from
+    /// three mirrors against one; and from three with one mirror's relay killed on the way.
+    /// Every received file is compared with the source.
+    #[arg(long)]
+    pub group: bool,
+    /// Rate of each relay of `--group`, each direction (as `ctp relay --rate`).
+    #[arg(
+        long,
+        value_name = "RATE",
+        default_value = "100mbit",
+        requires = "group"
+    )]
+    pub group_rate: String,
+    /// One-way delay of each relay of `--group` (as `ctp relay --delay`).
+    #[arg(long, value_name = "DELAY", default_value = "5ms", requires = "group")]
+    pub group_delay: String,
+}
+
+impl BenchArgs {
+    /// The default of `--paths`.
+    pub const PATHS: &'static str = "loopback";
+    /// The default of `--profiles`.
+    pub const PROFILES: &'static str = "reliable";
+    /// The default of `--cc`.
+    pub const CC: &'static str = "profile";
+    /// The default of `--bytes`.
+    pub const BYTES: &'static str = "1GiB";
+    /// The default of `--bytes` with `--group`.
+    pub const GROUP_BYTES: &'static str = "100MiB";
 }
 
 /// `ctp relay`.

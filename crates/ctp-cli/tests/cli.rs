@@ -875,6 +875,17 @@ fn bench_argument_errors_name_the_bad_value() {
             vec!["bench", "--profiles", "datagram"],
             "`datagram` is not reliable",
         ),
+        (
+            vec!["bench", "--group", "--paths", "veth-1g"],
+            "--paths applies to the path table, not to --group",
+        ),
+        (vec!["bench", "--group", "--peers", "srt"], "drop --peers"),
+        (vec!["bench", "--group", "--flood"], "separate benches"),
+        (
+            vec!["bench", "--group", "--group-rate", "fast"],
+            "--group-rate: `fast`",
+        ),
+        (vec!["bench", "--group-rate", "1gbit"], "--group"),
     ] {
         let o = wait_output(spawn(&args), Duration::from_secs(10));
         let err = String::from_utf8_lossy(&o.stderr);
@@ -1595,6 +1606,77 @@ fn the_flood_bench_holds_the_idle_connections_and_limits_one_address() {
     assert!(v["loaded_mbps"].as_f64().unwrap() > 0.0);
     assert!(v["flood_pps"].as_f64().unwrap() > 0.0);
     assert!(v["rss_idle_kib"].as_u64().unwrap() > 0);
+}
+
+/// The group bench runs end to end (scaled down, through fast relays): its three parts,
+/// every row a run whose files the bench found byte-exact, with a positive time, and the
+/// ratios between them. Nothing of it is left behind. (Its speed figures are for
+/// docs/bench.md, measured on an idle machine; never asserted.)
+#[test]
+fn the_group_bench_reports_its_three_parts_with_every_file_verified() {
+    let _one_bench_at_a_time = bench_lock();
+    let g = spawn(&[
+        "bench",
+        "--group",
+        "--bytes",
+        "4MiB",
+        "--group-rate",
+        "400mbit",
+        "--timeout",
+        "60",
+        "--json",
+    ]);
+    let pid = g.0.id();
+    let o = wait_output(g, Duration::from_secs(240));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["bytes"], 4 << 20);
+    assert_eq!(v["rate"], "400mbit");
+    for (part, rows) in [("send", 3), ("get", 2), ("failover", 1)] {
+        let got = v[part]["rows"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{part}: {v}"));
+        assert_eq!(got.len(), rows, "{part}: {v}");
+        for r in got {
+            assert_eq!(r["status"], "ok", "{part}: {r}");
+            assert_eq!(r["verified"], true, "{part}: {r}");
+            assert!(r["seconds"].as_f64().unwrap() > 0.0, "{part}: {r}");
+            assert!(r["goodput_mbps"].as_f64().unwrap() > 0.0, "{part}: {r}");
+            assert!(r["cpu_s"].as_f64().unwrap() >= 0.0, "{part}: {r}");
+            assert!(r["cpu_s_per_gb"].as_f64().unwrap() >= 0.0, "{part}: {r}");
+        }
+    }
+    let names: Vec<_> = v["send"]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names[0].contains("--to") && names[1].contains("sequence"),
+        "{names:?}"
+    );
+    assert!(names[2].contains("parallel"), "{names:?}");
+    for ratio in [
+        &v["send"]["speedup_over_sequential"],
+        &v["send"]["speedup_over_parallel"],
+        &v["send"]["cpu_per_gb_over_one_transfer"],
+        &v["get"]["speedup"],
+        &v["failover"]["time_over_undisturbed"],
+        &v["failover"]["cut_after_s"],
+    ] {
+        assert!(ratio.as_f64().unwrap() > 0.0, "{v}");
+    }
+    // Its scratch directory is gone, and with it every receiver and mirror that named it.
+    let scratch = format!("ctp-bench-group-{pid}");
+    assert!(!Path::new("/dev/shm").join(&scratch).exists());
+    assert!(!std::env::temp_dir().join(&scratch).exists());
+    let left = Command::new("pgrep")
+        .args(["-f", &scratch])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left running: {left}");
 }
 
 /// With `--json`, a failure is JSON on stdout too (stable `error`, `kind`, `exit_status`),

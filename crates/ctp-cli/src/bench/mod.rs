@@ -16,6 +16,7 @@
 
 pub mod emu;
 pub mod flood;
+pub mod group;
 pub mod http;
 pub mod paths;
 pub mod peers;
@@ -240,8 +241,16 @@ pub async fn run(a: BenchArgs) -> Result<(), Failure> {
     if let Some(listen) = a.flood_server {
         return flood::serve(listen).await;
     }
+    let bytes = a.bytes.as_deref().unwrap_or(if a.group {
+        BenchArgs::GROUP_BYTES
+    } else {
+        BenchArgs::BYTES
+    });
     let bytes =
-        crate::units::size_bytes(&a.bytes).map_err(|e| Failure::Usage(format!("--bytes: {e}")))?;
+        crate::units::size_bytes(bytes).map_err(|e| Failure::Usage(format!("--bytes: {e}")))?;
+    if a.group {
+        return group::run(group::Settings::from_args(&a, bytes)?).await;
+    }
     if a.flood {
         if !(1..=8000).contains(&a.flood_idle) {
             return Err(Failure::Usage("--flood-idle must be 1..=8000".into()));
@@ -512,9 +521,13 @@ impl Tally {
     }
 }
 
+/// A figure of a table with one decimal and its unit, or `—` when there is none.
+fn cell(v: Option<f64>, unit: &str) -> String {
+    v.map_or("—".to_string(), |x| format!("{x:.1}{unit}"))
+}
+
 /// Prints one path's table.
 fn print_section(s: &Section) {
-    let f = |v: Option<f64>, unit: &str| v.map_or("—".to_string(), |x| format!("{x:.1}{unit}"));
     outln!("");
     outln!("== {} — {}", s.path, s.description);
     outln!(
@@ -531,9 +544,9 @@ fn print_section(s: &Section) {
         outln!(
             "{:<24} {:>14} {:>12} {:>12} {:>9} {:>8} {:>8}  {}",
             r.name,
-            f(r.goodput_mbps, " Mb/s"),
-            f(r.sender_cpu_s_per_gb, " s/GB"),
-            f(r.receiver_cpu_s_per_gb, " s/GB"),
+            cell(r.goodput_mbps, " Mb/s"),
+            cell(r.sender_cpu_s_per_gb, " s/GB"),
+            cell(r.receiver_cpu_s_per_gb, " s/GB"),
             r.ctp_ratio.map_or("—".to_string(), |x| format!("{x:.2}")),
             r.retransmissions_per_gb
                 .map_or("—".to_string(), |x| format!("{x:.0}")),

@@ -177,7 +177,7 @@ impl Plan {
 
 /// The bench's scratch files and tools.
 pub struct Env {
-    dir: PathBuf,
+    dir: Scratch,
     source: PathBuf,
     bytes: u64,
     timeout: Duration,
@@ -196,20 +196,46 @@ pub struct Env {
     ctp_files: bool,
 }
 
-impl Drop for Env {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+/// A directory for a bench's scratch files (on tmpfs when there is one, so that the disk
+/// never limits a run), removed with everything in it when dropped.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    /// Creates `NAME-PID` under `/dev/shm`, or else under the temporary directory.
+    pub fn create(name: &str) -> std::io::Result<Scratch> {
+        let base = if Path::new("/dev/shm").is_dir() {
+            PathBuf::from("/dev/shm")
+        } else {
+            std::env::temp_dir()
+        };
+        let dir = base.join(format!("{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        Ok(Scratch(dir))
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.0
     }
 }
 
-fn free_port() -> u16 {
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A UDP port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
     std::net::UdpSocket::bind("127.0.0.1:0")
         .and_then(|s| s.local_addr())
         .map(|a| a.port())
         .unwrap_or(47_000)
 }
 
-fn cpu_children() -> f64 {
+/// CPU seconds (user and system) of this process's children reaped so far: a child's
+/// enter when it is reaped, so the difference across a child's reaping is its own.
+pub fn cpu_children() -> f64 {
     getrusage(UsageWho::RUSAGE_CHILDREN)
         .map(|u| {
             let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
@@ -327,13 +353,14 @@ fn dir_bytes(dir: &Path) -> u64 {
 }
 
 /// A child's output, read as it is written so that a full pipe never blocks it.
-struct Output {
+pub struct Output {
     stdout: JoinHandle<String>,
     stderr: JoinHandle<String>,
 }
 
 impl Output {
-    fn capture(child: &mut Child) -> Output {
+    /// Starts reading the child's piped stdout and stderr (either may be absent).
+    pub fn capture(child: &mut Child) -> Output {
         fn read<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
             r: Option<R>,
         ) -> JoinHandle<String> {
@@ -351,7 +378,9 @@ impl Output {
         }
     }
 
-    async fn collect(self) -> (String, String) {
+    /// What the child wrote, (stdout, stderr), once it has exited (what a child still
+    /// running has written within a short grace).
+    pub async fn collect(self) -> (String, String) {
         let grace = Duration::from_secs(2);
         let get = |h: JoinHandle<String>| async move {
             tokio::time::timeout(grace, h)
@@ -401,7 +430,7 @@ fn hash_file(path: &Path) -> std::io::Result<blake3::Hash> {
 }
 
 /// Checks that `path` has `bytes` bytes and the hash `want`.
-fn same_file(path: &Path, bytes: u64, want: blake3::Hash) -> anyhow::Result<()> {
+pub fn same_file(path: &Path, bytes: u64, want: blake3::Hash) -> anyhow::Result<()> {
     let len = std::fs::metadata(path)
         .with_context(|| format!("the received file {}", path.display()))?
         .len();
@@ -452,7 +481,8 @@ fn json_field(text: &str, path: &[&str]) -> Option<f64> {
     path.iter().try_fold(&v, |v, k| v.get(k))?.as_f64()
 }
 
-fn last_line(s: &str) -> &str {
+/// The last line of a child's output, trimmed (its error message, for instance).
+pub fn last_line(s: &str) -> &str {
     s.trim().lines().last().unwrap_or("").trim()
 }
 
@@ -466,29 +496,24 @@ impl Env {
         ctp_files: bool,
         baseline: Option<PathBuf>,
     ) -> anyhow::Result<Env> {
-        let base = if Path::new("/dev/shm").is_dir() {
-            PathBuf::from("/dev/shm")
-        } else {
-            std::env::temp_dir()
-        };
-        let dir = base.join(format!("ctp-bench-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("rx")).context("creating the bench directory")?;
-        let source = dir.join("bench.bin");
+        let dir = Scratch::create("ctp-bench").context("creating the bench directory")?;
+        std::fs::create_dir_all(dir.path().join("rx")).context("creating the bench directory")?;
+        let source = dir.path().join("bench.bin");
         let source_hash = write_pseudo_random(&source, bytes).context("writing the bench file")?;
         let ctp = std::env::current_exe().context("locating the ctp binary")?;
         let wanted = |p: &str| peers.iter().any(|q| q == p);
         let udtperf = if wanted("udt4") {
-            build_udt_tool(&dir, "udtperf").await
+            build_udt_tool(dir.path(), "udtperf").await
         } else {
             Err("not requested".into())
         };
         let udtfile = if wanted("udt4-file") {
-            build_udt_tool(&dir, "udtfile").await
+            build_udt_tool(dir.path(), "udtfile").await
         } else {
             Err("not requested".into())
         };
         let ssh = if wanted("scp") || wanted("rsync") {
-            super::ssh::Ssh::prepare(&dir.join("ssh")).await
+            super::ssh::Ssh::prepare(&dir.path().join("ssh")).await
         } else {
             Err("not requested".into())
         };
@@ -519,7 +544,7 @@ impl Env {
     }
 
     fn rx(&self) -> PathBuf {
-        self.dir.join("rx")
+        self.dir.path().join("rx")
     }
 
     /// Where a file-writing receiver puts the file: the source's name in [`Self::rx`].
@@ -583,7 +608,7 @@ impl Env {
                     s.arg("--insecure");
                 }
                 // The bench's own identities and known peers, not the user's.
-                let keys = self.dir.join("keys");
+                let keys = self.dir.path().join("keys");
                 r.env("CTP_CONFIG_DIR", &keys);
                 s.env("CTP_CONFIG_DIR", &keys);
                 if let Some(cc) = cc {
@@ -667,7 +692,7 @@ impl Env {
                     proxy: free_port(),
                     socks: free_port(),
                 };
-                let keys = self.dir.join("keys");
+                let keys = self.dir.path().join("keys");
                 let proxied = p == super::http::CURL_PROXY;
                 let received = self.received();
                 let c = super::http::commands(
@@ -874,7 +899,7 @@ impl Env {
 }
 
 /// Writes `bytes` pseudo-random bytes to `path`; returns their BLAKE3 hash.
-fn write_pseudo_random(path: &Path, bytes: u64) -> std::io::Result<blake3::Hash> {
+pub fn write_pseudo_random(path: &Path, bytes: u64) -> std::io::Result<blake3::Hash> {
     use std::io::Write;
     let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
     let mut hash = blake3::Hasher::new();
