@@ -1660,6 +1660,7 @@ fn the_group_bench_reports_its_three_parts_with_every_file_verified() {
     for ratio in [
         &v["send"]["speedup_over_sequential"],
         &v["send"]["speedup_over_parallel"],
+        &v["send"]["cpu_over_one_transfer"],
         &v["send"]["cpu_per_gb_over_one_transfer"],
         &v["get"]["speedup"],
         &v["failover"]["time_over_undisturbed"],
