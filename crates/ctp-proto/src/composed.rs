@@ -173,6 +173,11 @@ impl Engine {
         self.st.app.tx.open(id, priority);
     }
 
+    /// Has stream `id`'s chunks counted for its done barrier ([`State::stream_done_below`]).
+    pub fn watch_stream(&mut self, id: crate::engine::streams::StreamId) {
+        self.st.app.tx.watch(id);
+    }
+
     /// Marks stream `id` finished (its end is queued).
     pub fn finish_stream(&mut self, id: crate::engine::streams::StreamId) {
         self.st.app.tx.finish(id);

@@ -222,6 +222,24 @@ pub trait ConnectionCore {
     fn messages_done_below(&self) -> Option<u64> {
         None
     }
+    /// Has stream `stream`'s chunks counted for its done barrier from now on
+    /// ([`ConnectionCore::stream_done_below`]): what a group connection reads its copies on
+    /// a stream by.
+    fn watch_stream(&mut self, _stream: StreamId) -> Result<(), WriteError> {
+        Err(WriteError::NoStream(
+            "this connection has no streams to watch (the UDT4 wire)".into(),
+        ))
+    }
+    /// Every chunk of watched stream `stream` starting below this offset passed the done
+    /// barrier whole — acknowledged, with a reliable profile; `u64::MAX` once the stream
+    /// ended and all of it did. `None` where streams have no such barrier (the UDT4 wire).
+    fn stream_done_below(&self, _stream: StreamId) -> Option<u64> {
+        None
+    }
+    /// Bytes written to stream `stream` so far: the offset its next byte gets.
+    fn stream_written(&self, _stream: StreamId) -> Option<u64> {
+        None
+    }
     /// True when the peer ended its byte stream and the end was read in order.
     fn peer_finished(&self) -> bool;
     /// Hands a custom control message to the congestion controller; false when there is

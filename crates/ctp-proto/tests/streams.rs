@@ -599,3 +599,85 @@ fn a_stream_nobody_reads_holds_a_barrier_of_data_and_stalls_no_other() {
     });
     assert!(ok && got_a == a, "{} of {} bytes", got_a.len(), a.len());
 }
+
+/// A watched stream's done barrier: the offset below which every chunk was acknowledged.
+/// It stays behind what was written while the peer's acknowledgements are cut off, reaches
+/// every byte written once they flow, and is the same under loss; an unwatched stream
+/// counts nothing in its segments (its barrier is only what is still queued).
+#[test]
+fn a_watched_streams_done_barrier_follows_the_acknowledgements() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut p = Pair::new(11);
+    let (c, s) = connect(&mut p, &Profile::reliable());
+    let now = p.now;
+    let conn = p.client.connection_mut(c).expect("client");
+    let id = conn
+        .open_stream(StreamKind::Unidirectional, 0)
+        .expect("opens");
+    conn.watch_stream(id)
+        .expect("a reliable stream can be watched");
+    assert_eq!(conn.stream_done_below(id), Some(0));
+    let payload = data(300_000, 5);
+    let mut written = 0;
+    // The acknowledgements are cut off: the data goes, nothing is done.
+    p.to_client.loss = 1.0;
+    let mut got = Vec::new();
+    p.run_until(Duration::from_millis(300), |p| {
+        let now = p.now;
+        let conn = p.client.connection_mut(c).expect("client");
+        written += conn.write_on(now, id, &payload[written..]).unwrap_or(0);
+        let server = p.server.connection_mut(s).expect("server");
+        while server.accept_stream().is_some() {}
+        drain(p, s, id, &mut got);
+        false
+    });
+    let conn = p.client.connection(c).expect("client");
+    let arrived = p
+        .server
+        .connection(s)
+        .expect("server")
+        .stats()
+        .packets_received;
+    assert!(
+        written > 0 && arrived > 0,
+        "data went: {written} written, {arrived} packets"
+    );
+    assert_eq!(conn.stream_written(id), Some(written as u64));
+    assert_eq!(
+        conn.stream_done_below(id),
+        Some(0),
+        "nothing acknowledged, nothing done ({arrived} packets arrived)"
+    );
+    // Acknowledgements flow again, both ways lossy: everything written becomes done.
+    p.to_client.loss = 0.03;
+    p.to_server.loss = 0.03;
+    let mut last = 0;
+    let ok = p.run_until(Duration::from_secs(30), |p| {
+        let now = p.now;
+        let conn = p.client.connection_mut(c).expect("client");
+        written += conn.write_on(now, id, &payload[written..]).unwrap_or(0);
+        let done = conn.stream_done_below(id).expect("composed");
+        assert!(
+            done >= last,
+            "the barrier never goes back: {done} after {last}"
+        );
+        assert!(
+            done <= written as u64,
+            "done {done} beyond written {written}"
+        );
+        last = done;
+        let server = p.server.connection_mut(s).expect("server");
+        while server.accept_stream().is_some() {}
+        drain(p, s, id, &mut got);
+        written == payload.len() && done == written as u64
+    });
+    assert!(ok, "done {last} of {written}");
+    assert!(got == payload, "arrived whole");
+    // A stream not watched has no barrier of its own in its segments.
+    let conn = p.client.connection_mut(c).expect("client");
+    let other = conn
+        .open_stream(StreamKind::Unidirectional, 0)
+        .expect("opens");
+    assert_eq!(conn.write_on(now, other, b"x").ok(), Some(1));
+    assert_eq!(conn.stream_written(other), Some(1));
+}

@@ -1305,6 +1305,29 @@ impl ConnectionCore for ComposedConnection {
             .map(|e| e.state().messages_done_below())
     }
 
+    fn watch_stream(&mut self, stream: StreamId) -> Result<(), WriteError> {
+        self.check_stream(stream)?;
+        if !self.micros.is_reliable() {
+            return Err(WriteError::NoStream(
+                "a stream's done barrier needs a reliable profile".into(),
+            ));
+        }
+        Self::open_engine(&self.state, &mut self.engine)?.watch_stream(stream);
+        Ok(())
+    }
+
+    fn stream_done_below(&self, stream: StreamId) -> Option<u64> {
+        self.engine
+            .as_ref()
+            .map(|e| e.state().stream_done_below(stream))
+    }
+
+    fn stream_written(&self, stream: StreamId) -> Option<u64> {
+        let e = self.engine.as_ref()?;
+        let tx = &e.state().app.tx;
+        Some(tx.stream(stream).map_or(0, |s| s.next_offset))
+    }
+
     /// True when the peer ended its byte stream ([`ConnectionCore::stream_finish`]) and the
     /// end reached the receive queue in order, after every byte before it. A graceful close
     /// without it reads as the end of the stream too, but proves nothing about the stream

@@ -259,6 +259,25 @@ impl Connection {
         self.core().messages_done_below()
     }
 
+    /// Has `stream`'s chunks counted for its done barrier from now on
+    /// ([`Connection::stream_done_below`]); needs a reliable profile with streams.
+    pub fn watch_stream(&mut self, stream: StreamId) -> Result<(), WriteError> {
+        self.core_mut().watch_stream(stream)
+    }
+
+    /// Every chunk written to watched `stream` that starts below this offset passed the
+    /// done barrier whole (acknowledged): the bytes below the offset
+    /// [`Connection::stream_written`] gave before a write are done once this reaches the
+    /// offset it gives after it. `u64::MAX` once the stream ended and all of it was done.
+    pub fn stream_done_below(&self, stream: StreamId) -> Option<u64> {
+        self.core().stream_done_below(stream)
+    }
+
+    /// Bytes written to `stream` so far: the offset its next byte gets.
+    pub fn stream_written(&self, stream: StreamId) -> Option<u64> {
+        self.core().stream_written(stream)
+    }
+
     /// Queues one urgent (out-of-band) message: with the `urgent` microprotocol the receiver
     /// delivers it as soon as it is complete, ahead of the ordering in force.
     pub fn send_urgent(&mut self, now: Instant, data: Bytes) -> Result<(), WriteError> {

@@ -153,6 +153,29 @@ impl State {
         !self.app.tx.is_empty() && !self.segs.is_full() && self.segs.unsent() < below
     }
 
+    /// Every chunk of watched stream `stream` ([`SendQueue::watch`]) that starts below
+    /// this offset passed the done barrier whole: what the peer acknowledged of the stream,
+    /// counted as [`State::messages_done_below`] counts messages (the segments holding a
+    /// piece of a chunk, then the chunks still queued).
+    ///
+    /// [`SendQueue::watch`]: crate::engine::streams::SendQueue::watch
+    pub fn stream_done_below(&self, stream: u64) -> u64 {
+        let queued = self.app.tx.stream(stream);
+        let next = match queued {
+            Some(s) => s.next_offset,
+            // Retired (its end was cut) or never written.
+            None if self.app.tx.is_retired(stream) => u64::MAX,
+            None => 0,
+        };
+        [
+            self.segs.oldest_open_chunk(stream),
+            queued.and_then(|s| s.first_queued_offset()),
+        ]
+        .into_iter()
+        .flatten()
+        .fold(next, u64::min)
+    }
+
     /// Every stream-0 message with a smaller id has passed the done barrier whole (every
     /// segment holding a piece of it is done): acknowledged, with a reliable profile.
     pub fn messages_done_below(&self) -> u64 {

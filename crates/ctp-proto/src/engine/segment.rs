@@ -40,6 +40,10 @@ pub struct Segment {
     /// The oldest of the connection's own messages (stream 0) with a piece in it, while
     /// the segment is not done ([`SegmentStore::done_below`]).
     first_msg: Option<u64>,
+    /// The chunks of watched streams (stream, chunk offset) with a piece in it, while the
+    /// segment is not done ([`SegmentStore::oldest_open_chunk`]); empty (and unallocated)
+    /// unless a stream is watched.
+    chunks: Vec<(u64, u64)>,
     gen: u32,
     live: bool,
 }
@@ -91,6 +95,8 @@ pub struct SegmentStore {
     limit: usize,
     /// Segments not done yet, counted by the oldest stream-0 message they hold a piece of.
     open_msgs: BTreeMap<u64, u32>,
+    /// Per (watched stream, chunk offset): segments not done holding a piece of it.
+    open_chunks: BTreeMap<(u64, u64), u32>,
 }
 
 impl SegmentStore {
@@ -155,9 +161,35 @@ impl SegmentStore {
 
     /// The segment behind `id` passed its done barrier: its messages no longer wait for it.
     pub fn done(&mut self, id: SegId) {
-        if let Some(m) = live_slot(&mut self.slots, id).and_then(|s| s.first_msg.take()) {
-            release_msg(&mut self.open_msgs, m);
+        if let Some(s) = live_slot(&mut self.slots, id) {
+            if let Some(m) = s.first_msg.take() {
+                release_msg(&mut self.open_msgs, m);
+            }
+            for c in s.chunks.drain(..) {
+                release_msg(&mut self.open_chunks, c);
+            }
         }
+    }
+
+    /// Records that segment `id` holds a piece of the chunk at `offset` of watched stream
+    /// `stream` (called once per piece as the segment is cut).
+    pub fn holds_chunk(&mut self, id: SegId, stream: u64, offset: u64) {
+        let Some(s) = live_slot(&mut self.slots, id) else {
+            return;
+        };
+        if !s.chunks.contains(&(stream, offset)) {
+            s.chunks.push((stream, offset));
+            *self.open_chunks.entry((stream, offset)).or_default() += 1;
+        }
+    }
+
+    /// The offset of the oldest chunk of watched stream `stream` that still has a piece
+    /// in a segment not done.
+    pub fn oldest_open_chunk(&self, stream: u64) -> Option<u64> {
+        self.open_chunks
+            .range((stream, 0)..=(stream, u64::MAX))
+            .next()
+            .map(|(&(_, o), _)| o)
     }
 
     /// The oldest stream-0 message that still has a piece in a segment not done (`None`:
@@ -202,6 +234,7 @@ impl SegmentStore {
         s.acked = false;
         s.compressed = false;
         s.first_msg = None;
+        s.chunks.clear();
         self.live += 1;
         self.unsent += 1;
         Some(SegId { idx, gen: s.gen })
@@ -227,6 +260,9 @@ impl SegmentStore {
             if let Some(m) = s.first_msg.take() {
                 release_msg(&mut self.open_msgs, m);
             }
+            for c in s.chunks.drain(..) {
+                release_msg(&mut self.open_chunks, c);
+            }
             let buf = std::mem::take(&mut s.payload);
             // Lets go of the application's buffer at once (a writer may be waiting to reuse it).
             s.inner = None;
@@ -243,7 +279,7 @@ impl SegmentStore {
 }
 
 /// Takes one segment off message `msg`'s count.
-fn release_msg(open: &mut BTreeMap<u64, u32>, msg: u64) {
+fn release_msg<K: Ord>(open: &mut BTreeMap<K, u32>, msg: K) {
     if let Some(n) = open.get_mut(&msg) {
         *n -= 1;
         if *n == 0 {

@@ -48,6 +48,9 @@ pub struct Outgoing {
     pub service: Option<u64>,
     /// The stream is abandoned here, with this code (an empty chunk that ends it).
     pub reset: Option<u64>,
+    /// The stream's done barrier is watched ([`SendQueue::watch`]): the segments that
+    /// carry this chunk count it until they are done.
+    pub watched: bool,
 }
 
 impl Outgoing {
@@ -65,6 +68,7 @@ impl Outgoing {
             stream_id: 0,
             service: None,
             reset: None,
+            watched: false,
         }
     }
 }
@@ -174,6 +178,16 @@ pub struct StreamTx {
     pub barrier: u64,
     /// The stream has data queued but waits at its barrier: it left the ready queues.
     blocked: bool,
+    /// Its chunks are counted by the segments that carry them, for its done barrier
+    /// ([`crate::engine::State::stream_done_below`]).
+    pub watched: bool,
+}
+
+impl StreamTx {
+    /// The offset of the oldest chunk still queued (whole or partly cut).
+    pub fn first_queued_offset(&self) -> Option<u64> {
+        self.queue.front()?.msg
+    }
 }
 
 /// What the application queued on every stream, and the order it is cut in.
@@ -248,6 +262,7 @@ impl SendQueue {
             finished: false,
             barrier: MIN_BARRIER,
             blocked: false,
+            watched: false,
         };
         let s = match self.free.pop() {
             Some(s) => {
@@ -319,6 +334,13 @@ impl SendQueue {
         self.stream(0)?.queue.front()?.msg
     }
 
+    /// Has the segments count stream `id`'s chunks from now on, for its done barrier (the
+    /// stream is opened if it was not).
+    pub fn watch(&mut self, id: StreamId) {
+        let s = self.slot(id, 0);
+        self.streams[s as usize].watched = true;
+    }
+
     /// Opens stream `id` with `priority` (or changes the priority of an open one).
     pub fn open(&mut self, id: StreamId, priority: u8) {
         let s = self.slot(id, priority);
@@ -347,6 +369,7 @@ impl SendQueue {
         let s = self.slot(out.stream_id, 0);
         let st = &mut self.streams[s as usize];
         if out.stream_id != 0 {
+            out.watched = st.watched;
             out.msg = Some(st.next_offset);
             st.next_offset += out.data.len() as u64;
             if out.msg == Some(0) {

@@ -153,6 +153,8 @@ impl Fragmentation {
     /// ([`crate::engine::State::cut_ahead`]) wait to be sent.
     fn cut(&mut self, cx: &mut Cx<'_, '_>) {
         let mut deps_buf = Vec::new();
+        // Pieces of watched streams' chunks in the segment being cut (rarely any).
+        let mut watched = Vec::new();
         let ahead = cx.st.cut_ahead();
         for _ in 0..BATCH {
             if !cx.st.wants_cut(ahead) {
@@ -247,6 +249,8 @@ impl Fragmentation {
                 }
                 if out.stream_id == 0 {
                     first_msg = first_msg.or(Some(msg));
+                } else if out.watched {
+                    watched.push((out.stream_id, msg));
                 }
                 out.cut += take;
                 st.app.tx_bytes -= take;
@@ -260,6 +264,9 @@ impl Fragmentation {
             }
             if let Some(m) = first_msg {
                 cx.st.segs.holds_msg(seg, m);
+            }
+            for (stream, chunk) in watched.drain(..) {
+                cx.st.segs.holds_chunk(seg, stream, chunk);
             }
             cx.submit(seg);
         }
