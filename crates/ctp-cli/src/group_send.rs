@@ -124,10 +124,10 @@ pub async fn send(
             if r.running || group.member_state(key) != Some(&MemberState::Active) {
                 continue;
             }
-            let Some((_, id)) = group.next_copy(key) else {
+            let Some(copy) = group.next_copy(key) else {
                 continue;
             };
-            let unit = u64::from_le_bytes(id[..8].try_into().unwrap_or_default()) as usize;
+            let unit = u64::from_le_bytes(copy.data[..8].try_into().unwrap_or_default()) as usize;
             group.placed(now(), key, r.placed);
             r.placed += 1;
             r.running = true;

@@ -243,8 +243,8 @@ impl GroupApp {
         if let Some(c) = conn {
             app.res.peak_sender_buffered = app.res.peak_sender_buffered.max(c.buffered_bytes());
             if c.is_established() && !self.closed[i] {
-                while let Some((_, data)) = self.policy.next_copy(flow) {
-                    match c.send_msg_after(now, data, &[]) {
+                while let Some(copy) = self.policy.next_copy(flow) {
+                    match c.send_msg_after(now, copy.data, &[]) {
                         Ok(id) => {
                             self.policy.placed(now, flow, id);
                             app.res.msgs_sent += 1;

@@ -341,6 +341,7 @@ mod tests {
         };
         let run = |flows| RunResult {
             flows,
+            groups: Vec::new(),
             links: Vec::new(),
             bad_checksum: 0,
             unknown_connection: 0,

@@ -1088,7 +1088,7 @@ impl Scenario {
     /// Checks a group member: its data is the group's, so it names no size, rate, rounds
     /// or stop of its own.
     fn check_member(&self, i: usize, fl: &FlowFile) -> Result<(), ScenarioError> {
-        if !fl.kind.as_ref().is_some_and(|k| k.get_ref() == "group") {
+        if fl.kind.as_ref().is_none_or(|k| k.get_ref() != "group") {
             return Ok(());
         }
         let span = fl.kind.as_ref().map_or(0..0, |k| k.span());

@@ -1,11 +1,14 @@
 //! A group connection: one sender, several destinations, a delivery rule — the async face
 //! of [`ctp_proto::group::Group`] over ordinary [`Connection`]s of one endpoint.
 
+use crate::connection::{write_error, Op};
 use crate::{ConnectError, Connection, ConnectionError, Endpoint, Profile};
 use bytes::Bytes;
 use ctp_proto::group::{
-    self, GroupConfig, GroupError, GroupEvent, MemberProgress, MemberReport, MemberState, Mode,
+    self, GroupConfig, GroupCopy, GroupError, GroupEvent, MemberProgress, MemberReport,
+    MemberState, Mode,
 };
+use ctp_proto::{StreamId, StreamKind, WriteError};
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -19,14 +22,42 @@ use std::task::{Context, Poll};
 /// [`Connection::recv_msg`]. Destinations may be added and removed while messages flow; one
 /// whose copies make no progress for [`GroupConfig::fail_after`], or whose connection
 /// closes, is failed with a reason, and the group goes on while its mode can still hold.
+///
+/// Messages go on each destination's message stream; [`Group::open_stream`] adds more
+/// streams per destination (each a stream of every member connection, with a priority of
+/// its own), written with [`Group::send_on`] under the same mode.
 pub struct Group {
     endpoint: Endpoint,
     profile: Profile,
     state: group::Group<SocketAddr>,
-    /// The connections of the members not removed or failed.
-    members: Vec<(SocketAddr, Connection)>,
+    /// The members not removed or failed.
+    members: Vec<Member>,
+    /// The priority of each stream opened with [`Group::open_stream`] (lane 1 first).
+    lanes: Vec<u8>,
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
 }
+
+/// One destination's connection, and its streams for the group's lanes.
+struct Member {
+    addr: SocketAddr,
+    conn: Connection,
+    /// Per lane from 1: the connection's stream for it, once a copy went on it.
+    streams: Vec<Option<StreamId>>,
+}
+
+/// A stream of every destination's connection, opened with [`Group::open_stream`] and
+/// written with [`Group::send_on`]. Each destination reads it as an ordinary stream of its
+/// connection ([`Connection::accept_stream`], a unidirectional stream, opened with its
+/// first data); what the group sends on it arrives there in order, each write whole. A
+/// stream's copies are done by the stream's own acknowledgements, so one stream waiting
+/// for a retransmission holds no other back — at the destinations or in the group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupStream {
+    lane: u16,
+}
+
+/// Streams a group may open (the lanes of [`group::Group::submit_on`] after the first).
+pub const MAX_GROUP_STREAMS: usize = 1024;
 
 /// Why a group could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +100,7 @@ impl Group {
             profile: profile.clone(),
             state: group::Group::new(mode, cfg),
             members: Vec::new(),
+            lanes: Vec::new(),
             timer: None,
         };
         let mut unreachable = None;
@@ -79,7 +111,7 @@ impl Group {
                 return Err(GroupConnectError::Member(e.to_string()));
             }
             match joined {
-                Ok(c) => g.members.push((addr, c)),
+                Ok(conn) => g.members.push(Member::new(addr, conn)),
                 Err(error) => {
                     let _ = g
                         .state
@@ -105,9 +137,39 @@ impl Group {
     /// buffer; returns its id in the group's sequence. Fails once the mode can no longer
     /// hold, with the reason.
     pub async fn send(&mut self, msg: Bytes) -> Result<u64, GroupError> {
+        self.submit(0, msg).await
+    }
+
+    /// Opens one more stream to every destination, with `priority` (higher is served first
+    /// on each connection; the message stream of [`Group::send`] has priority 0). Each
+    /// destination sees a new unidirectional stream of its connection with the group's
+    /// first write on it. Destinations that join later get it too.
+    pub fn open_stream(&mut self, priority: u8) -> Result<GroupStream, GroupError> {
+        if self.lanes.len() >= MAX_GROUP_STREAMS {
+            return Err(GroupError::Member(format!(
+                "a group opens at most {MAX_GROUP_STREAMS} streams"
+            )));
+        }
+        self.lanes.push(priority);
+        Ok(GroupStream {
+            lane: self.lanes.len() as u16,
+        })
+    }
+
+    /// Sends `data` on `stream` to the members the mode chooses, as [`Group::send`] sends
+    /// a message: each destination chosen gets it whole, in order after what the group sent
+    /// on the stream before (under `spread` and `balanced` each write goes to only some
+    /// destinations, so each write should stand on its own, as a record). Returns its id in
+    /// the group's sequence.
+    pub async fn send_on(&mut self, stream: &GroupStream, data: Bytes) -> Result<u64, GroupError> {
+        self.submit(stream.lane, data).await
+    }
+
+    /// Submits `msg` on `lane`, waiting for room in the group's buffer.
+    async fn submit(&mut self, lane: u16, msg: Bytes) -> Result<u64, GroupError> {
         poll_fn(|cx| {
             let now = self.endpoint.now();
-            match self.state.submit(now, msg.clone()) {
+            match self.state.submit_on(now, lane, msg.clone()) {
                 Ok(id) => {
                     self.pump(cx);
                     Poll::Ready(Ok(id))
@@ -115,7 +177,7 @@ impl Group {
                 Err(GroupError::Blocked) => {
                     self.pump(cx);
                     // Progress may have made room.
-                    match self.state.submit(self.endpoint.now(), msg.clone()) {
+                    match self.state.submit_on(self.endpoint.now(), lane, msg.clone()) {
                         Ok(id) => {
                             self.pump(cx);
                             Poll::Ready(Ok(id))
@@ -176,7 +238,7 @@ impl Group {
         self.state
             .add_member(self.endpoint.now(), addr)
             .map_err(|e| GroupConnectError::Member(e.to_string()))?;
-        self.members.push((addr, c));
+        self.members.push(Member::new(addr, c));
         Ok(())
     }
 
@@ -184,7 +246,7 @@ impl Group {
     /// delivered) and its copies no longer count.
     pub fn remove(&mut self, addr: SocketAddr) -> Result<(), GroupError> {
         self.state.remove_member(self.endpoint.now(), addr)?;
-        self.members.retain(|(a, _)| *a != addr);
+        self.members.retain(|m| m.addr != addr);
         Ok(())
     }
 
@@ -206,12 +268,16 @@ impl Group {
     }
 
     /// Waits for every message to be done for the group and every destination to have
-    /// its copies (or be failed), then closes every member connection gracefully.
+    /// its copies (or be failed), then ends the group's streams and closes every member
+    /// connection gracefully.
     pub async fn close(mut self) -> Result<(), GroupError> {
         let flushed = self.flush().await;
         self.settled().await;
-        for (_, c) in &self.members {
-            let _ = c.close().await;
+        for m in &self.members {
+            for &id in m.streams.iter().flatten() {
+                let _ = poll_fn(|cx| m.conn.poll_send(cx, |pc, now| pc.finish_on(now, id))).await;
+            }
+            let _ = m.conn.close().await;
         }
         flushed
     }
@@ -220,9 +286,9 @@ impl Group {
     /// fails the members that stopped, and registers `cx` to be woken by any of it.
     fn pump(&mut self, cx: &mut Context<'_>) {
         for i in 0..self.members.len() {
-            let (addr, c) = (self.members[i].0, self.members[i].1.clone());
-            if let Err(e) = self.pump_member(cx, addr, &c) {
+            if let Err(e) = self.pump_member(cx, i) {
                 let why = format!("connection ended: {e}");
+                let addr = self.members[i].addr;
                 let _ = self.state.fail_member(self.endpoint.now(), addr, &why);
             }
         }
@@ -231,31 +297,43 @@ impl Group {
             self.state.on_timeout(now);
         }
         let state = &self.state;
-        self.members.retain(|(addr, c)| {
-            let failed = matches!(state.member_state(*addr), Some(MemberState::Failed(_)));
+        self.members.retain(|m| {
+            let failed = matches!(state.member_state(m.addr), Some(MemberState::Failed(_)));
             if failed {
-                c.abort("failed by its group");
+                m.conn.abort("failed by its group");
             }
             !failed
         });
         self.arm_timer(cx);
     }
 
-    fn pump_member(
-        &mut self,
-        cx: &mut Context<'_>,
-        addr: SocketAddr,
-        c: &Connection,
-    ) -> Result<(), ConnectionError> {
-        while let Some((_, data)) = self.state.next_copy(addr) {
-            match c.poll_send(cx, |pc, now| pc.send_msg_after(now, data.clone(), &[])) {
-                Poll::Ready(Ok(id)) => self.state.placed(self.endpoint.now(), addr, id),
+    /// Puts member `i`'s waiting copies on its connection (each on its lane's stream) and
+    /// takes its done barriers.
+    fn pump_member(&mut self, cx: &mut Context<'_>, i: usize) -> Result<(), ConnectionError> {
+        let addr = self.members[i].addr;
+        while let Some(copy) = self.state.next_copy(addr) {
+            let stream = match copy.lane {
+                0 => None,
+                lane => Some(self.members[i].stream(lane, &self.lanes)?),
+            };
+            let m = &self.members[i];
+            match m
+                .conn
+                .poll_send(cx, |pc, now| place(pc, now, stream, &copy))
+            {
+                Poll::Ready(Ok(at)) => self.state.placed(self.endpoint.now(), addr, at),
                 Poll::Ready(Err(e)) => return Err(e),
                 Poll::Pending => break,
             }
         }
-        let p = c.poll_group_progress(cx)?;
-        self.state.progress(self.endpoint.now(), addr, p);
+        let m = &self.members[i];
+        let mut lanes = Vec::new();
+        let p = m.conn.poll_group_progress(cx, &m.streams, &mut lanes)?;
+        let now = self.endpoint.now();
+        self.state.progress(now, addr, p);
+        for (lane, done_below) in lanes {
+            self.state.progress_lane(now, addr, lane, done_below);
+        }
         Ok(())
     }
 
@@ -277,12 +355,83 @@ impl Group {
     }
 }
 
+/// Puts `copy` on connection `pc`: a message (lane 0), or all of it on `stream` (its lane's
+/// stream) or nothing. Returns where the copy's done barrier must pass: the message's id,
+/// or the offset of the copy's last byte on the stream.
+fn place(
+    pc: &mut ctp_proto::connection::Connection,
+    now: ctp_proto::Instant,
+    stream: Option<StreamId>,
+    copy: &GroupCopy,
+) -> Result<u64, WriteError> {
+    let Some(id) = stream else {
+        return pc.send_msg_after(now, copy.data.clone(), &[]);
+    };
+    let len = copy.data.len();
+    // All or nothing: a copy is acknowledged by where its last byte lies.
+    if pc.send_room() < len {
+        return Err(WriteError::Blocked);
+    }
+    let start = pc.stream_written(id).unwrap_or(0);
+    let n = pc.write_on(now, id, &copy.data)?;
+    debug_assert_eq!(n, len, "a write with room for it is taken whole");
+    Ok((start + n as u64).saturating_sub(1))
+}
+
+impl Member {
+    fn new(addr: SocketAddr, conn: Connection) -> Member {
+        Member {
+            addr,
+            conn,
+            streams: Vec::new(),
+        }
+    }
+
+    /// The member connection's stream for `lane` (from 1), opened (unidirectional, with
+    /// the lane's priority) and watched for its done barrier the first time.
+    fn stream(&mut self, lane: u16, priorities: &[u8]) -> Result<StreamId, ConnectionError> {
+        let k = usize::from(lane) - 1;
+        if self.streams.len() <= k {
+            self.streams.resize(k + 1, None);
+        }
+        if let Some(id) = self.streams[k] {
+            return Ok(id);
+        }
+        let id = self
+            .conn
+            .open_stream(StreamKind::Unidirectional, priorities[k])?
+            .id();
+        self.conn.watch_stream(id)?;
+        self.streams[k] = Some(id);
+        Ok(id)
+    }
+}
+
 impl Connection {
-    /// The connection's done barrier and counters for its group, registering `cx` to be
-    /// woken by the connection's next activity.
+    /// Has `stream`'s chunks counted for its done barrier (what a lane's copies are
+    /// acknowledged by).
+    fn watch_stream(&self, stream: StreamId) -> Result<(), ConnectionError> {
+        let r = self.with(None, |c, _, closing| match c.watch_stream(stream) {
+            Ok(()) => Op::Done(Ok(()), false),
+            Err(e) => Op::Done(
+                Err(write_error(e, c.state(), closing).unwrap_or(ConnectionError::Closing)),
+                false,
+            ),
+        });
+        match r {
+            Poll::Ready(r) => r,
+            Poll::Pending => unreachable!("watching never waits"),
+        }
+    }
+
+    /// The connection's done barriers and counters for its group — the message stream's,
+    /// and in `lanes` each lane stream's (lane, done below) — registering `cx` to be woken
+    /// by the connection's next activity.
     pub(crate) fn poll_group_progress(
         &self,
         cx: &mut Context<'_>,
+        streams: &[Option<StreamId>],
+        lanes: &mut Vec<(u16, u64)>,
     ) -> Result<MemberProgress, ConnectionError> {
         match self.with(Some(cx), |c, _, _| {
             let s = c.stats();
@@ -291,7 +440,13 @@ impl Connection {
                 packets_sent: s.packets_sent,
                 packets_lost: s.packets_lost,
             };
-            crate::connection::Op::Watch(p)
+            for (k, id) in streams.iter().enumerate() {
+                if let Some(&id) = id.as_ref() {
+                    let done = c.stream_done_below(id).unwrap_or(0);
+                    lanes.push((k as u16 + 1, done));
+                }
+            }
+            Op::Watch(p)
         }) {
             Poll::Ready(r) => r,
             // A reading never waits.

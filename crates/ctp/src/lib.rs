@@ -59,7 +59,7 @@ pub use ctp_proto::group::{
 pub use endpoint::{set_socket_buffers, Endpoint, EndpointOptions, DEFAULT_SOCKET_BUFFER};
 pub use error::{ConnectError, ConnectionError, FileError};
 pub use file::FILE_BLOCK;
-pub use group::{Group, GroupConnectError};
+pub use group::{Group, GroupConnectError, GroupStream, MAX_GROUP_STREAMS};
 pub use memory::retain_freed_memory;
 pub use stream::Stream;
 

@@ -298,3 +298,111 @@ async fn destinations_join_and_leave_while_messages_flow() {
     .await
     .expect("bounded");
 }
+
+/// A destination that reads its connection's messages and every stream the group opens on
+/// it, each to its end: the messages, and per stream (by id) its bytes.
+async fn stream_destination() -> (
+    SocketAddr,
+    Endpoint,
+    tokio::task::JoinHandle<(Vec<Bytes>, Vec<Vec<u8>>)>,
+) {
+    let ep = Endpoint::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        EndpointOptions {
+            accept: true,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let addr = ep.local_addr().unwrap();
+    let server = ep.clone();
+    let got = tokio::spawn(async move {
+        let c = server.accept().await.expect("the group connects");
+        let reader = c.clone();
+        let messages = tokio::spawn(async move {
+            let mut got = Vec::new();
+            while let Ok(m) = reader.recv_msg().await {
+                got.push(m);
+            }
+            got
+        });
+        let mut streams = Vec::new();
+        let mut readers = Vec::new();
+        while let Ok(s) = c.accept_stream().await {
+            readers.push(tokio::spawn(async move {
+                let mut s = s;
+                let mut buf = Vec::new();
+                tokio::io::AsyncReadExt::read_to_end(&mut s, &mut buf)
+                    .await
+                    .expect("the stream ends cleanly");
+                (s.id(), buf)
+            }));
+            if readers.len() == 2 {
+                break;
+            }
+        }
+        for r in readers {
+            streams.push(r.await.unwrap());
+        }
+        streams.sort();
+        let messages = messages.await.unwrap();
+        (messages, streams.into_iter().map(|(_, b)| b).collect())
+    });
+    (addr, ep, got)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_streams_per_destination_each_arrive_whole_beside_the_messages() {
+    timeout(Duration::from_secs(60), async {
+        let mut dests = Vec::new();
+        for _ in 0..2 {
+            dests.push(stream_destination().await);
+        }
+        let addrs: Vec<_> = dests.iter().map(|d| d.0).collect();
+        let ep = sender().await;
+        let mut g = group(&ep, &addrs, Mode::All).await;
+        let bulk = g.open_stream(0).expect("a stream");
+        let urgent = g.open_stream(7).expect("another");
+        assert_ne!(bulk, urgent);
+        // Interleaved: messages, a bulk stream of 64 KiB records, a small stream.
+        let record = |i: u32| Bytes::from(vec![(i % 249) as u8; 65_536]);
+        for i in 0..64u32 {
+            g.send(msg(i, 1000)).await.unwrap();
+            g.send_on(&bulk, record(i)).await.unwrap();
+            if i % 8 == 0 {
+                g.send_on(&urgent, Bytes::from(format!("note {i};")))
+                    .await
+                    .unwrap();
+            }
+        }
+        // Done for the group means acknowledged on every stream of every destination.
+        g.flush().await.unwrap();
+        let reports = g.members();
+        assert!(
+            reports
+                .iter()
+                .all(|r| r.copies_done == r.copies && r.copies == 64 + 64 + 8),
+            "{reports:?}"
+        );
+        g.close().await.unwrap();
+        let want_bulk: Vec<u8> = (0..64u32).flat_map(|i| record(i).to_vec()).collect();
+        let want_notes: Vec<u8> = (0..64u32)
+            .step_by(8)
+            .flat_map(|i| format!("note {i};").into_bytes())
+            .collect();
+        for (addr, _ep, got) in dests {
+            let (messages, streams) = got.await.unwrap();
+            let order: Vec<u32> = messages.iter().map(index).collect();
+            assert_eq!(order, (0..64).collect::<Vec<_>>(), "{addr}");
+            assert_eq!(streams.len(), 2, "{addr}: two streams besides the messages");
+            assert!(
+                streams[0] == want_bulk,
+                "{addr}: the bulk stream arrived whole"
+            );
+            assert_eq!(streams[1], want_notes, "{addr}: the small stream");
+        }
+    })
+    .await
+    .expect("bounded");
+}

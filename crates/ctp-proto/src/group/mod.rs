@@ -154,10 +154,11 @@ struct Member<K> {
     key: K,
     state: MemberState,
     /// Copies assigned and not yet taken by the connection, oldest first.
-    waiting: VecDeque<(u64, Bytes)>,
+    waiting: VecDeque<GroupCopy>,
     waiting_bytes: usize,
     /// Copies on the connection, not acknowledged, in the connection's order.
-    outstanding: VecDeque<Placed>,
+    /// Per lane ([`Group::submit_on`]): the lane's acknowledgements come separately.
+    outstanding: Vec<VecDeque<Placed>>,
     outstanding_bytes: usize,
     /// The smallest response time seen: the member's round trip with an empty queue.
     min_response: Option<Duration>,
@@ -182,7 +183,7 @@ impl<K> Member<K> {
     }
 
     fn busy(&self) -> bool {
-        !self.waiting.is_empty() || !self.outstanding.is_empty()
+        !self.waiting.is_empty() || self.outstanding.iter().any(|q| !q.is_empty())
     }
 
     /// Whether `Balanced` may give the member another message: it holds less than twice
@@ -222,16 +223,29 @@ impl<K> Member<K> {
         MemberLoad {
             response: self.response,
             loss: self.loss,
-            outstanding: self.outstanding.len(),
+            outstanding: self.outstanding.iter().map(VecDeque::len).sum(),
             waiting: self.waiting.len(),
         }
     }
+}
+
+/// A copy of a message for one member: what [`Group::next_copy`] hands out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupCopy {
+    /// The message's id in the group's sequence.
+    pub msg: u64,
+    /// Its lane ([`Group::submit_on`]): 0, the members' message stream, or the lane the
+    /// application opened (a stream of each member's connection).
+    pub lane: u16,
+    /// Its bytes.
+    pub data: Bytes,
 }
 
 /// A message not yet done for the group.
 #[derive(Debug)]
 struct Message {
     data: Bytes,
+    lane: u16,
     len: usize,
     /// Members ever given a copy.
     on: Vec<usize>,
@@ -290,6 +304,16 @@ impl<K: Copy + PartialEq + core::fmt::Debug> Group<K> {
     /// Takes a message: decides the members it goes to and queues a copy for each
     /// ([`Group::next_copy`]); returns its id in the group's sequence.
     pub fn submit(&mut self, now: Instant, data: Bytes) -> Result<u64, GroupError> {
+        self.submit_on(now, 0, data)
+    }
+
+    /// Takes a message for lane `lane`: as [`Group::submit`], each copy marked with the
+    /// lane, so that the caller puts it on that lane's stream of the member's connection
+    /// (lane 0 is the members' message stream). Lanes share the group's sequence, modes
+    /// and buffer; each lane's copies are acknowledged by the lane's own done barrier
+    /// ([`Group::progress_lane`]), so a lane waiting for a retransmission holds no other
+    /// back.
+    pub fn submit_on(&mut self, now: Instant, lane: u16, data: Bytes) -> Result<u64, GroupError> {
         if let Some(why) = &self.failed {
             return Err(GroupError::Failed(why.clone()));
         }
@@ -305,7 +329,7 @@ impl<K: Copy + PartialEq + core::fmt::Debug> Group<K> {
                 let m = &self.members[j];
                 m.is_active()
                     && !(skips && m.waiting_bytes > backlog)
-                    && !(balanced && !m.has_room())
+                    && (!balanced || m.has_room())
             })
             .collect();
         let fan = self.mode.fan_out(usable.len());
@@ -332,6 +356,7 @@ impl<K: Copy + PartialEq + core::fmt::Debug> Group<K> {
         self.msgs.push_back(Message {
             len: data.len(),
             data,
+            lane,
             on: Vec::with_capacity(fan),
             live: 0,
             acked: 0,
@@ -346,28 +371,35 @@ impl<K: Copy + PartialEq + core::fmt::Debug> Group<K> {
     }
 
     /// The next copy to queue on member `key`'s connection, oldest first: the group's
-    /// message id and its bytes. Once the connection took it, report it with
+    /// message id, its lane and its bytes. Once the connection took it, report it with
     /// [`Group::placed`].
-    pub fn next_copy(&self, key: K) -> Option<(u64, Bytes)> {
+    pub fn next_copy(&self, key: K) -> Option<GroupCopy> {
         let m = &self.members[self.index(key).ok()?];
         m.waiting.front().cloned()
     }
 
     /// The copy [`Group::next_copy`] gave is on member `key`'s connection as its message
-    /// `member_msg`.
+    /// `member_msg` — on lane 0 the id the connection gave the message; on another lane
+    /// a position on the lane's stream that its done barrier passes once the copy is
+    /// acknowledged (the offset of the copy's last byte).
     pub fn placed(&mut self, now: Instant, key: K, member_msg: u64) {
         let Ok(i) = self.index(key) else {
             return;
         };
         let m = &mut self.members[i];
-        if let Some((msg, data)) = m.waiting.pop_front() {
-            m.waiting_bytes -= data.len();
-            m.outstanding_bytes += data.len();
-            m.outstanding.push_back(Placed {
-                msg,
+        if let Some(c) = m.waiting.pop_front() {
+            let len = c.data.len();
+            m.waiting_bytes -= len;
+            m.outstanding_bytes += len;
+            let lane = usize::from(c.lane);
+            if m.outstanding.len() <= lane {
+                m.outstanding.resize_with(lane + 1, VecDeque::new);
+            }
+            m.outstanding[lane].push_back(Placed {
+                msg: c.msg,
                 member_msg,
                 at: now,
-                len: data.len(),
+                len,
             });
         }
     }
@@ -386,13 +418,26 @@ impl<K: Copy + PartialEq + core::fmt::Debug> Group<K> {
             m.seen_sent = p.packets_sent;
             m.seen_lost = p.packets_lost;
         }
+        self.acknowledge(now, i, 0, p.done_below);
+    }
+
+    /// Member `key`'s connection reports the done barrier of lane `lane`'s stream (see
+    /// [`Group::placed`]): its copies on the lane below `done_below` are acknowledged.
+    pub fn progress_lane(&mut self, now: Instant, key: K, lane: u16, done_below: u64) {
+        if let Ok(i) = self.index(key) {
+            self.acknowledge(now, i, usize::from(lane), done_below);
+        }
+    }
+
+    /// Member `i`'s copies on `lane` below `done_below` are acknowledged.
+    fn acknowledge(&mut self, now: Instant, i: usize, lane: usize, done_below: u64) {
+        let m = &mut self.members[i];
         let mut acked = Vec::new();
-        while m
-            .outstanding
-            .front()
-            .is_some_and(|c| c.member_msg < p.done_below)
-        {
-            let Some(c) = m.outstanding.pop_front() else {
+        while let Some(q) = m.outstanding.get_mut(lane) {
+            if q.front().is_none_or(|c| c.member_msg >= done_below) {
+                break;
+            }
+            let Some(c) = q.pop_front() else {
                 break;
             };
             let sample = now.saturating_since(c.at);
@@ -436,7 +481,7 @@ impl<K: Copy + PartialEq + core::fmt::Debug> Group<K> {
                 let reason = format!(
                     "no acknowledgement for {:.1} s ({} copies waiting)",
                     after.as_secs_f64(),
-                    m.outstanding.len() + m.waiting.len()
+                    m.load().outstanding + m.waiting.len()
                 );
                 self.fail(now, i, reason);
             }
@@ -526,7 +571,7 @@ impl<K: Copy + PartialEq + core::fmt::Debug> Group<K> {
             state: MemberState::Active,
             waiting: VecDeque::new(),
             waiting_bytes: 0,
-            outstanding: VecDeque::new(),
+            outstanding: Vec::new(),
             outstanding_bytes: 0,
             min_response: None,
             rate: 0.0,
@@ -594,8 +639,13 @@ impl<K: Copy + PartialEq + core::fmt::Debug> Group<K> {
         let lost: Vec<u64> = m
             .waiting
             .drain(..)
-            .map(|(id, _)| id)
-            .chain(m.outstanding.drain(..).map(|p| p.msg))
+            .map(|c| c.msg)
+            .chain(
+                m.outstanding
+                    .iter_mut()
+                    .flat_map(|q| q.drain(..))
+                    .map(|p| p.msg),
+            )
             .collect();
         m.waiting_bytes = 0;
         m.outstanding_bytes = 0;
@@ -711,13 +761,17 @@ impl<K: Copy + PartialEq + core::fmt::Debug> Group<K> {
         };
         msg.on.push(j);
         msg.live += 1;
-        let data = msg.data.clone();
+        let copy = GroupCopy {
+            msg: id,
+            lane: msg.lane,
+            data: msg.data.clone(),
+        };
         let m = &mut self.members[j];
         if !m.busy() {
             m.last_progress = now;
         }
-        m.waiting_bytes += data.len();
-        m.waiting.push_back((id, data));
+        m.waiting_bytes += copy.data.len();
+        m.waiting.push_back(copy);
         m.copies += 1;
     }
 }
@@ -812,7 +866,11 @@ mod tests {
             }
             let id = g.submit(now, Bytes::from_static(b"hello")).unwrap();
             for i in 0..3 {
-                assert_eq!(g.next_copy(i).map(|c| c.0), Some(id), "{mode}: a copy each");
+                assert_eq!(
+                    g.next_copy(i).map(|c| c.msg),
+                    Some(id),
+                    "{mode}: a copy each"
+                );
                 g.placed(now, i, 40 + i as u64);
             }
             assert!(!g.is_done(id));
@@ -955,6 +1013,42 @@ mod tests {
         // Rates 8 : 2 : 1 — the fast member takes more than the other two together.
         assert!(shares[0] > shares[1] + shares[2], "shares {shares:?}");
         assert!(shares[1] > shares[2], "shares {shares:?}");
+    }
+
+    #[test]
+    fn each_lane_is_acknowledged_by_its_own_barrier() {
+        let now = Instant::from_micros(1);
+        let mut g = Group::new(Mode::All, GroupConfig::default());
+        g.add_member(now, 0).unwrap();
+        let a = g.submit(now, Bytes::from_static(b"message")).unwrap();
+        let b = g.submit_on(now, 1, Bytes::from_static(b"record")).unwrap();
+        let c = g.submit(now, Bytes::from_static(b"later")).unwrap();
+        // The copies come with their lanes; lane 1's is placed at the offset of its last
+        // byte on its stream, the messages at their ids.
+        let lanes: Vec<(u64, u16)> = std::iter::from_fn(|| {
+            let copy = g.next_copy(0)?;
+            let at = if copy.lane == 0 { copy.msg } else { 5 };
+            g.placed(now, 0, at);
+            Some((copy.msg, copy.lane))
+        })
+        .collect();
+        assert_eq!(lanes, [(a, 0), (b, 1), (c, 0)]);
+        // The message stream acknowledges both its messages; lane 1's stream nothing.
+        let p = MemberProgress {
+            done_below: c + 1,
+            ..MemberProgress::default()
+        };
+        g.progress(now, 0, p);
+        assert!(
+            g.is_done(a) && g.is_done(c),
+            "lane 0 does not wait for lane 1"
+        );
+        assert!(!g.is_done(b) && g.done_below() == b);
+        // Lane 1's barrier reaches the record's last byte (offset 5) only past it.
+        g.progress_lane(now, 0, 1, 5);
+        assert!(!g.is_done(b));
+        g.progress_lane(now, 0, 1, 6);
+        assert!(g.is_done(b) && g.done_below() == c + 1 && g.is_settled());
     }
 
     #[test]
