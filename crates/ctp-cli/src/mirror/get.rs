@@ -21,7 +21,7 @@ use crate::failure::Failure;
 use crate::outln;
 use crate::progress;
 use crate::summary::{hex, human_bytes};
-use crate::transfer::tempname::hidden_path;
+use crate::transfer::tempname::{move_into_place, temp_path};
 use anyhow::anyhow;
 use ctp::{Connection, StreamKind};
 use std::collections::VecDeque;
@@ -111,7 +111,7 @@ pub async fn get(a: GetArgs) -> Result<(), Failure> {
         eprintln!("ctp: {}: {}", m.target.typed, state_text(&m.state));
     }
     let pb = progress::bar(info.size, "get", t.json);
-    let result = fetch(&a.name, &info, &mut mirrors, &out, &pb).await;
+    let result = fetch(&a.name, &info, &mut mirrors, &out, a.overwrite, &pb).await;
     pb.finish_and_clear();
     let secs = started.elapsed().as_secs_f64();
     for ep in &endpoints {
@@ -201,15 +201,17 @@ fn choose(
 }
 
 /// Fetches every segment of the file `info` describes from the good mirrors into a
-/// temporary file, then puts it at `out`.
+/// temporary file (a name of its own: two downloads to one place do not share it), then
+/// puts it at `out` (replacing what is there only with `overwrite`).
 async fn fetch(
     name: &str,
     info: &Info,
     mirrors: &mut [Mirror],
     out: &Path,
+    overwrite: bool,
     pb: &indicatif::ProgressBar,
 ) -> Result<(), String> {
-    let temp = hidden_path(out, ".ctp-get-partial");
+    let temp = temp_path(out);
     let file = std::fs::File::create(&temp)
         .and_then(|f| f.set_len(info.size).map(|()| f))
         .map_err(|e| format!("cannot write {}: {e}", temp.display()))?;
@@ -306,7 +308,7 @@ async fn fetch(
     }
     file.sync_all()
         .map_err(|e| format!("cannot write {}: {e}", temp.display()))?;
-    place(&temp, out)
+    place(&temp, out, overwrite)
 }
 
 /// Sends `req` on a stream of its own and reads the whole answer.
@@ -347,11 +349,16 @@ fn destination(out: &Path, name: &str, overwrite: bool) -> Result<PathBuf, Failu
     Ok(path)
 }
 
-/// Puts the finished temporary file at `out` (replacing what is there: `destination`
-/// refused an existing file unless asked to overwrite).
-fn place(temp: &Path, out: &Path) -> Result<(), String> {
-    std::fs::rename(temp, out)
-        .map_err(|e| format!("cannot move the file to {}: {e}", out.display()))
+/// Puts the finished temporary file at `out`, replacing what is there only with
+/// `overwrite` (a file that appeared there during the download is kept).
+fn place(temp: &Path, out: &Path, overwrite: bool) -> Result<(), String> {
+    move_into_place(temp, out, overwrite).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => format!(
+            "{} appeared during the download and was kept (pass --overwrite to replace it)",
+            out.display()
+        ),
+        _ => format!("cannot move the file to {}: {e}", out.display()),
+    })
 }
 
 /// Removes a temporary file unless it was moved into place.

@@ -12,7 +12,7 @@ use super::manifest::{Entry, Kind, Manifest, MAX_MANIFEST, MODE_MASK};
 use super::pipeline::{Digest, WriteBehind};
 use super::precheck;
 use super::resume::{self, Partial};
-use super::tempname::temp_path;
+use super::tempname::{self, temp_path};
 use super::CHUNK;
 use anyhow::{anyhow, bail, Context, Result};
 use bytes::Bytes;
@@ -79,23 +79,13 @@ impl TempFile {
                 .await?
                 .context("syncing to disk")?;
         }
-        if overwrite {
-            tokio::fs::rename(&self.path, dest)
-                .await
-                .with_context(|| format!("renaming into {}", dest.display()))?;
-        } else {
-            match tokio::fs::hard_link(&self.path, dest).await {
-                Ok(()) => {
-                    let _ = std::fs::remove_file(&self.path);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    bail!("{}", precheck::exists(dest))
-                }
-                // A file system without hard links: check, then rename.
-                Err(_) if !dest.exists() => tokio::fs::rename(&self.path, dest)
-                    .await
-                    .with_context(|| format!("renaming into {}", dest.display()))?,
-                Err(_) => bail!("{}", precheck::exists(dest)),
+        match tempname::move_into_place(&self.path, dest, overwrite) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                bail!("{}", precheck::exists(dest))
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("renaming into {}", dest.display()));
             }
         }
         if let Some(s) = &self.sidecar {
