@@ -257,6 +257,15 @@ pub fn replay_command(seed: u64) -> String {
     format!("ctp sim chaos --seeds 1 --start {seed}")
 }
 
+/// Records a flow or group left hanging: a failure, or against a forger only counted.
+fn hung(forged: bool, hang: String, failures: &mut Vec<String>, forger_hangs: &mut Vec<String>) {
+    if forged {
+        forger_hangs.push(hang);
+    } else {
+        failures.push(hang);
+    }
+}
+
 /// Runs one seed and checks every invariant.
 pub fn run_seed(seed: u64) -> Verdict {
     let cfg = config(seed);
@@ -280,11 +289,7 @@ pub fn run_seed(seed: u64) -> Verdict {
                 "flow {i} ({}): neither completed nor failed with a reason within {BOUND:?} ({} of {:?} bytes delivered)",
                 f.profile, f.bytes_delivered, spec.bytes
             );
-            if forged {
-                forger_hangs.push(hang);
-            } else {
-                failures.push(hang);
-            }
+            hung(forged, hang, &mut failures, &mut forger_hangs);
         }
         if forged {
             continue;
@@ -314,11 +319,7 @@ pub fn run_seed(seed: u64) -> Verdict {
                 "group {i} ({}): neither completed nor failed with a reason within {BOUND:?} ({} of {} messages done)",
                 g.mode, g.done, g.messages
             );
-            if forged {
-                forger_hangs.push(hang);
-            } else {
-                failures.push(hang);
-            }
+            hung(forged, hang, &mut failures, &mut forger_hangs);
         }
         if !forged {
             for v in &g.violations {
