@@ -12,7 +12,8 @@ use ctp_proto::{StreamId, StreamKind, WriteError};
 use std::future::{poll_fn, Future};
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 
 /// One connection to several destinations, with a delivery rule chosen at connect time
 /// ([`Mode`]): each message goes to every destination or to `k` of them, and is *done* for
@@ -26,15 +27,32 @@ use std::task::{Context, Poll};
 /// Messages go on each destination's message stream; [`Group::open_stream`] adds more
 /// streams per destination (each a stream of every member connection, with a priority of
 /// its own), written with [`Group::send_on`] under the same mode.
+///
+/// A task of the group's own keeps copies moving while the application is elsewhere: it
+/// puts copies that did not fit on their connections as room opens, reads the members'
+/// acknowledgements and fails the members that stop, whether or not anything awaits the
+/// group.
 pub struct Group {
-    endpoint: Endpoint,
+    core: Arc<Mutex<Core>>,
     profile: Profile,
+    /// The group's own task (see [`Core::run`]); aborted when the group is dropped.
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// What the application's calls and the group's task share.
+struct Core {
+    endpoint: Endpoint,
     state: group::Group<SocketAddr>,
     /// The members not removed or failed.
     members: Vec<Member>,
     /// The priority of each stream opened with [`Group::open_stream`] (lane 1 first).
     lanes: Vec<u8>,
+    /// The group's timer (failing members that stopped); only the task polls it.
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// When the timer is set for.
+    armed: Option<ctp_proto::Instant>,
+    /// The task, to wake when the application's call needs the timer earlier.
+    task: Option<Waker>,
 }
 
 /// One destination's connection, and its streams for the group's lanes.
@@ -95,13 +113,14 @@ impl Group {
             .iter()
             .map(|&a| endpoint.connect(a, profile))
             .collect();
-        let mut g = Group {
+        let mut g = Core {
             endpoint: endpoint.clone(),
-            profile: profile.clone(),
             state: group::Group::new(mode, cfg),
             members: Vec::new(),
             lanes: Vec::new(),
             timer: None,
+            armed: None,
+            task: None,
         };
         let mut unreachable = None;
         for (attempt, &addr) in attempts.into_iter().zip(addrs) {
@@ -124,13 +143,27 @@ impl Group {
         match unreachable {
             // `All` needs every destination it was given; the others as many as they name.
             Some(e) if mode == Mode::All || mode.check(reachable).is_err() => Err(e),
-            _ => Ok(g),
+            _ => {
+                let core = Arc::new(Mutex::new(g));
+                let task = tokio::spawn(Core::run(core.clone()));
+                Ok(Group {
+                    core,
+                    profile: profile.clone(),
+                    task,
+                })
+            }
         }
+    }
+
+    /// The shared state, locked (a panic elsewhere while it was held leaves it usable:
+    /// every step keeps it consistent).
+    fn core(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The delivery rule.
     pub fn mode(&self) -> Mode {
-        self.state.mode()
+        self.core().state.mode()
     }
 
     /// Sends one message to the members the mode chooses, waiting for room in the group's
@@ -145,14 +178,15 @@ impl Group {
     /// destination sees a new unidirectional stream of its connection with the group's
     /// first write on it. Destinations that join later get it too.
     pub fn open_stream(&mut self, priority: u8) -> Result<GroupStream, GroupError> {
-        if self.lanes.len() >= MAX_GROUP_STREAMS {
+        let mut core = self.core();
+        if core.lanes.len() >= MAX_GROUP_STREAMS {
             return Err(GroupError::Member(format!(
                 "a group opens at most {MAX_GROUP_STREAMS} streams"
             )));
         }
-        self.lanes.push(priority);
+        core.lanes.push(priority);
         Ok(GroupStream {
-            lane: self.lanes.len() as u16,
+            lane: core.lanes.len() as u16,
         })
     }
 
@@ -168,26 +202,27 @@ impl Group {
     /// Submits `msg` on `lane`, waiting for room in the group's buffer.
     async fn submit(&mut self, lane: u16, msg: Bytes) -> Result<u64, GroupError> {
         poll_fn(|cx| {
-            let now = self.endpoint.now();
-            match self.state.submit_on(now, lane, msg.clone()) {
-                Ok(id) => {
-                    self.pump(cx);
-                    Poll::Ready(Ok(id))
-                }
+            let mut core = self.core();
+            let now = core.endpoint.now();
+            let r = match core.state.submit_on(now, lane, msg.clone()) {
+                Ok(id) => Poll::Ready(Ok(id)),
                 Err(GroupError::Blocked) => {
-                    self.pump(cx);
+                    core.pump(cx);
                     // Progress may have made room.
-                    match self.state.submit_on(self.endpoint.now(), lane, msg.clone()) {
-                        Ok(id) => {
-                            self.pump(cx);
-                            Poll::Ready(Ok(id))
-                        }
+                    let now = core.endpoint.now();
+                    match core.state.submit_on(now, lane, msg.clone()) {
+                        Ok(id) => Poll::Ready(Ok(id)),
                         Err(GroupError::Blocked) => Poll::Pending,
                         Err(e) => Poll::Ready(Err(e)),
                     }
                 }
                 Err(e) => Poll::Ready(Err(e)),
+            };
+            if r.is_ready() {
+                core.pump(cx);
             }
+            core.nudge();
+            r
         })
         .await
     }
@@ -195,11 +230,13 @@ impl Group {
     /// Waits until every message sent is done for the group (or the group fails).
     pub async fn flush(&mut self) -> Result<(), GroupError> {
         poll_fn(|cx| {
-            self.pump(cx);
-            if let Some(why) = self.state.failure() {
+            let mut core = self.core();
+            core.pump(cx);
+            core.nudge();
+            if let Some(why) = core.state.failure() {
                 return Poll::Ready(Err(GroupError::Failed(why.to_string())));
             }
-            if self.state.done_below() == self.state.next_id() {
+            if core.state.done_below() == core.state.next_id() {
                 Poll::Ready(Ok(()))
             } else {
                 Poll::Pending
@@ -213,8 +250,10 @@ impl Group {
     /// still be on its way to the others until then).
     pub async fn settled(&mut self) {
         poll_fn(|cx| {
-            self.pump(cx);
-            if self.state.is_settled() {
+            let mut core = self.core();
+            core.pump(cx);
+            core.nudge();
+            if core.state.is_settled() {
                 Poll::Ready(())
             } else {
                 Poll::Pending
@@ -225,46 +264,54 @@ impl Group {
 
     /// Adds a destination while messages flow: it takes the messages sent from now on.
     pub async fn add(&mut self, addr: SocketAddr) -> Result<(), GroupConnectError> {
-        if self.state.member_keys().contains(&addr) {
-            return Err(GroupConnectError::Member(format!(
-                "{addr} is in the group already"
-            )));
-        }
-        let c = self
-            .endpoint
+        let endpoint = {
+            let core = self.core();
+            if core.state.member_keys().contains(&addr) {
+                return Err(GroupConnectError::Member(format!(
+                    "{addr} is in the group already"
+                )));
+            }
+            core.endpoint.clone()
+        };
+        let c = endpoint
             .connect(addr, &self.profile)
             .await
             .map_err(|error| GroupConnectError::Connect { addr, error })?;
-        self.state
-            .add_member(self.endpoint.now(), addr)
+        let mut core = self.core();
+        core.state
+            .add_member(endpoint.now(), addr)
             .map_err(|e| GroupConnectError::Member(e.to_string()))?;
-        self.members.push(Member::new(addr, c));
+        core.members.push(Member::new(addr, c));
+        core.nudge();
         Ok(())
     }
 
     /// Removes destination `addr`: its connection is closed (what it was sent is still
     /// delivered) and its copies no longer count.
     pub fn remove(&mut self, addr: SocketAddr) -> Result<(), GroupError> {
-        self.state.remove_member(self.endpoint.now(), addr)?;
-        self.members.retain(|m| m.addr != addr);
+        let mut core = self.core();
+        let now = core.endpoint.now();
+        core.state.remove_member(now, addr)?;
+        core.members.retain(|m| m.addr != addr);
         Ok(())
     }
 
     /// What happened to the group since the last call: members failed (with the reason)
     /// and the group's own failure.
     pub fn events(&mut self) -> Vec<GroupEvent<SocketAddr>> {
-        std::iter::from_fn(|| self.state.poll_event()).collect()
+        let mut core = self.core();
+        std::iter::from_fn(|| core.state.poll_event()).collect()
     }
 
     /// Every destination ever in the group with its figures (copies given, acknowledged,
     /// load).
     pub fn members(&self) -> Vec<MemberReport<SocketAddr>> {
-        self.state.members()
+        self.core().state.members()
     }
 
     /// Why the group failed, once it did.
-    pub fn failure(&self) -> Option<&str> {
-        self.state.failure()
+    pub fn failure(&self) -> Option<String> {
+        self.core().state.failure().map(str::to_string)
     }
 
     /// Waits for every message to be done for the group and every destination to have
@@ -273,13 +320,52 @@ impl Group {
     pub async fn close(mut self) -> Result<(), GroupError> {
         let flushed = self.flush().await;
         self.settled().await;
-        for m in &self.members {
+        self.task.abort();
+        let members = std::mem::take(&mut self.core().members);
+        for m in &members {
             for &id in m.streams.iter().flatten() {
                 let _ = poll_fn(|cx| m.conn.poll_send(cx, |pc, now| pc.finish_on(now, id))).await;
             }
             let _ = m.conn.close().await;
         }
         flushed
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Core {
+    /// The group's own task: pumps whenever a member connection has news or the timer
+    /// fires, until the group is dropped or closed (which abort it).
+    async fn run(core: Arc<Mutex<Core>>) {
+        poll_fn(|cx| {
+            let mut c = core.lock().unwrap_or_else(|e| e.into_inner());
+            c.task = Some(cx.waker().clone());
+            c.pump(cx);
+            c.arm_timer(cx);
+            Poll::<()>::Pending
+        })
+        .await
+    }
+
+    /// Wakes the task when the group's timer is due sooner than it is set for (a member
+    /// that took a copy while the timer was idle, a member added), so that it re-arms.
+    fn nudge(&self) {
+        let due = self.state.poll_timeout();
+        let sooner = match (due, self.armed) {
+            (Some(d), Some(a)) => d < a,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if sooner {
+            if let Some(t) = &self.task {
+                t.wake_by_ref();
+            }
+        }
     }
 
     /// Puts waiting copies on their members' connections, takes each member's progress,
@@ -304,7 +390,6 @@ impl Group {
             }
             !failed
         });
-        self.arm_timer(cx);
     }
 
     /// Puts member `i`'s waiting copies on its connection (each on its lane's stream) and
@@ -337,8 +422,10 @@ impl Group {
         Ok(())
     }
 
+    /// Sets the timer for the group's next timeout and registers `cx` (the task's) with it.
     fn arm_timer(&mut self, cx: &mut Context<'_>) {
-        let Some(at) = self.state.poll_timeout() else {
+        self.armed = self.state.poll_timeout();
+        let Some(at) = self.armed else {
             self.timer = None;
             return;
         };

@@ -406,3 +406,58 @@ async fn more_streams_per_destination_each_arrive_whole_beside_the_messages() {
     .await
     .expect("bounded");
 }
+
+/// The group's own task keeps copies moving while the application does something else:
+/// with a small send buffer most copies wait in the group when the sends return, and they
+/// all reach the destinations while the application sleeps, not at its next call; a
+/// destination that stops reading (its buffer full, no progress) is failed by the group's
+/// timer meanwhile, without any call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_group_moves_copies_and_fails_members_while_the_application_is_elsewhere() {
+    timeout(Duration::from_secs(60), async {
+        let dests = [
+            destination(Duration::ZERO).await,
+            destination(Duration::ZERO).await,
+            // Reads one message, then nothing for as long as the test lasts.
+            destination(Duration::from_secs(1000)).await,
+        ];
+        let addrs: Vec<_> = dests.iter().map(|d| d.addr).collect();
+        let mut profile = Profile::reliable();
+        profile.params.send_buffer = 64 << 10;
+        let cfg = GroupConfig {
+            fail_after: Duration::from_secs(1),
+            ..GroupConfig::default()
+        };
+        let ep = sender().await;
+        let mut g = Group::connect(&ep, &addrs, &profile, Mode::AtLeast(2), cfg)
+            .await
+            .expect("every destination reachable");
+        let n = 200u32;
+        for i in 0..n {
+            g.send(msg(i, 16_000)).await.unwrap();
+        }
+        let read = |d: &Destination| d.read.load(Ordering::SeqCst);
+        assert!(
+            dests.iter().all(|d| read(d) < u64::from(n) / 2),
+            "most copies were still waiting when the sends returned"
+        );
+        // The application is elsewhere; nothing awaits the group.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let failed = matches!(g.members()[2].state, MemberState::Failed(_));
+            if failed && dests[..2].iter().all(|d| read(d) == u64::from(n)) {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "copies stopped moving: read {:?}, {:?}",
+                dests.iter().map(read).collect::<Vec<_>>(),
+                g.members()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        g.close().await.unwrap();
+    })
+    .await
+    .expect("bounded");
+}
