@@ -192,7 +192,7 @@ pub(crate) struct FlowApp {
     pub interval_bytes: u64,
     /// Generation time (µs) of each message, by id.
     generated_us: Vec<u64>,
-    seen: Vec<u64>,
+    seen: payload::Delivered,
     next_msg_at: Instant,
     ping_sent_at: Option<Instant>,
     pub done_at: Option<Instant>,
@@ -243,7 +243,7 @@ impl FlowApp {
             closing: false,
             interval_bytes: 0,
             generated_us: Vec::new(),
-            seen: Vec::new(),
+            seen: payload::Delivered::default(),
             ping_sent_at: None,
             done_at: None,
             max_cwnd: 0,
@@ -550,14 +550,9 @@ impl FlowApp {
                     }
                     continue;
                 }
-                let (w, b) = ((id / 64) as usize, id % 64);
-                if self.seen.len() <= w {
-                    self.seen.resize(w + 1, 0);
-                }
-                if self.seen[w] & (1 << b) != 0 {
+                if !self.seen.first_time(id) {
                     self.violation(format!("message {id} delivered twice"));
                 }
-                self.seen[w] |= 1 << b;
                 self.res.msgs_delivered += 1;
                 self.record_latency(now, id);
                 self.res.bytes_delivered += m.len() as u64;

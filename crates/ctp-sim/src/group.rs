@@ -84,22 +84,9 @@ const MAX_VIOLATIONS: usize = 8;
 /// The receiving side of one member: which messages it delivered.
 #[derive(Default)]
 struct MemberRx {
-    seen: Vec<u64>,
+    seen: payload::Delivered,
     last: Option<u64>,
     delivered: u64,
-}
-
-impl MemberRx {
-    /// Records message `id`; false if it was delivered before.
-    fn first_time(&mut self, id: u64) -> bool {
-        let (w, b) = ((id / 64) as usize, id % 64);
-        if self.seen.len() <= w {
-            self.seen.resize(w + 1, 0);
-        }
-        let new = self.seen[w] & (1 << b) == 0;
-        self.seen[w] |= 1 << b;
-        new
-    }
 }
 
 /// The running state of one group: the policy, what was submitted, what each receiver
@@ -337,13 +324,11 @@ impl GroupApp {
                 self.violation(format!("flow {flow}: corrupt or unknown message delivered"));
                 continue;
             };
-            if !self.rx[i].first_time(id) {
+            if !self.rx[i].seen.first_time(id) {
                 self.violation(format!("flow {flow}: message {id} delivered twice"));
                 continue;
             }
-            if self.spec.mode == Mode::All && self.rx[i].last.is_some_and(|l| id != l + 1)
-                || self.spec.mode == Mode::All && self.rx[i].last.is_none() && id != 0
-            {
+            if self.spec.mode == Mode::All && id != self.rx[i].last.map_or(0, |l| l + 1) {
                 self.violation(format!(
                     "flow {flow}: message {id} delivered after {:?} under `all`",
                     self.rx[i].last

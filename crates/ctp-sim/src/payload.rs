@@ -88,6 +88,23 @@ pub fn first_mismatch(key: u64, offset: u64, data: &[u8]) -> Option<usize> {
     first
 }
 
+/// The message ids a receiver delivered, one bit each: catches a message delivered twice.
+#[derive(Debug, Default)]
+pub struct Delivered(Vec<u64>);
+
+impl Delivered {
+    /// Records message `id`; false if it was delivered before.
+    pub fn first_time(&mut self, id: u64) -> bool {
+        let (w, b) = ((id / 64) as usize, id % 64);
+        if self.0.len() <= w {
+            self.0.resize(w + 1, 0);
+        }
+        let new = self.0[w] & (1 << b) == 0;
+        self.0[w] |= 1 << b;
+        new
+    }
+}
+
 /// A self-checking datagram message: 8-byte id, then content derived from (key, id).
 pub fn message(key: u64, id: u64, len: usize) -> Vec<u8> {
     let len = len.max(8);
